@@ -1,0 +1,20 @@
+//! The contract every series adapter answers. No I/O and no Parquet live here.
+
+mod aggregate;
+mod bucket;
+mod position;
+mod refusal;
+mod series;
+mod track;
+
+pub use aggregate::{Aggregate, Aggregated, Rank, UnknownAggregate};
+pub use bucket::{Bucket, Placed};
+pub use position::{At, Position};
+pub use refusal::{BeneathWindow, Unreadable};
+pub use series::{
+    Application, Cursor, Definition, ErasedRow, Run, Series, Stream, StreamConsumer,
+};
+pub use track::{
+    check_label, BadLabel, BadTrack, Label, Prefix, TrackKey, TrackTuple, Tracked, Axial,
+    MAX_DEPTH, UNIT_SEPARATOR,
+};

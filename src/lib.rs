@@ -1,0 +1,9 @@
+//! # series-archive
+//!
+//! Durable, queryable history beneath a stream runtime's in-memory window.
+#![warn(missing_docs)]
+
+pub mod contract;
+
+pub use contract::*;
+pub use series_archive_macros::stream;
