@@ -7,3 +7,6 @@ pub mod contract;
 
 pub use contract::*;
 pub use series_archive_macros::stream;
+pub mod archive;
+
+pub use archive::{Archive, ArchiveError, Config, ReadError, StreamSpec};

@@ -1,0 +1,95 @@
+//! Every durability step in one place: write, sync, rename, sync the directory, quarantine.
+
+use super::error::{ArchiveError, Result};
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Writes `bytes` to a new file at `path` and syncs it.
+pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(ArchiveError::io("create", path))?;
+    file.write_all(bytes).map_err(ArchiveError::io("write", path))?;
+    file.sync_all().map_err(ArchiveError::io("sync", path))
+}
+
+/// Syncs a directory so renames and creations inside it are durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(ArchiveError::io("sync directory", dir))
+}
+
+/// Renames `from` to `to` (same filesystem; atomic).
+pub(crate) fn rename(from: &Path, to: &Path) -> Result<()> {
+    fs::rename(from, to).map_err(ArchiveError::io("rename into place", to))
+}
+
+/// Creates a directory and its parents.
+pub(crate) fn create_dir(dir: &Path) -> Result<()> {
+    fs::create_dir_all(dir).map_err(ArchiveError::io("create directory", dir))
+}
+
+/// Moves `path` (relative to `root`) into `quarantine`, keeping its relative path, and syncs
+/// both directories. Evidence is moved, never deleted.
+pub(crate) fn quarantine(root: &Path, quarantine: &Path, path: &Path) -> Result<PathBuf> {
+    let relative = path.strip_prefix(root).unwrap_or(path);
+    let target = quarantine.join(relative);
+    if let Some(parent) = target.parent() {
+        create_dir(parent)?;
+    }
+    fs::rename(path, &target).map_err(ArchiveError::io("move into quarantine", path))?;
+    if let Some(parent) = path.parent() {
+        sync_dir(parent)?;
+    }
+    if let Some(parent) = target.parent() {
+        sync_dir(parent)?;
+    }
+    Ok(target)
+}
+
+/// Lists the regular files directly inside `dir`, sorted; an absent directory is empty.
+pub(crate) fn list_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(ArchiveError::io("list", dir)(e)),
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(ArchiveError::io("list", dir))?;
+        let kind = entry.file_type().map_err(ArchiveError::io("stat", entry.path()))?;
+        if kind.is_file() {
+            files.push(entry.path());
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Every regular file beneath `dir`, recursively; an absent directory is empty.
+pub(crate) fn walk_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let entries = match fs::read_dir(&d) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(ArchiveError::io("list", &d)(e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(ArchiveError::io("list", &d))?;
+            let kind = entry.file_type().map_err(ArchiveError::io("stat", entry.path()))?;
+            if kind.is_dir() {
+                stack.push(entry.path());
+            } else if kind.is_file() {
+                out.push(entry.path());
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}

@@ -1,0 +1,133 @@
+//! Errors of the archive: what went wrong, where, and what to do about it.
+//!
+//! Refusals of the serving contract ([`crate::BeneathWindow`]) are never mixed with these:
+//! an `ArchiveError` is about opening, declaring, staging or sealing.
+
+use std::path::PathBuf;
+
+/// Everything the archive can fail at, with the path or row it failed on.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    /// An operating-system call failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// To which path.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another process holds the archive's write lock.
+    #[error("archive {path} is held by another process (lock file {path}/LOCK); one writer at a time — close the other writer or open read-only")]
+    Locked {
+        /// The archive directory.
+        path: PathBuf,
+    },
+    /// The manifest was written by a format this build does not know.
+    #[error("manifest {path} at byte {offset} is format version {found}; this build reads version {supported} only and will not migrate or modify it — use a build that knows version {found}")]
+    UnknownVersion {
+        /// The manifest generation file.
+        path: PathBuf,
+        /// Where the record starts.
+        offset: u64,
+        /// The version found.
+        found: u16,
+        /// The version this build reads.
+        supported: u16,
+    },
+    /// A record failed its check and valid records follow it: damage, not a torn tail.
+    #[error("manifest {path} is damaged at byte {offset} and {following} valid record(s) follow it; truncating there would drop committed barriers, so this archive will not be opened for writing — open it read-only to serve what can be proven, and restore the manifest from a backup")]
+    DamagedManifest {
+        /// The manifest generation file.
+        path: PathBuf,
+        /// Where the failing record starts.
+        offset: u64,
+        /// How many valid records were found after it.
+        following: usize,
+    },
+    /// The manifest holds a record that passed its checksum but cannot be understood.
+    #[error("manifest {path} at byte {offset}: {message}")]
+    CorruptManifest {
+        /// The manifest generation file.
+        path: PathBuf,
+        /// Where the record starts.
+        offset: u64,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The directory holds data but no manifest names any of it.
+    #[error("{path} holds stream data but no manifest; refusing to adopt files no record names (restore manifest/ or open an empty directory)")]
+    NoManifest {
+        /// The archive directory.
+        path: PathBuf,
+    },
+    /// A stream declaration is invalid or differs from the recorded one.
+    #[error("stream {stream:?}: {message}")]
+    Declaration {
+        /// The stream id.
+        stream: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Rows handed to the archive are not acceptable; nothing of them was staged.
+    #[error("stream {stream:?}, row {row}{column}: {message}", column = column.as_ref().map(|c| format!(", column {c:?}")).unwrap_or_default())]
+    Input {
+        /// The stream id.
+        stream: String,
+        /// Zero-based index of the offending row within the delivery.
+        row: usize,
+        /// The offending column, when one is to blame.
+        column: Option<String>,
+        /// What is wrong.
+        message: String,
+    },
+    /// No stream of that id was selected at assembly.
+    #[error("no stream {0:?} is selected in this archive")]
+    UnknownStream(String),
+    /// An earlier write or sync failed; the archive refuses further barriers until reopened.
+    #[error("an earlier write or sync failed ({0}); this archive refuses further barriers until it is reopened and recovery decides what is durable")]
+    Poisoned(String),
+    /// The archive was opened read-only.
+    #[error("archive was opened read-only; {0} needs a writable open")]
+    ReadOnly(&'static str),
+    /// Arrow or Parquet failed while encoding.
+    #[error("encoding stream {stream:?}: {message}")]
+    Encode {
+        /// The stream id.
+        stream: String,
+        /// The encoder's message.
+        message: String,
+    },
+}
+
+impl ArchiveError {
+    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> ArchiveError {
+        let path = path.into();
+        move |source| ArchiveError::Io {
+            action,
+            path,
+            source,
+        }
+    }
+
+    pub(crate) fn declaration(stream: &str, message: impl Into<String>) -> ArchiveError {
+        ArchiveError::Declaration {
+            stream: stream.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn input(stream: &str, row: usize, column: Option<&str>, message: impl Into<String>) -> ArchiveError {
+        ArchiveError::Input {
+            stream: stream.to_owned(),
+            row,
+            column: column.map(str::to_owned),
+            message: message.into(),
+        }
+    }
+}
+
+/// Shorthand for archive results.
+pub type Result<T, E = ArchiveError> = std::result::Result<T, E>;

@@ -1,0 +1,574 @@
+//! The Parquet series adapter: the product.
+//!
+//! ```text
+//! deliver ──► stage (memory, per stream × track, publish order, _seq assigned)
+//! seal    ──► encode Parquet ─► fsync ─► rename ─► fsync dir ─► ONE manifest record ─► fsync
+//! open    ──► replay trusted prefix ─► quarantine leftovers ─► repair ─► claim
+//! rows    ──► catalog key-range scan ─► row groups ─► verify digests ─► decode ─► merge by _seq
+//! ```
+
+pub mod config;
+mod durable;
+pub mod error;
+pub mod manifest;
+mod read;
+mod segment;
+mod series;
+mod stage;
+
+pub use config::{Clock, Config, FaultPoint, Faults, FixedClock, StreamSpec, SystemClock, POSITION_COLUMN, SEQ_COLUMN};
+pub use error::{ArchiveError, Result};
+pub use segment::{data_file_name, digest};
+
+use crate::contract::{BeneathWindow, Position, TrackKey};
+use arrow::array::RecordBatch;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use manifest::log::{self, LogWriter, Tail};
+use manifest::{Barrier, BarrierStream, Record, SegmentFile, State, StreamDecl, StreamState};
+use serde::Serialize;
+use stage::Staged;
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+
+const MANIFEST_DIR: &str = "manifest";
+const STREAMS_DIR: &str = "streams";
+const TMP_DIR: &str = ".tmp";
+const QUARANTINE_DIR: &str = ".quarantine";
+const LOCK_FILE: &str = "LOCK";
+
+/// A stream selected at assembly, resolved against what the manifest records.
+#[derive(Debug)]
+struct Selected {
+    spec: StreamSpec,
+    full_schema: SchemaRef,
+}
+
+/// What open found and did to recover.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Recovery {
+    /// Files moved into quarantine by this open, relative to the archive root.
+    pub quarantined: Vec<String>,
+    /// The byte offset at which the manifest's torn tail started, if it had one.
+    pub torn_tail_at: Option<u64>,
+    /// A damaged (not torn) manifest, for a read-only open that serves the trusted prefix.
+    pub damaged_at: Option<u64>,
+    /// The generation started by the repair, if one was.
+    pub repaired_generation: Option<u64>,
+}
+
+/// What one barrier made durable.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BarrierReport {
+    /// The barrier's number.
+    pub barrier: u64,
+    /// Per stream written: the position it is durable through and the rows written.
+    pub streams: Vec<SealedStream>,
+}
+
+/// One stream's part of a barrier.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SealedStream {
+    /// The stream id.
+    pub stream: String,
+    /// The position through which it is durable.
+    pub watermark: Position,
+    /// Rows the barrier wrote for it.
+    pub rows: u64,
+    /// Tracks it wrote.
+    pub tracks: usize,
+    /// The file, relative to the root.
+    pub file: String,
+}
+
+/// A Parquet archive of stream history in one directory.
+///
+/// One process writes (the `LOCK` file is held while open for writing); any number may
+/// open it read-only. See the crate docs for the model and `docs/format.md` for the bytes.
+pub struct Archive {
+    root: PathBuf,
+    config: Config,
+    state: State,
+    log: Option<LogWriter>,
+    _lock: Option<File>,
+    selected: BTreeMap<String, Selected>,
+    staged: BTreeMap<String, Staged>,
+    next_name: u64,
+    poisoned: Option<String>,
+    cursor: Position,
+    recovery: Recovery,
+}
+
+impl std::fmt::Debug for Archive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Archive").field("root", &self.root).field("generation", &self.state.generation).finish_non_exhaustive()
+    }
+}
+
+fn numbered(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.to_str()?;
+    segment::parse_data_file_name(name)
+}
+
+fn generation_of(path: &Path) -> Option<u64> {
+    log::parse_generation(path.file_name()?.to_str()?)
+}
+
+fn relative(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root).unwrap_or(path).to_string_lossy().replace('\\', "/")
+}
+
+/// Rebuilds the stored Arrow schema (row columns + `_position` + `_seq`) from a declaration.
+fn stored_schema(decl: &StreamDecl) -> std::result::Result<SchemaRef, String> {
+    let mut fields = Vec::with_capacity(decl.columns.len() + 2);
+    for c in &decl.columns {
+        let t = DataType::from_str(&c.data_type).map_err(|e| format!("column {:?}: unknown type {:?}: {e}", c.name, c.data_type))?;
+        fields.push(Field::new(&c.name, t, c.nullable));
+    }
+    fields.push(Field::new(POSITION_COLUMN, DataType::UInt64, false));
+    fields.push(Field::new(SEQ_COLUMN, DataType::UInt64, false));
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+impl Archive {
+    /// Opens (creating when absent) the archive at `root` with `config`.
+    ///
+    /// A writable open takes the lock, replays the manifest's trusted prefix, moves every
+    /// leftover (a torn tail, `.tmp/` files, files no record names) into `.quarantine/`,
+    /// repairs with a fresh generation if the tail was torn, records new stream declarations,
+    /// and only then claims anything. A declaration that differs from the recorded one is an
+    /// error; nothing is modified by a failed open beyond quarantining evidence.
+    pub fn open(root: impl AsRef<Path>, config: Config) -> Result<Archive> {
+        let root = root.as_ref().to_path_buf();
+        let read_only = config.read_only;
+        let lock = if read_only {
+            if !root.join(MANIFEST_DIR).is_dir() {
+                return Err(ArchiveError::io("open archive", root.join(MANIFEST_DIR))(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no manifest directory: not an archive",
+                )));
+            }
+            None
+        } else {
+            durable::create_dir(&root)?;
+            let path = root.join(LOCK_FILE);
+            let file = OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(ArchiveError::io("open lock file", &path))?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => return Err(ArchiveError::Locked { path: root.clone() }),
+                Err(std::fs::TryLockError::Error(e)) => return Err(ArchiveError::io("lock", &path)(e)),
+            }
+            for dir in [MANIFEST_DIR, STREAMS_DIR, TMP_DIR, QUARANTINE_DIR] {
+                durable::create_dir(&root.join(dir))?;
+            }
+            Some(file)
+        };
+        let mut archive = Archive {
+            root,
+            config,
+            state: State::default(),
+            log: None,
+            _lock: lock,
+            selected: BTreeMap::new(),
+            staged: BTreeMap::new(),
+            next_name: 1,
+            poisoned: None,
+            cursor: Position::ORIGIN,
+            recovery: Recovery::default(),
+        };
+        archive.recover()?;
+        archive.declare()?;
+        Ok(archive)
+    }
+
+    fn recover(&mut self) -> Result<()> {
+        let manifest_dir = self.root.join(MANIFEST_DIR);
+        let quarantine_root = self.root.join(QUARANTINE_DIR);
+        let generations: Vec<(u64, PathBuf)> = durable::list_files(&manifest_dir)?
+            .into_iter()
+            .filter_map(|p| generation_of(&p).map(|g| (g, p)))
+            .collect();
+        let evidence = durable::walk_files(&quarantine_root)?;
+        let highest_generation_ever = generations
+            .iter()
+            .map(|(g, _)| *g)
+            .chain(evidence.iter().filter_map(|p| generation_of(p)))
+            .max()
+            .unwrap_or(0);
+        let read_only = self.config.read_only;
+        let Some((current, current_path)) = generations.last().cloned() else {
+            let data = durable::walk_files(&self.root.join(STREAMS_DIR))?;
+            if !data.is_empty() {
+                return Err(ArchiveError::NoManifest { path: self.root.clone() });
+            }
+            if !read_only {
+                let generation = highest_generation_ever + 1;
+                self.state.generation = generation;
+                self.log = Some(LogWriter::create(&self.root.join(TMP_DIR), &manifest_dir, generation, &self.state)?);
+            }
+            self.next_name = self.name_floor(&evidence)?.max(1);
+            return Ok(());
+        };
+        let replayed = log::replay(&current_path, current)?;
+        self.state = replayed.state;
+        match replayed.tail {
+            Tail::Clean => {}
+            Tail::Torn { offset } => self.recovery.torn_tail_at = Some(offset),
+            Tail::Damaged { offset, following } => {
+                if !read_only {
+                    return Err(ArchiveError::DamagedManifest { path: current_path, offset, following });
+                }
+                self.recovery.damaged_at = Some(offset);
+            }
+        }
+        if read_only {
+            self.next_name = self.name_floor(&evidence)?;
+            return Ok(());
+        }
+        // Heal before claim: every leftover becomes evidence, then repair, then claim.
+        let quarantine = self.quarantine_dir()?;
+        let mut moved = Vec::new();
+        for path in durable::walk_files(&self.root.join(TMP_DIR))? {
+            moved.push(durable::quarantine(&self.root, &quarantine, &path)?);
+        }
+        let named: std::collections::BTreeSet<&str> =
+            self.state.streams.values().flat_map(|s| s.files.iter().map(|f| f.path.as_str())).collect();
+        for path in durable::walk_files(&self.root.join(STREAMS_DIR))? {
+            if !named.contains(relative(&self.root, &path).as_str()) {
+                moved.push(durable::quarantine(&self.root, &quarantine, &path)?);
+            }
+        }
+        for (_, path) in &generations[..generations.len() - 1] {
+            moved.push(durable::quarantine(&self.root, &quarantine, path)?);
+        }
+        if self.recovery.torn_tail_at.is_some() {
+            let generation = highest_generation_ever + 1;
+            self.log = Some(LogWriter::create(&self.root.join(TMP_DIR), &manifest_dir, generation, &self.state)?);
+            self.state.generation = generation;
+            self.recovery.repaired_generation = Some(generation);
+            moved.push(durable::quarantine(&self.root, &quarantine, &current_path)?);
+        } else {
+            self.log = Some(LogWriter::append_to(&current_path, replayed.trusted_len)?);
+        }
+        self.recovery.quarantined = moved.iter().map(|p| relative(&self.root, p)).collect();
+        if !moved.is_empty() {
+            tracing::warn!(archive = %self.root.display(), files = moved.len(), "recovery moved leftovers into quarantine");
+        }
+        let evidence = durable::walk_files(&quarantine_root)?;
+        self.next_name = self.name_floor(&evidence)?;
+        Ok(())
+    }
+
+    /// A fresh directory under `.quarantine/` for this open's evidence.
+    fn quarantine_dir(&self) -> Result<PathBuf> {
+        let base = self.root.join(QUARANTINE_DIR);
+        let stamp = self.config.clock.now_ns();
+        let mut n = 0u32;
+        loop {
+            let dir = base.join(format!("open-{stamp}-{n}"));
+            if !dir.exists() {
+                return Ok(dir);
+            }
+            n += 1;
+        }
+    }
+
+    /// The lowest name above every name the archive ever held: recorded, live, or evidence.
+    fn name_floor(&self, evidence: &[PathBuf]) -> Result<u64> {
+        let live = durable::walk_files(&self.root.join(STREAMS_DIR))?;
+        let tmp = durable::walk_files(&self.root.join(TMP_DIR))?;
+        let seen = live.iter().chain(&tmp).chain(evidence).filter_map(|p| numbered(p)).max();
+        Ok(self.state.next_name.max(seen.map_or(1, |n| n + 1)))
+    }
+
+    fn declare(&mut self) -> Result<()> {
+        let specs = self.config.streams.clone();
+        for spec in specs {
+            let decl = spec.decl()?;
+            match self.state.streams.get(&decl.id) {
+                Some(existing) if existing.decl != decl => {
+                    return Err(ArchiveError::declaration(&decl.id, describe_drift(&existing.decl, &decl)));
+                }
+                Some(_) => {}
+                None if self.config.read_only => {}
+                None => {
+                    let record = Record::Declare(decl.clone());
+                    self.commit(&record)?;
+                }
+            }
+            if self.selected.contains_key(&decl.id) {
+                return Err(ArchiveError::declaration(&decl.id, "selected twice at assembly"));
+            }
+            let full_schema = stored_schema(&decl).map_err(|m| ArchiveError::declaration(&decl.id, m))?;
+            self.selected.insert(decl.id.clone(), Selected { spec, full_schema });
+        }
+        Ok(())
+    }
+
+    /// Appends and syncs one record, then applies it: the only way a claim changes.
+    fn commit(&mut self, record: &Record) -> Result<()> {
+        if let Some(reason) = &self.poisoned {
+            return Err(ArchiveError::Poisoned(reason.clone()));
+        }
+        let Some(log) = self.log.as_mut() else {
+            return Err(ArchiveError::ReadOnly("recording"));
+        };
+        if let Err(e) = log.append(record, &self.config.faults) {
+            self.poisoned = Some(e.to_string());
+            return Err(e);
+        }
+        self.config.faults.hit(FaultPoint::AfterRecord);
+        self.state.apply(record).map_err(|message| ArchiveError::CorruptManifest {
+            path: self.log.as_ref().map(|l| l.path().to_path_buf()).unwrap_or_default(),
+            offset: 0,
+            message: format!("a record this process wrote breaks an invariant: {message}"),
+        })
+    }
+
+    /// The archive's root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// What open found and did.
+    pub fn recovery(&self) -> &Recovery {
+        &self.recovery
+    }
+
+    /// The durable state (recorded streams, files, catalog).
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// Stages a batch of rows (the stream's own columns, in declared order) published at
+    /// `positions`. Touches no file. All or nothing: an invalid row stages none of them.
+    pub fn stage_batch(&mut self, stream: &str, batch: &RecordBatch, positions: &[u64]) -> Result<usize> {
+        let selected = self.selected.get(stream).ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
+        let durable = self.state.streams.get(stream).ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
+        let staged = self.staged.entry(stream.to_owned()).or_default();
+        let n = stage::stage(&durable.decl, &selected.full_schema, durable, staged, batch, positions)?;
+        if let Some(&p) = positions.last() {
+            self.cursor = self.cursor.max(Position(p));
+        }
+        Ok(n)
+    }
+
+    /// Rows staged and not yet sealed.
+    pub fn staged_rows(&self) -> usize {
+        self.staged.values().map(|s| s.rows).sum()
+    }
+
+    /// The position through which `stream` is durable (the last recorded barrier's).
+    pub fn watermark(&self, stream: &str) -> Position {
+        self.state.streams.get(stream).map_or(Position::ORIGIN, |s| s.watermark)
+    }
+
+    /// One barrier for everything staged, across all streams: per stream one Parquet file,
+    /// one row group per track in key order; each written under `.tmp/`, synced, renamed
+    /// into place, the directory synced; then one manifest record, synced. With nothing
+    /// staged it does no I/O and answers `None`.
+    ///
+    /// A failed write or sync poisons the archive: no retry, no further barrier until it is
+    /// reopened and recovery decides what is durable.
+    pub fn seal_all(&mut self) -> Result<Option<BarrierReport>> {
+        if let Some(reason) = &self.poisoned {
+            return Err(ArchiveError::Poisoned(reason.clone()));
+        }
+        if self.log.is_none() {
+            return Err(ArchiveError::ReadOnly("seal"));
+        }
+        if self.staged.values().all(Staged::is_empty) {
+            return Ok(None);
+        }
+        match self.write_barrier() {
+            Ok(report) => Ok(Some(report)),
+            Err(e) => {
+                if self.poisoned.is_none() {
+                    self.poisoned = Some(e.to_string());
+                }
+                self.staged.clear();
+                Err(e)
+            }
+        }
+    }
+
+    fn write_barrier(&mut self) -> Result<BarrierReport> {
+        let barrier_no = self.state.barriers + 1;
+        let sealed_at_ns = self.config.clock.now_ns();
+        let tmp = self.root.join(TMP_DIR);
+        let mut written: Vec<(PathBuf, PathBuf)> = Vec::new();
+        let mut streams = Vec::new();
+        let mut report = Vec::new();
+        let mut next_name = self.next_name;
+        let staged = std::mem::take(&mut self.staged);
+        for (id, mut staged) in staged {
+            if staged.is_empty() {
+                continue;
+            }
+            let selected = &self.selected[&id];
+            let (tracks, watermark, next_seq) = staged
+                .drain(&selected.full_schema)
+                .map_err(|e| ArchiveError::Encode { stream: id.clone(), message: e.to_string() })?;
+            let name = next_name;
+            next_name += 1;
+            let (bytes, footer, groups) = segment::encode(&id, &selected.full_schema, name, &tracks)?;
+            let file_name = data_file_name(name);
+            let staged_path = tmp.join(&file_name);
+            durable::write_synced(&staged_path, &bytes)?;
+            let rows_dir = self.root.join(STREAMS_DIR).join(&id).join("rows");
+            durable::create_dir(&rows_dir)?;
+            let path = rows_dir.join(&file_name);
+            let rows: u64 = groups.iter().map(|g| g.rows).sum();
+            report.push(SealedStream {
+                stream: id.clone(),
+                watermark: Position(watermark),
+                rows,
+                tracks: groups.len(),
+                file: relative(&self.root, &path),
+            });
+            streams.push(BarrierStream {
+                stream: id.clone(),
+                watermark,
+                next_seq,
+                file: SegmentFile {
+                    name,
+                    path: relative(&self.root, &path),
+                    bytes: bytes.len() as u64,
+                    barrier: barrier_no,
+                    sealed_at_ns,
+                    footer,
+                    groups,
+                },
+            });
+            written.push((staged_path, path));
+        }
+        durable::sync_dir(&tmp)?;
+        self.config.faults.hit(FaultPoint::AfterDataWrite);
+        let mut dirs = std::collections::BTreeSet::new();
+        for (from, to) in &written {
+            durable::rename(from, to)?;
+            if let Some(parent) = to.parent() {
+                dirs.insert(parent.to_path_buf());
+            }
+        }
+        for dir in &dirs {
+            durable::sync_dir(dir)?;
+        }
+        durable::sync_dir(&tmp)?;
+        self.config.faults.hit(FaultPoint::AfterDataRename);
+        let record = Record::Barrier(Barrier { barrier: barrier_no, sealed_at_ns, next_name, streams });
+        self.commit(&record)?;
+        self.next_name = next_name;
+        tracing::debug!(barrier = barrier_no, streams = report.len(), "barrier committed");
+        Ok(BarrierReport { barrier: barrier_no, streams: report })
+    }
+
+    /// A clean stop: closes the last barrier.
+    pub fn flush_all(&mut self) -> Result<Option<BarrierReport>> {
+        self.seal_all()
+    }
+
+    fn recorded(&self, stream: &str) -> std::result::Result<(&StreamState, SchemaRef), ReadError> {
+        let state = self.state.streams.get(stream).ok_or_else(|| ReadError::UnknownStream(stream.to_owned()))?;
+        let schema = match self.selected.get(stream) {
+            Some(s) => s.full_schema.clone(),
+            None => stored_schema(&state.decl).map_err(|m| ReadError::Refused(BeneathWindow::unreadable(m)))?,
+        };
+        Ok((state, schema))
+    }
+
+    /// Raw rows of `stream` beneath the selection `track` (labels, outermost first; empty
+    /// selects every track) within the position range, in publish order, as one Arrow batch
+    /// of the stream's columns followed by `_position` and `_seq`.
+    pub fn read_rows(
+        &self,
+        stream: &str,
+        track: &[String],
+        start: Bound<Position>,
+        end: Bound<Position>,
+    ) -> std::result::Result<RecordBatch, ReadError> {
+        let (state, schema) = self.recorded(stream)?;
+        if track.len() > state.decl.track.len() {
+            return Err(ReadError::BadSelection(format!(
+                "stream {stream:?} is tracked by {} component(s) ({}); {} label(s) were given",
+                state.decl.track.len(),
+                state.decl.track.join(", "),
+                track.len()
+            )));
+        }
+        let prefix = TrackKey::encode(track).map_err(|e| ReadError::BadSelection(e.to_string()))?;
+        let tracks = read::select(state, &prefix);
+        read::rows(&self.root, state, &schema, &tracks, start, end).map_err(ReadError::Refused)
+    }
+
+    /// The committed data files of `stream`, as paths under the root: exactly what the
+    /// manifest holds, no more and no less.
+    pub fn files(&self, stream: &str) -> std::result::Result<Vec<PathBuf>, ReadError> {
+        let (state, _) = self.recorded(stream)?;
+        Ok(state.files.iter().map(|f| self.root.join(&f.path)).collect())
+    }
+
+    /// Verifies every digest of every committed file; `progress(done, total)` after each
+    /// file. Answers what is damaged (empty when everything verifies).
+    pub fn verify(&self, mut progress: impl FnMut(usize, usize)) -> Vec<String> {
+        let files: Vec<&SegmentFile> = self.state.streams.values().flat_map(|s| s.files.iter()).collect();
+        let mut damaged = Vec::new();
+        for (i, file) in files.iter().enumerate() {
+            let check = segment::OpenSegment::open(&self.root, file).and_then(|s| s.verify_all());
+            if let Err(e) = check {
+                damaged.push(match e {
+                    BeneathWindow::Unreadable(u) => u.what().to_owned(),
+                    other => other.to_string(),
+                });
+            }
+            progress(i + 1, files.len());
+        }
+        damaged
+    }
+
+    /// Files under `.quarantine/`, relative to the root, with their sizes.
+    pub fn quarantine(&self) -> Result<Vec<(String, u64)>> {
+        durable::walk_files(&self.root.join(QUARANTINE_DIR))?
+            .into_iter()
+            .map(|p| {
+                let len = std::fs::metadata(&p).map_err(ArchiveError::io("stat", &p))?.len();
+                Ok((relative(&self.root, &p), len))
+            })
+            .collect()
+    }
+}
+
+/// Why a read through the archive's own API was not answered.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// A refusal of the serving contract.
+    #[error(transparent)]
+    Refused(#[from] BeneathWindow),
+    /// The archive records no such stream.
+    #[error("the archive records no stream {0:?}")]
+    UnknownStream(String),
+    /// The track selection cannot name anything stored.
+    #[error("bad track selection: {0}")]
+    BadSelection(String),
+}
+
+fn describe_drift(recorded: &StreamDecl, declared: &StreamDecl) -> String {
+    let cols = |d: &StreamDecl| d.columns.iter().map(|c| format!("{} {}{}", c.name, c.data_type, if c.nullable { "?" } else { "" })).collect::<Vec<_>>().join(", ");
+    let mut diffs = Vec::new();
+    if recorded.columns != declared.columns {
+        diffs.push(format!("columns: recorded [{}], declared [{}]", cols(recorded), cols(declared)));
+    }
+    if recorded.track != declared.track {
+        diffs.push(format!("track: recorded {:?}, declared {:?}", recorded.track, declared.track));
+    }
+    if recorded.axis != declared.axis {
+        diffs.push(format!("axis: recorded {:?}, declared {:?}", recorded.axis, declared.axis));
+    }
+    if recorded.measured != declared.measured {
+        diffs.push(format!("measured fields: recorded {:?}, declared {:?}", recorded.measured, declared.measured));
+    }
+    format!("the declaration differs from the one the manifest records ({}); a stream's shape cannot drift — declare it as recorded or use a new stream id", diffs.join("; "))
+}

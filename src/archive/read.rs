@@ -1,0 +1,138 @@
+//! Raw reads: the catalog chooses row groups, digests are verified, runs merge by `_seq`.
+
+use super::config::{POSITION_COLUMN, SEQ_COLUMN};
+use super::manifest::{StreamState, TrackState};
+use super::segment::OpenSegment;
+use crate::contract::{BeneathWindow, Position, TrackKey};
+use arrow::array::{Array, BooleanArray, RecordBatch, UInt64Array};
+use arrow::compute::{concat_batches, filter_record_batch, interleave_record_batch};
+use arrow::datatypes::SchemaRef;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::ops::Bound;
+use std::path::Path;
+
+/// The tracks beneath `prefix`, by a key-range scan of the catalog, in key order.
+pub(crate) fn select<'a>(stream: &'a StreamState, prefix: &TrackKey) -> Vec<(&'a TrackKey, &'a TrackState)> {
+    match prefix.upper() {
+        None => stream.tracks.iter().collect(),
+        Some(upper) => stream.tracks.range(prefix.clone()..upper).collect(),
+    }
+}
+
+fn contains(start: Bound<Position>, end: Bound<Position>, p: u64) -> bool {
+    let above = match start {
+        Bound::Included(s) => p >= s.0,
+        Bound::Excluded(s) => p > s.0,
+        Bound::Unbounded => true,
+    };
+    let below = match end {
+        Bound::Included(e) => p <= e.0,
+        Bound::Excluded(e) => p < e.0,
+        Bound::Unbounded => true,
+    };
+    above && below
+}
+
+/// The highest floor of the selected tracks, when the range reaches beneath it.
+pub(crate) fn floor_refusal(tracks: &[(&TrackKey, &TrackState)], start: Bound<Position>) -> Result<(), BeneathWindow> {
+    let floor = tracks.iter().map(|(_, t)| t.floor).max().unwrap_or(Position::ORIGIN);
+    if floor == Position::ORIGIN {
+        return Ok(());
+    }
+    let reaches_beneath = match start {
+        Bound::Unbounded => true,
+        Bound::Included(s) => s < floor,
+        Bound::Excluded(s) => s.0.saturating_add(1) < floor.0,
+    };
+    if reaches_beneath {
+        Err(BeneathWindow::Floor { floor })
+    } else {
+        Ok(())
+    }
+}
+
+/// Reads the rows of the selected tracks within the position range, in publish order.
+/// The answer carries the stream's columns followed by `_position` and `_seq`.
+pub(crate) fn rows(
+    root: &Path,
+    stream: &StreamState,
+    schema: &SchemaRef,
+    tracks: &[(&TrackKey, &TrackState)],
+    start: Bound<Position>,
+    end: Bound<Position>,
+) -> Result<RecordBatch, BeneathWindow> {
+    floor_refusal(tracks, start)?;
+    let mut open: HashMap<usize, OpenSegment<'_>> = HashMap::new();
+    let mut runs: Vec<RecordBatch> = Vec::with_capacity(tracks.len());
+    for (_, track) in tracks {
+        let mut parts = Vec::new();
+        for g in &track.groups {
+            let file = &stream.files[g.file];
+            let entry = &file.groups[g.group];
+            let [lo, hi] = entry.position;
+            let overlaps = contains(start, Bound::Unbounded, hi) && contains(Bound::Unbounded, end, lo);
+            if !overlaps {
+                continue;
+            }
+            if !open.contains_key(&g.file) {
+                open.insert(g.file, OpenSegment::open(root, file)?);
+            }
+            let batch = open[&g.file].read_group(g.group)?;
+            let whole = contains(start, end, lo) && contains(start, end, hi);
+            parts.push(if whole { batch } else { clip(&batch, start, end)? });
+        }
+        if !parts.is_empty() {
+            runs.push(concat_batches(schema, &parts).map_err(|e| BeneathWindow::unreadable(e.to_string()))?);
+        }
+    }
+    merge_by_seq(schema, runs)
+}
+
+fn clip(batch: &RecordBatch, start: Bound<Position>, end: Bound<Position>) -> Result<RecordBatch, BeneathWindow> {
+    let positions = position_column(batch)?;
+    let keep: BooleanArray = positions.iter().map(|p| Some(contains(start, end, p.unwrap_or(0)))).collect();
+    filter_record_batch(batch, &keep).map_err(|e| BeneathWindow::unreadable(e.to_string()))
+}
+
+fn u64_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a UInt64Array, BeneathWindow> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+        .ok_or_else(|| BeneathWindow::unreadable(format!("a stored row group lacks its {name} column")))
+}
+
+/// The `_position` column of a stored batch.
+pub(crate) fn position_column(batch: &RecordBatch) -> Result<&UInt64Array, BeneathWindow> {
+    u64_column(batch, POSITION_COLUMN)
+}
+
+/// Merges runs that are each ordered by `_seq` into one batch ordered by `_seq`: a linear
+/// k-way merge, never a sort.
+fn merge_by_seq(schema: &SchemaRef, runs: Vec<RecordBatch>) -> Result<RecordBatch, BeneathWindow> {
+    match runs.len() {
+        0 => return Ok(RecordBatch::new_empty(schema.clone())),
+        1 => return Ok(runs.into_iter().next().expect("one run")),
+        _ => {}
+    }
+    let seqs: Vec<&UInt64Array> = runs.iter().map(|r| u64_column(r, SEQ_COLUMN)).collect::<Result<_, _>>()?;
+    let total: usize = runs.iter().map(|r| r.num_rows()).sum();
+    let mut heap: BinaryHeap<Reverse<(u64, usize)>> = seqs
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !s.is_empty())
+        .map(|(run, s)| Reverse((s.value(0), run)))
+        .collect();
+    let mut next = vec![0usize; runs.len()];
+    let mut indices = Vec::with_capacity(total);
+    while let Some(Reverse((_, run))) = heap.pop() {
+        let row = next[run];
+        indices.push((run, row));
+        next[run] += 1;
+        if next[run] < seqs[run].len() {
+            heap.push(Reverse((seqs[run].value(next[run]), run)));
+        }
+    }
+    let refs: Vec<&RecordBatch> = runs.iter().collect();
+    interleave_record_batch(&refs, &indices).map_err(|e| BeneathWindow::unreadable(e.to_string()))
+}

@@ -1,0 +1,285 @@
+//! Data files: Parquet row groups per track, each row group and the footer under a digest
+//! bound to the file and group identity, verified on every read.
+
+use super::error::{ArchiveError, Result};
+use super::manifest::{GroupEntry, SegmentFile, Span};
+use crate::contract::BeneathWindow;
+use arrow::array::{RecordBatch, RecordBatchReader};
+use arrow::datatypes::SchemaRef;
+use bytes::Bytes;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::reader::{ChunkReader, Length};
+use parquet::schema::types::ColumnPath;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+/// The group index the footer's digest is bound to.
+const FOOTER_INDEX: u32 = u32::MAX;
+/// Parquet's leading magic.
+const PAR1_LEN: u64 = 4;
+
+/// The file name of data file number `name`.
+pub fn data_file_name(name: u64) -> String {
+    format!("{name:012}.parquet")
+}
+
+/// The name number a data file name carries.
+pub fn parse_data_file_name(file: &str) -> Option<u64> {
+    let digits = file.strip_suffix(".parquet")?;
+    (digits.len() == 12 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+/// CRC-32C of `parts`, bound to the file's name number and the group index.
+pub fn digest(name: u64, index: u32, parts: &[&[u8]]) -> u32 {
+    let mut crc = crc32c::crc32c(&name.to_le_bytes());
+    crc = crc32c::crc32c_append(crc, &index.to_le_bytes());
+    for part in parts {
+        crc = crc32c::crc32c_append(crc, part);
+    }
+    crc
+}
+
+/// One track's rows for a barrier, with the bookkeeping its manifest entry records.
+#[derive(Debug)]
+pub(crate) struct TrackRows {
+    pub labels: Vec<String>,
+    /// The row's columns followed by `_position` and `_seq`.
+    pub batch: RecordBatch,
+    pub position: [u64; 2],
+    pub axis: Option<[u64; 2]>,
+    pub seq: [u64; 2],
+}
+
+fn writer_properties() -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("1 is a valid zstd level")))
+        .set_max_row_group_row_count(None)
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_column_dictionary_enabled(ColumnPath::from(super::config::POSITION_COLUMN), false)
+        .set_column_encoding(ColumnPath::from(super::config::POSITION_COLUMN), Encoding::DELTA_BINARY_PACKED)
+        .set_column_dictionary_enabled(ColumnPath::from(super::config::SEQ_COLUMN), false)
+        .set_column_encoding(ColumnPath::from(super::config::SEQ_COLUMN), Encoding::DELTA_BINARY_PACKED)
+        .set_key_value_metadata(Some(vec![parquet::file::metadata::KeyValue::new(
+            "series_archive.format".to_owned(),
+            "1".to_owned(),
+        )]))
+        .build()
+}
+
+/// Encodes one barrier's rows of one stream: one row group per track, in the order given
+/// (track-key order). Answers the file's bytes and its manifest entry (without path/barrier).
+pub(crate) fn encode(
+    stream: &str,
+    schema: &SchemaRef,
+    name: u64,
+    tracks: &[TrackRows],
+) -> Result<(Vec<u8>, Span, Vec<GroupEntry>)> {
+    let fail = |e: parquet::errors::ParquetError| ArchiveError::Encode {
+        stream: stream.to_owned(),
+        message: e.to_string(),
+    };
+    let mut bytes = Vec::new();
+    let mut writer = ArrowWriter::try_new(&mut bytes, schema.clone(), Some(writer_properties())).map_err(fail)?;
+    for track in tracks {
+        writer.write(&track.batch).map_err(fail)?;
+        writer.flush().map_err(fail)?;
+    }
+    let metadata = writer.close().map_err(fail)?;
+    if metadata.num_row_groups() != tracks.len() {
+        return Err(ArchiveError::Encode {
+            stream: stream.to_owned(),
+            message: format!("wrote {} row groups for {} tracks", metadata.num_row_groups(), tracks.len()),
+        });
+    }
+    let starts: Vec<u64> = metadata
+        .row_groups()
+        .iter()
+        .map(|rg| rg.columns().iter().map(|c| c.byte_range().0).min().unwrap_or(PAR1_LEN))
+        .collect();
+    let ends: Vec<u64> = metadata
+        .row_groups()
+        .iter()
+        .map(|rg| rg.columns().iter().map(|c| c.byte_range().0 + c.byte_range().1).max().unwrap_or(PAR1_LEN))
+        .collect();
+    let mut groups = Vec::with_capacity(tracks.len());
+    for (i, track) in tracks.iter().enumerate() {
+        let offset = starts[i];
+        let end = starts.get(i + 1).copied().unwrap_or(ends[i]);
+        let slice = &bytes[offset as usize..end as usize];
+        groups.push(GroupEntry {
+            track: track.labels.clone(),
+            rows: track.batch.num_rows() as u64,
+            position: track.position,
+            axis: track.axis,
+            seq: track.seq,
+            span: Span {
+                offset,
+                len: end - offset,
+                crc32c: digest(name, i as u32, &[slice]),
+            },
+        });
+    }
+    let footer_offset = ends.last().copied().unwrap_or(PAR1_LEN);
+    let footer = Span {
+        offset: footer_offset,
+        len: bytes.len() as u64 - footer_offset,
+        crc32c: digest(name, FOOTER_INDEX, &[&bytes[..PAR1_LEN as usize], &bytes[footer_offset as usize..]]),
+    };
+    Ok((bytes, footer, groups))
+}
+
+/// Verified byte ranges of one file: the only bytes a decode may touch.
+struct Verified {
+    len: u64,
+    ranges: Vec<(u64, Bytes)>,
+}
+
+impl Verified {
+    fn slice(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        for (offset, bytes) in &self.ranges {
+            let end = offset + bytes.len() as u64;
+            if start >= *offset && start + length as u64 <= end {
+                let from = (start - offset) as usize;
+                return Ok(bytes.slice(from..from + length));
+            }
+        }
+        Err(parquet::errors::ParquetError::General(format!(
+            "bytes {start}..{} are outside the verified ranges",
+            start + length as u64
+        )))
+    }
+}
+
+impl Length for Verified {
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl ChunkReader for Verified {
+    type T = std::io::Cursor<Bytes>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        for (offset, bytes) in &self.ranges {
+            let end = offset + bytes.len() as u64;
+            if start >= *offset && start < end {
+                return Ok(std::io::Cursor::new(bytes.slice((start - offset) as usize..)));
+            }
+        }
+        Err(parquet::errors::ParquetError::General(format!("byte {start} is outside the verified ranges")))
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        self.slice(start, length)
+    }
+}
+
+fn read_at(file: &File, path: &Path, offset: u64, len: u64) -> std::result::Result<Bytes, BeneathWindow> {
+    let mut buf = vec![0u8; len as usize];
+    file.read_exact_at(&mut buf, offset)
+        .map_err(|e| BeneathWindow::unreadable(format!("{}: reading bytes {offset}..{}: {e}", path.display(), offset + len)))?;
+    Ok(Bytes::from(buf))
+}
+
+/// An open data file whose footer has been verified.
+pub(crate) struct OpenSegment<'a> {
+    file: File,
+    path: std::path::PathBuf,
+    entry: &'a SegmentFile,
+    magic: Bytes,
+    footer: Bytes,
+}
+
+impl<'a> OpenSegment<'a> {
+    /// Opens the file, checks its length and verifies the footer's digest.
+    pub fn open(root: &Path, entry: &'a SegmentFile) -> std::result::Result<Self, BeneathWindow> {
+        let path = root.join(&entry.path);
+        let file = File::open(&path).map_err(|e| {
+            BeneathWindow::unreadable(format!("{} (named by the manifest): {e}", path.display()))
+        })?;
+        let len = file
+            .metadata()
+            .map_err(|e| BeneathWindow::unreadable(format!("{}: {e}", path.display())))?
+            .len();
+        if len != entry.bytes {
+            return Err(BeneathWindow::unreadable(format!(
+                "{}: {len} bytes on disk, the manifest recorded {}",
+                path.display(),
+                entry.bytes
+            )));
+        }
+        let magic = read_at(&file, &path, 0, PAR1_LEN)?;
+        let footer = read_at(&file, &path, entry.footer.offset, entry.footer.len)?;
+        if digest(entry.name, FOOTER_INDEX, &[&magic, &footer]) != entry.footer.crc32c {
+            return Err(BeneathWindow::unreadable(format!(
+                "{}: footer digest mismatch (bytes {}..{} or the leading magic were altered)",
+                path.display(),
+                entry.footer.offset,
+                entry.bytes
+            )));
+        }
+        Ok(OpenSegment { file, path, entry, magic, footer })
+    }
+
+    /// Reads row group `index`, verifying its digest first.
+    pub fn read_group(&self, index: usize) -> std::result::Result<RecordBatch, BeneathWindow> {
+        let group = self.entry.groups.get(index).ok_or_else(|| {
+            BeneathWindow::unreadable(format!("{}: no row group {index}", self.path.display()))
+        })?;
+        let bytes = read_at(&self.file, &self.path, group.span.offset, group.span.len)?;
+        if digest(self.entry.name, index as u32, &[&bytes]) != group.span.crc32c {
+            return Err(BeneathWindow::unreadable(format!(
+                "{}: row group {index} digest mismatch (bytes {}..{} were altered)",
+                self.path.display(),
+                group.span.offset,
+                group.span.offset + group.span.len
+            )));
+        }
+        let verified = Verified {
+            len: self.entry.bytes,
+            ranges: vec![
+                (0, self.magic.clone()),
+                (group.span.offset, bytes),
+                (self.entry.footer.offset, self.footer.clone()),
+            ],
+        };
+        let decode = |e: &dyn std::fmt::Display| {
+            BeneathWindow::unreadable(format!("{}: row group {index}: {e}", self.path.display()))
+        };
+        let reader = ParquetRecordBatchReaderBuilder::try_new(verified)
+            .map_err(|e| decode(&e))?
+            .with_row_groups(vec![index])
+            .with_batch_size(group.rows.max(1) as usize)
+            .build()
+            .map_err(|e| decode(&e))?;
+        let schema = reader.schema();
+        let batches: Vec<RecordBatch> = reader.collect::<std::result::Result<_, _>>().map_err(|e| decode(&e))?;
+        let batch = arrow::compute::concat_batches(&schema, &batches).map_err(|e| decode(&e))?;
+        if batch.num_rows() as u64 != group.rows {
+            return Err(decode(&format!("{} rows decoded, {} recorded", batch.num_rows(), group.rows)));
+        }
+        Ok(batch)
+    }
+
+    /// Verifies every digest of the file.
+    pub fn verify_all(&self) -> std::result::Result<(), BeneathWindow> {
+        for (index, group) in self.entry.groups.iter().enumerate() {
+            let bytes = read_at(&self.file, &self.path, group.span.offset, group.span.len)?;
+            if digest(self.entry.name, index as u32, &[&bytes]) != group.span.crc32c {
+                return Err(BeneathWindow::unreadable(format!(
+                    "{}: row group {index} digest mismatch (bytes {}..{})",
+                    self.path.display(),
+                    group.span.offset,
+                    group.span.offset + group.span.len
+                )));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,113 @@
+//! The archive as a series adapter: the contract's traits over the inherent API.
+
+use super::{Archive, ArchiveError, ReadError};
+use crate::contract::{
+    Aggregate, Aggregated, Application, At, BeneathWindow, Bucket, Cursor, Definition, ErasedRow,
+    Position, Run, Series, StreamConsumer,
+};
+use std::ops::Bound;
+
+impl Archive {
+    /// Takes a delivery run of typed rows for a stream selected by type.
+    pub fn deliver_run(&mut self, run: Run<'_>) -> Result<usize, ArchiveError> {
+        let id = run.stream.id.as_ref();
+        let selected = self.selected.get(id).ok_or_else(|| ArchiveError::UnknownStream(id.to_owned()))?;
+        let typed = selected.spec.typed.ok_or_else(|| {
+            ArchiveError::declaration(id, "selected from a schema, not a row type: stage Arrow batches with stage_batch")
+        })?;
+        let fields: Vec<_> = selected.spec.schema.fields().iter().cloned().collect();
+        let batch = (typed.to_batch)(run.rows, &fields).map_err(|m| ArchiveError::input(id, 0, None, m))?;
+        let positions: Vec<u64> = run.rows.iter().map(|r| r.position.0).collect();
+        self.stage_batch(id, &batch, &positions)
+    }
+
+    /// Raw rows as the typed rows of a stream selected by type, at their positions.
+    pub fn typed_rows(
+        &self,
+        stream: &str,
+        track: &[String],
+        start: Bound<Position>,
+        end: Bound<Position>,
+    ) -> Result<Vec<At<ErasedRow>>, ReadError> {
+        let batch = self.read_rows(stream, track, start, end)?;
+        let typed = self
+            .selected
+            .get(stream)
+            .and_then(|s| s.spec.typed)
+            .ok_or_else(|| ReadError::BadSelection(format!("stream {stream:?} was not selected by row type")))?;
+        let positions = super::read::position_column(&batch)?.clone();
+        let own = batch.num_columns() - 2;
+        let rows_only = batch.project(&(0..own).collect::<Vec<_>>()).map_err(|e| BeneathWindow::unreadable(e.to_string()))?;
+        let rows = (typed.from_batch)(&rows_only).map_err(BeneathWindow::unreadable)?;
+        Ok(rows.into_iter().zip(positions.values().iter()).map(|(row, &p)| At::new(Position(p), row)).collect())
+    }
+}
+
+impl<A: Application> StreamConsumer<A> for Archive {
+    type Error = ArchiveError;
+
+    fn deliver(&mut self, run: Run<'_>) -> Result<(), Self::Error> {
+        self.deliver_run(run).map(|_| ())
+    }
+
+    fn cursor(&self) -> Cursor {
+        Cursor(self.cursor)
+    }
+
+    async fn flush(&mut self) -> Result<(), Self::Error> {
+        self.flush_all().map(|_| ())
+    }
+}
+
+fn refusal(e: ReadError) -> BeneathWindow {
+    match e {
+        ReadError::Refused(r) => r,
+        // Nothing is stored under a stream the archive never recorded: the tier holds no
+        // history for it, which is the unattached answer.
+        ReadError::UnknownStream(_) => BeneathWindow::Unserved,
+        ReadError::BadSelection(m) => BeneathWindow::unreadable(m),
+    }
+}
+
+impl<A: Application> Series<A> for Archive {
+    async fn rows(
+        &mut self,
+        stream: Definition,
+        track: &[String],
+        start: Bound<Position>,
+        end: Bound<Position>,
+    ) -> Result<Vec<At<ErasedRow>>, BeneathWindow> {
+        self.typed_rows(&stream.id, track, start, end).map_err(refusal)
+    }
+
+    async fn buckets(
+        &mut self,
+        _stream: Definition,
+        _track: &[String],
+        _start: Bound<u64>,
+        _end: Bound<u64>,
+        _budget: usize,
+    ) -> Result<Vec<Bucket>, BeneathWindow> {
+        // Levels are not built by this archive yet: no tier holds buckets, which is the
+        // honest unattached answer rather than a short one.
+        Err(BeneathWindow::Unserved)
+    }
+
+    async fn aggregate(
+        &mut self,
+        _stream: Definition,
+        _track: &[String],
+        _start: Bound<u64>,
+        _end: Bound<u64>,
+        _kind: Aggregate,
+    ) -> Result<Vec<Aggregated>, BeneathWindow> {
+        Err(BeneathWindow::Unserved)
+    }
+
+    async fn seal(&mut self, stream: Definition, _track: &[String]) -> Position {
+        if let Err(e) = self.seal_all() {
+            tracing::error!(error = %e, "barrier failed; the archive refuses further barriers until reopened");
+        }
+        self.watermark(&stream.id)
+    }
+}

@@ -1,0 +1,219 @@
+//! Delivery → staged rows in memory, per stream and track, in publish order. No file is
+//! touched here: a drain that stages returns in microseconds and never waits on a sync.
+
+use super::error::{ArchiveError, Result};
+use super::manifest::{StreamDecl, StreamState};
+use super::segment::TrackRows;
+use crate::contract::{BadTrack, TrackKey};
+use arrow::array::{Array, ArrayRef, RecordBatch, StringArray, UInt32Array, UInt64Array};
+use arrow::compute::{cast, concat_batches, take_record_batch};
+use arrow::datatypes::{DataType, SchemaRef};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// Rows of one track awaiting the next barrier.
+#[derive(Debug, Default)]
+pub(crate) struct StagedTrack {
+    pub labels: Vec<String>,
+    pub batches: Vec<RecordBatch>,
+    pub rows: usize,
+    pub position: Option<[u64; 2]>,
+    pub axis: Option<[u64; 2]>,
+    pub seq: Option<[u64; 2]>,
+}
+
+/// Rows of one stream awaiting the next barrier.
+#[derive(Debug, Default)]
+pub(crate) struct Staged {
+    pub tracks: BTreeMap<TrackKey, StagedTrack>,
+    pub rows: usize,
+    /// The next `_seq` to assign; `None` until the first row (then taken from durable state).
+    pub next_seq: Option<u64>,
+    /// The highest position staged.
+    pub last_position: Option<u64>,
+}
+
+impl Staged {
+    /// Whether nothing is staged.
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// The staged tracks as barrier input, in track-key order, and what the barrier will
+    /// record of the stream (watermark, next seq).
+    pub fn drain(&mut self, full_schema: &SchemaRef) -> std::result::Result<(Vec<TrackRows>, u64, u64), arrow::error::ArrowError> {
+        let mut out = Vec::with_capacity(self.tracks.len());
+        for (_, track) in std::mem::take(&mut self.tracks) {
+            let batch = concat_batches(full_schema, &track.batches)?;
+            out.push(TrackRows {
+                labels: track.labels,
+                batch,
+                position: track.position.unwrap_or([0, 0]),
+                axis: track.axis,
+                seq: track.seq.unwrap_or([0, 0]),
+            });
+        }
+        let watermark = self.last_position.unwrap_or(0);
+        let next_seq = self.next_seq.unwrap_or(0);
+        *self = Staged::default();
+        Ok((out, watermark, next_seq))
+    }
+}
+
+/// Validates a delivery against the declaration and what is durable and staged, then stages
+/// it. All or nothing: on any error nothing of the delivery is staged.
+pub(crate) fn stage(
+    decl: &StreamDecl,
+    full_schema: &SchemaRef,
+    durable: &StreamState,
+    staged: &mut Staged,
+    batch: &RecordBatch,
+    positions: &[u64],
+) -> Result<usize> {
+    let id = &decl.id;
+    let n = batch.num_rows();
+    if positions.len() != n {
+        return Err(ArchiveError::input(id, 0, None, format!("{} positions for {n} rows", positions.len())));
+    }
+    if n == 0 {
+        return Ok(0);
+    }
+    // Columns: same names, order and types as declared.
+    let schema = batch.schema();
+    if schema.fields().len() != decl.columns.len() {
+        return Err(ArchiveError::input(
+            id,
+            0,
+            None,
+            format!("rows have {} columns, the stream declares {}", schema.fields().len(), decl.columns.len()),
+        ));
+    }
+    for (i, (field, col)) in schema.fields().iter().zip(&decl.columns).enumerate() {
+        if field.name() != &col.name || field.data_type().to_string() != col.data_type {
+            return Err(ArchiveError::input(
+                id,
+                0,
+                Some(field.name()),
+                format!("column {i} is {:?} {}, the stream declares {:?} {}", field.name(), field.data_type(), col.name, col.data_type),
+            ));
+        }
+        if !col.nullable && batch.column(i).null_count() > 0 {
+            let row = (0..n).find(|&r| batch.column(i).is_null(r)).unwrap_or(0);
+            return Err(ArchiveError::input(id, row, Some(&col.name), "null in a column declared not nullable"));
+        }
+    }
+    // Positions never go backwards within a stream.
+    let mut last = staged.last_position.unwrap_or(durable.watermark.0);
+    for (row, &p) in positions.iter().enumerate() {
+        if p < last {
+            return Err(ArchiveError::input(id, row, None, format!("position {p} goes backwards (the stream is at {last})")));
+        }
+        last = p;
+    }
+    // Track labels, per row.
+    let mut label_columns: Vec<StringArray> = Vec::with_capacity(decl.track.len());
+    for name in &decl.track {
+        let column = batch.column_by_name(name).expect("declared track columns exist");
+        let text = cast(column, &DataType::Utf8)
+            .map_err(|e| ArchiveError::input(id, 0, Some(name), format!("cannot render as a label: {e}")))?;
+        let text = text.as_any().downcast_ref::<StringArray>().expect("cast to Utf8 answers a StringArray").clone();
+        if let Some(row) = (0..n).find(|&r| text.is_null(r)) {
+            return Err(ArchiveError::input(id, row, Some(name), "a track component is null"));
+        }
+        label_columns.push(text);
+    }
+    let axis: Option<UInt64Array> = decl.axis.as_ref().map(|name| {
+        batch
+            .column_by_name(name)
+            .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+            .expect("the declared axis column is UInt64")
+            .clone()
+    });
+    // Group rows by track, in publish order.
+    let mut order: Vec<TrackKey> = Vec::new();
+    let mut rows_of: HashMap<TrackKey, Vec<u32>> = HashMap::new();
+    let mut previous: Option<(Vec<&str>, TrackKey)> = None;
+    for row in 0..n {
+        let labels: Vec<&str> = label_columns.iter().map(|c| c.value(row)).collect();
+        let key = match &previous {
+            Some((prev, key)) if *prev == labels => key.clone(),
+            _ => {
+                let key = TrackKey::encode(&labels).map_err(|e| match e {
+                    BadTrack::Label(bad) => ArchiveError::input(id, row, Some(&decl.track[bad.component]), bad.to_string()),
+                    other => ArchiveError::input(id, row, None, other.to_string()),
+                })?;
+                previous = Some((labels, key.clone()));
+                key
+            }
+        };
+        match rows_of.get_mut(&key) {
+            Some(rows) => rows.push(row as u32),
+            None => {
+                order.push(key.clone());
+                rows_of.insert(key, vec![row as u32]);
+            }
+        }
+    }
+    // The axis never goes backwards within a partition.
+    let mut axis_ranges: HashMap<TrackKey, [u64; 2]> = HashMap::new();
+    if let Some(axis) = &axis {
+        for key in &order {
+            let rows = &rows_of[key];
+            let mut last = staged
+                .tracks
+                .get(key)
+                .and_then(|t| t.axis.map(|a| a[1]))
+                .or_else(|| durable.tracks.get(key).and_then(|t| t.last_axis));
+            for &row in rows {
+                let value = axis.value(row as usize);
+                if let Some(l) = last {
+                    if value < l {
+                        return Err(ArchiveError::input(
+                            id,
+                            row as usize,
+                            decl.axis.as_deref(),
+                            format!("axis {value} goes backwards in track {key} (it is at {l})"),
+                        ));
+                    }
+                }
+                last = Some(value);
+            }
+            axis_ranges.insert(key.clone(), [axis.value(rows[0] as usize), last.unwrap_or(0)]);
+        }
+    }
+    // Everything is valid: assign _seq in publish order and stage per track.
+    let first_seq = staged.next_seq.unwrap_or(durable.next_seq);
+    let seqs = UInt64Array::from_iter_values(first_seq..first_seq + n as u64);
+    let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+    columns.push(Arc::new(UInt64Array::from(positions.to_vec())));
+    columns.push(Arc::new(seqs));
+    let full = RecordBatch::try_new(full_schema.clone(), columns)
+        .map_err(|e| ArchiveError::input(id, 0, None, e.to_string()))?;
+    for key in order {
+        let rows = rows_of.remove(&key).expect("every ordered key has rows");
+        let part = if rows.len() == n {
+            full.clone()
+        } else {
+            take_record_batch(&full, &UInt32Array::from(rows.clone()))
+                .map_err(|e| ArchiveError::input(id, 0, None, e.to_string()))?
+        };
+        let first = rows[0] as usize;
+        let last_row = *rows.last().expect("non-empty") as usize;
+        let axis_range = axis_ranges.get(&key).copied();
+        let labels = key.labels().into_iter().map(str::to_owned).collect();
+        let track = staged.tracks.entry(key).or_insert_with(|| StagedTrack { labels, ..StagedTrack::default() });
+        track.rows += rows.len();
+        track.batches.push(part);
+        let (p0, p1) = (positions[first], positions[last_row]);
+        track.position = Some(track.position.map_or([p0, p1], |[lo, _]| [lo, p1]));
+        let (s0, s1) = (first_seq + first as u64, first_seq + last_row as u64);
+        track.seq = Some(track.seq.map_or([s0, s1], |[lo, _]| [lo, s1]));
+        if let Some([a0, a1]) = axis_range {
+            track.axis = Some(track.axis.map_or([a0, a1], |[lo, _]| [lo, a1]));
+        }
+    }
+    staged.rows += n;
+    staged.next_seq = Some(first_seq + n as u64);
+    staged.last_position = Some(last.max(staged.last_position.unwrap_or(0)));
+    Ok(n)
+}
