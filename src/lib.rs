@@ -3,6 +3,8 @@
 //! Durable, queryable history beneath a stream runtime's in-memory window.
 #![warn(missing_docs)]
 
+extern crate self as series_archive;
+
 pub mod contract;
 
 pub use contract::*;

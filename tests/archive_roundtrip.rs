@@ -16,35 +16,77 @@ fn labels(l: &[&str]) -> Vec<String> {
 fn rows_come_back_in_publish_order_within_and_across_partitions() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut archive = Archive::open(dir.path(), capture_config()).expect("open");
-    assert_eq!(archive.seal_all().expect("nothing staged"), None, "an empty seal is no barrier");
+    assert_eq!(
+        archive.seal_all().expect("nothing staged"),
+        None,
+        "an empty seal is no barrier"
+    );
     let (rows, positions) = workload(3, 4, 40, 0);
     // Three barriers of uneven size.
     for (a, b) in [(0, 100), (100, 101), (101, rows.len())] {
-        archive.stage_batch("capture", &batch(&rows[a..b]), &positions[a..b]).expect("stage");
+        archive
+            .stage_batch("capture", &batch(&rows[a..b]), &positions[a..b])
+            .expect("stage");
         let report = archive.seal_all().expect("seal").expect("a barrier");
         assert_eq!(report.streams[0].watermark, Position(positions[b - 1]));
     }
     // Unnarrowed: every row, exactly in publish order.
-    let all = archive.read_rows("capture", &[], Unbounded, Unbounded).expect("rows");
-    let expected: Vec<(u64, Row)> = positions.iter().copied().zip(rows.iter().cloned()).collect();
+    let all = archive
+        .read_rows("capture", &[], Unbounded, Unbounded)
+        .expect("rows");
+    let expected: Vec<(u64, Row)> = positions
+        .iter()
+        .copied()
+        .zip(rows.iter().cloned())
+        .collect();
     assert_eq!(rows_of(&all), expected);
     // One partition.
-    let one = archive.read_rows("capture", &labels(&["run_1", "probe.2"]), Unbounded, Unbounded).expect("rows");
-    let want: Vec<_> = expected.iter().filter(|(_, r)| r.run == "run_1" && r.probe == "probe.2").cloned().collect();
+    let one = archive
+        .read_rows(
+            "capture",
+            &labels(&["run_1", "probe.2"]),
+            Unbounded,
+            Unbounded,
+        )
+        .expect("rows");
+    let want: Vec<_> = expected
+        .iter()
+        .filter(|(_, r)| r.run == "run_1" && r.probe == "probe.2")
+        .cloned()
+        .collect();
     assert_eq!(rows_of(&one), want);
     // A prefix: every partition beneath it, merged in publish order.
-    let run = archive.read_rows("capture", &labels(&["run_2"]), Unbounded, Unbounded).expect("rows");
-    let want: Vec<_> = expected.iter().filter(|(_, r)| r.run == "run_2").cloned().collect();
+    let run = archive
+        .read_rows("capture", &labels(&["run_2"]), Unbounded, Unbounded)
+        .expect("rows");
+    let want: Vec<_> = expected
+        .iter()
+        .filter(|(_, r)| r.run == "run_2")
+        .cloned()
+        .collect();
     assert_eq!(rows_of(&run), want);
     // A position range, both bound kinds.
-    let mid = archive.read_rows("capture", &[], Included(Position(10)), Excluded(Position(20))).expect("rows");
-    let want: Vec<_> = expected.iter().filter(|(p, _)| (10..20).contains(p)).cloned().collect();
+    let mid = archive
+        .read_rows(
+            "capture",
+            &[],
+            Included(Position(10)),
+            Excluded(Position(20)),
+        )
+        .expect("rows");
+    let want: Vec<_> = expected
+        .iter()
+        .filter(|(p, _)| (10..20).contains(p))
+        .cloned()
+        .collect();
     assert_eq!(rows_of(&mid), want);
     // Reopen: the same answers, the watermark from the record.
     drop(archive);
     let archive = Archive::open(dir.path(), capture_config()).expect("reopen");
     assert_eq!(archive.watermark("capture"), Position(40));
-    let again = archive.read_rows("capture", &[], Unbounded, Unbounded).expect("rows");
+    let again = archive
+        .read_rows("capture", &[], Unbounded, Unbounded)
+        .expect("rows");
     assert_eq!(rows_of(&again), expected);
 }
 
@@ -52,12 +94,33 @@ fn rows_come_back_in_publish_order_within_and_across_partitions() {
 fn a_prefix_is_a_key_range_not_a_string_prefix() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut archive = Archive::open(dir.path(), capture_config()).expect("open");
-    let mk = |run: &str, ordinal| Row { run: run.into(), probe: "p".into(), ordinal, value: 1, noise: 0.0 };
-    let rows = vec![mk("run_7", 1), mk("run_70", 1), mk("run_7", 2), mk("run_7x", 1)];
-    archive.stage_batch("capture", &batch(&rows), &[1, 1, 2, 2]).expect("stage");
+    let mk = |run: &str, ordinal| Row {
+        run: run.into(),
+        probe: "p".into(),
+        ordinal,
+        value: 1,
+        noise: 0.0,
+    };
+    let rows = vec![
+        mk("run_7", 1),
+        mk("run_70", 1),
+        mk("run_7", 2),
+        mk("run_7x", 1),
+    ];
+    archive
+        .stage_batch("capture", &batch(&rows), &[1, 1, 2, 2])
+        .expect("stage");
     archive.seal_all().expect("seal");
-    let got = archive.read_rows("capture", &labels(&["run_7"]), Unbounded, Unbounded).expect("rows");
-    assert_eq!(rows_of(&got).iter().map(|(_, r)| r.ordinal).collect::<Vec<_>>(), vec![1, 2]);
+    let got = archive
+        .read_rows("capture", &labels(&["run_7"]), Unbounded, Unbounded)
+        .expect("rows");
+    assert_eq!(
+        rows_of(&got)
+            .iter()
+            .map(|(_, r)| r.ordinal)
+            .collect::<Vec<_>>(),
+        vec![1, 2]
+    );
     assert!(rows_of(&got).iter().all(|(_, r)| r.run == "run_7"));
 }
 
@@ -65,30 +128,64 @@ fn a_prefix_is_a_key_range_not_a_string_prefix() {
 fn bad_input_is_refused_whole_and_names_row_and_column() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut archive = Archive::open(dir.path(), capture_config()).expect("open");
-    let mk = |probe: &str, ordinal| Row { run: "r".into(), probe: probe.into(), ordinal, value: 1, noise: 0.0 };
+    let mk = |probe: &str, ordinal| Row {
+        run: "r".into(),
+        probe: probe.into(),
+        ordinal,
+        value: 1,
+        noise: 0.0,
+    };
     // Axis backwards in one partition (row 2), fine in another.
     let err = archive
-        .stage_batch("capture", &batch(&[mk("a", 5), mk("b", 1), mk("a", 4)]), &[1, 1, 1])
+        .stage_batch(
+            "capture",
+            &batch(&[mk("a", 5), mk("b", 1), mk("a", 4)]),
+            &[1, 1, 1],
+        )
         .expect_err("axis backwards");
     let msg = err.to_string();
-    assert!(msg.contains("row 2") && msg.contains("\"ordinal\"") && msg.contains("backwards"), "{msg}");
+    assert!(
+        msg.contains("row 2") && msg.contains("\"ordinal\"") && msg.contains("backwards"),
+        "{msg}"
+    );
     // A control character in a label.
-    let err = archive.stage_batch("capture", &batch(&[mk("ok", 1), mk("bad\u{7}", 2)]), &[1, 1]).expect_err("label");
+    let err = archive
+        .stage_batch(
+            "capture",
+            &batch(&[mk("ok", 1), mk("bad\u{7}", 2)]),
+            &[1, 1],
+        )
+        .expect_err("label");
     let msg = err.to_string();
-    assert!(msg.contains("row 1") && msg.contains("\"probe\"") && msg.contains("control character"), "{msg}");
+    assert!(
+        msg.contains("row 1") && msg.contains("\"probe\"") && msg.contains("control character"),
+        "{msg}"
+    );
     // Positions going backwards.
-    let err = archive.stage_batch("capture", &batch(&[mk("a", 1), mk("a", 2)]), &[5, 4]).expect_err("position");
+    let err = archive
+        .stage_batch("capture", &batch(&[mk("a", 1), mk("a", 2)]), &[5, 4])
+        .expect_err("position");
     assert!(err.to_string().contains("row 1"), "{err}");
-    assert_eq!(archive.staged_rows(), 0, "nothing of a refused delivery is staged");
+    assert_eq!(
+        archive.staged_rows(),
+        0,
+        "nothing of a refused delivery is staged"
+    );
     assert_eq!(archive.seal_all().expect("seal"), None);
     // Across a barrier, the durable last axis still binds.
-    archive.stage_batch("capture", &batch(&[mk("a", 10)]), &[1]).expect("stage");
+    archive
+        .stage_batch("capture", &batch(&[mk("a", 10)]), &[1])
+        .expect("stage");
     archive.seal_all().expect("seal");
     drop(archive);
     let mut archive = Archive::open(dir.path(), capture_config()).expect("reopen");
-    let err = archive.stage_batch("capture", &batch(&[mk("a", 9)]), &[2]).expect_err("axis below durable");
+    let err = archive
+        .stage_batch("capture", &batch(&[mk("a", 9)]), &[2])
+        .expect_err("axis below durable");
     assert!(err.to_string().contains("backwards"), "{err}");
-    let err = archive.stage_batch("capture", &batch(&[mk("b", 9)]), &[0]).expect_err("position below watermark");
+    let err = archive
+        .stage_batch("capture", &batch(&[mk("b", 9)]), &[0])
+        .expect_err("position below watermark");
     assert!(err.to_string().contains("position 0"), "{err}");
 }
 
@@ -96,11 +193,20 @@ fn bad_input_is_refused_whole_and_names_row_and_column() {
 fn reopening_with_another_declaration_is_an_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     drop(Archive::open(dir.path(), capture_config()).expect("open"));
-    let other = StreamSpec::dynamic("capture", capture_schema(), vec!["run".into()], Some("ordinal".into())).expect("valid");
+    let other = StreamSpec::dynamic(
+        "capture",
+        capture_schema(),
+        vec!["run".into()],
+        Some("ordinal".into()),
+    )
+    .expect("valid");
     let err = Archive::open(dir.path(), Config::new().stream(other)).expect_err("drift");
     let msg = err.to_string();
     assert!(matches!(err, ArchiveError::Declaration { .. }), "{msg}");
-    assert!(msg.contains("track: recorded [\"run\", \"probe\"], declared [\"run\"]"), "{msg}");
+    assert!(
+        msg.contains("track: recorded [\"run\", \"probe\"], declared [\"run\"]"),
+        "{msg}"
+    );
     // Unchanged: the original declaration still opens.
     Archive::open(dir.path(), capture_config()).expect("reopen as recorded");
 }
@@ -110,14 +216,25 @@ fn one_writer_at_a_time_and_readers_alongside() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut writer = Archive::open(dir.path(), capture_config()).expect("open");
     let (rows, positions) = workload(1, 2, 5, 0);
-    writer.stage_batch("capture", &batch(&rows), &positions).expect("stage");
+    writer
+        .stage_batch("capture", &batch(&rows), &positions)
+        .expect("stage");
     writer.seal_all().expect("seal");
     let err = Archive::open(dir.path(), capture_config()).expect_err("second writer");
     assert!(matches!(err, ArchiveError::Locked { .. }), "{err}");
     assert!(err.to_string().contains("another process"), "{err}");
     let reader = Archive::open(dir.path(), Config::new().read_only(true)).expect("reader");
-    assert_eq!(reader.read_rows("capture", &[], Unbounded, Unbounded).expect("rows").num_rows(), rows.len());
-    assert!(matches!(reader.read_rows("nope", &[], Unbounded, Unbounded), Err(ReadError::UnknownStream(_))));
+    assert_eq!(
+        reader
+            .read_rows("capture", &[], Unbounded, Unbounded)
+            .expect("rows")
+            .num_rows(),
+        rows.len()
+    );
+    assert!(matches!(
+        reader.read_rows("nope", &[], Unbounded, Unbounded),
+        Err(ReadError::UnknownStream(_))
+    ));
 }
 
 #[test]
@@ -128,11 +245,15 @@ fn staging_touches_no_file() {
     // Take the directory away entirely: any file operation would now fail.
     std::fs::remove_dir_all(&root).expect("remove");
     let (rows, positions) = workload(4, 8, 500, 0);
-    archive.stage_batch("capture", &batch(&rows), &positions).expect("staging needs no file");
+    archive
+        .stage_batch("capture", &batch(&rows), &positions)
+        .expect("staging needs no file");
     assert_eq!(archive.staged_rows(), rows.len());
     let err = archive.seal_all().expect_err("a barrier does need files");
     assert!(err.to_string().contains(".tmp"), "{err}");
     // A failed barrier poisons the archive: no retry until reopened.
-    archive.stage_batch("capture", &batch(&rows[..1]), &positions[..1]).expect("stage");
+    archive
+        .stage_batch("capture", &batch(&rows[..1]), &positions[..1])
+        .expect("stage");
     assert!(matches!(archive.seal_all(), Err(ArchiveError::Poisoned(_))));
 }

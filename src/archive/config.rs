@@ -110,16 +110,26 @@ impl Faults {
 
 impl fmt::Debug for Faults {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_some() { "Faults(hook)" } else { "Faults(none)" })
+        f.write_str(if self.0.is_some() {
+            "Faults(hook)"
+        } else {
+            "Faults(none)"
+        })
     }
 }
 
 /// Converts erased typed rows to Arrow and back; present for streams selected by type.
+/// Erased typed rows to an Arrow batch of the given fields.
+pub(crate) type ToBatch =
+    fn(&[At<ErasedRow>], &[FieldRef]) -> std::result::Result<RecordBatch, String>;
+/// An Arrow batch back to erased typed rows.
+pub(crate) type FromBatch = fn(&RecordBatch) -> std::result::Result<Vec<ErasedRow>, String>;
+
 #[derive(Clone, Copy)]
 pub(crate) struct Typed {
     pub type_name: &'static str,
-    pub to_batch: fn(&[At<ErasedRow>], &[FieldRef]) -> std::result::Result<RecordBatch, String>,
-    pub from_batch: fn(&RecordBatch) -> std::result::Result<Vec<ErasedRow>, String>,
+    pub to_batch: ToBatch,
+    pub from_batch: FromBatch,
 }
 
 impl fmt::Debug for Typed {
@@ -128,11 +138,17 @@ impl fmt::Debug for Typed {
     }
 }
 
-fn to_batch<T: Stream>(rows: &[At<ErasedRow>], fields: &[FieldRef]) -> std::result::Result<RecordBatch, String> {
+fn to_batch<T: Stream>(
+    rows: &[At<ErasedRow>],
+    fields: &[FieldRef],
+) -> std::result::Result<RecordBatch, String> {
     let mut typed: Vec<&T> = Vec::with_capacity(rows.len());
     for (i, at) in rows.iter().enumerate() {
         typed.push(at.row.downcast_ref::<T>().ok_or_else(|| {
-            format!("row {i} is not a {} (the type this stream was selected with)", std::any::type_name::<T>())
+            format!(
+                "row {i} is not a {} (the type this stream was selected with)",
+                std::any::type_name::<T>()
+            )
         })?);
     }
     serde_arrow::to_record_batch(fields, &typed).map_err(|e| e.to_string())
@@ -160,8 +176,15 @@ impl StreamSpec {
     /// A stream selected by its row type; rows come back as `Arc<T>` behind `dyn Any`.
     pub fn typed<T: Stream>() -> Result<StreamSpec> {
         let options = TracingOptions::default().strings_as_large_utf8(false);
-        let fields = Vec::<FieldRef>::from_type::<T>(options)
-            .map_err(|e| ArchiveError::declaration(T::ID, format!("cannot trace an Arrow schema from {}: {e}", std::any::type_name::<T>())))?;
+        let fields = Vec::<FieldRef>::from_type::<T>(options).map_err(|e| {
+            ArchiveError::declaration(
+                T::ID,
+                format!(
+                    "cannot trace an Arrow schema from {}: {e}",
+                    std::any::type_name::<T>()
+                ),
+            )
+        })?;
         let definition = T::definition();
         Ok(StreamSpec {
             id: T::ID.to_owned(),
@@ -209,41 +232,69 @@ impl StreamSpec {
     pub(crate) fn decl(&self) -> Result<StreamDecl> {
         let id = &self.id;
         let bad = |m: String| ArchiveError::declaration(id, m);
-        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
-            return Err(bad("a stream id is a plain identifier: letters, digits, '_' and '-'".into()));
+        if id.is_empty()
+            || !id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(bad(
+                "a stream id is a plain identifier: letters, digits, '_' and '-'".into(),
+            ));
         }
         if self.track.len() > crate::contract::MAX_DEPTH {
-            return Err(bad(format!("a track has at most 4 components; {} were declared", self.track.len())));
+            return Err(bad(format!(
+                "a track has at most 4 components; {} were declared",
+                self.track.len()
+            )));
         }
         let mut seen = std::collections::BTreeSet::new();
         for field in self.schema.fields() {
             let name = field.name();
             if name == POSITION_COLUMN || name == SEQ_COLUMN {
-                return Err(bad(format!("column {name:?} is reserved for the archive's own bookkeeping; rename it")));
+                return Err(bad(format!(
+                    "column {name:?} is reserved for the archive's own bookkeeping; rename it"
+                )));
             }
             if !seen.insert(name.as_str()) {
                 return Err(bad(format!("column {name:?} appears twice")));
             }
         }
         for (i, t) in self.track.iter().enumerate() {
-            let field = self.schema.field_with_name(t).map_err(|_| bad(format!("track column {t:?} is not a column of the stream")))?;
+            let field = self
+                .schema
+                .field_with_name(t)
+                .map_err(|_| bad(format!("track column {t:?} is not a column of the stream")))?;
             if self.track[..i].contains(t) {
                 return Err(bad(format!("track column {t:?} is named twice")));
             }
             if !is_label_type(field.data_type()) {
-                return Err(bad(format!("track column {t:?} is {}; a track component is text, an integer or a boolean", field.data_type())));
+                return Err(bad(format!(
+                    "track column {t:?} is {}; a track component is text, an integer or a boolean",
+                    field.data_type()
+                )));
             }
         }
         if let Some(axis) = &self.axis {
-            let field = self.schema.field_with_name(axis).map_err(|_| bad(format!("axis column {axis:?} is not a column of the stream")))?;
+            let field = self.schema.field_with_name(axis).map_err(|_| {
+                bad(format!(
+                    "axis column {axis:?} is not a column of the stream"
+                ))
+            })?;
             if self.track.contains(axis) {
-                return Err(bad(format!("axis column {axis:?} is also a track column; a coordinate is one or the other")));
+                return Err(bad(format!(
+                    "axis column {axis:?} is also a track column; a coordinate is one or the other"
+                )));
             }
             if field.data_type() != &DataType::UInt64 {
-                return Err(bad(format!("axis column {axis:?} is {}; the axis is a u64 (UInt64) coordinate", field.data_type())));
+                return Err(bad(format!(
+                    "axis column {axis:?} is {}; the axis is a u64 (UInt64) coordinate",
+                    field.data_type()
+                )));
             }
             if field.is_nullable() {
-                return Err(bad(format!("axis column {axis:?} is nullable; every row needs an axis value")));
+                return Err(bad(format!(
+                    "axis column {axis:?} is nullable; every row needs an axis value"
+                )));
             }
         }
         let columns = self
@@ -275,7 +326,10 @@ impl StreamSpec {
 }
 
 fn is_label_type(t: &DataType) -> bool {
-    matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Boolean) || t.is_integer()
+    matches!(
+        t,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Boolean
+    ) || t.is_integer()
 }
 
 /// How an archive is assembled.

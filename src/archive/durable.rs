@@ -12,7 +12,8 @@ pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
         .create_new(true)
         .open(path)
         .map_err(ArchiveError::io("create", path))?;
-    file.write_all(bytes).map_err(ArchiveError::io("write", path))?;
+    file.write_all(bytes)
+        .map_err(ArchiveError::io("write", path))?;
     file.sync_all().map_err(ArchiveError::io("sync", path))
 }
 
@@ -61,7 +62,9 @@ pub(crate) fn list_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for entry in entries {
         let entry = entry.map_err(ArchiveError::io("list", dir))?;
-        let kind = entry.file_type().map_err(ArchiveError::io("stat", entry.path()))?;
+        let kind = entry
+            .file_type()
+            .map_err(ArchiveError::io("stat", entry.path()))?;
         if kind.is_file() {
             files.push(entry.path());
         }
@@ -82,7 +85,9 @@ pub(crate) fn walk_files(dir: &Path) -> Result<Vec<PathBuf>> {
         };
         for entry in entries {
             let entry = entry.map_err(ArchiveError::io("list", &d))?;
-            let kind = entry.file_type().map_err(ArchiveError::io("stat", entry.path()))?;
+            let kind = entry
+                .file_type()
+                .map_err(ArchiveError::io("stat", entry.path()))?;
             if kind.is_dir() {
                 stack.push(entry.path());
             } else if kind.is_file() {

@@ -103,7 +103,10 @@ pub enum ArchiveError {
 }
 
 impl ArchiveError {
-    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> ArchiveError {
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> ArchiveError {
         let path = path.into();
         move |source| ArchiveError::Io {
             action,
@@ -119,7 +122,12 @@ impl ArchiveError {
         }
     }
 
-    pub(crate) fn input(stream: &str, row: usize, column: Option<&str>, message: impl Into<String>) -> ArchiveError {
+    pub(crate) fn input(
+        stream: &str,
+        row: usize,
+        column: Option<&str>,
+        message: impl Into<String>,
+    ) -> ArchiveError {
         ArchiveError::Input {
             stream: stream.to_owned(),
             row,

@@ -8,6 +8,7 @@
 //! ```
 
 pub mod config;
+mod describe;
 mod durable;
 pub mod error;
 pub mod manifest;
@@ -16,7 +17,11 @@ mod segment;
 mod series;
 mod stage;
 
-pub use config::{Clock, Config, FaultPoint, Faults, FixedClock, StreamSpec, SystemClock, POSITION_COLUMN, SEQ_COLUMN};
+pub use config::{
+    Clock, Config, FaultPoint, Faults, FixedClock, StreamSpec, SystemClock, POSITION_COLUMN,
+    SEQ_COLUMN,
+};
+pub use describe::{Description, QuarantinedFile, StreamDescription, TrackDescription};
 pub use error::{ArchiveError, Result};
 pub use segment::{data_file_name, digest};
 
@@ -104,7 +109,10 @@ pub struct Archive {
 
 impl std::fmt::Debug for Archive {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Archive").field("root", &self.root).field("generation", &self.state.generation).finish_non_exhaustive()
+        f.debug_struct("Archive")
+            .field("root", &self.root)
+            .field("generation", &self.state.generation)
+            .finish_non_exhaustive()
     }
 }
 
@@ -118,14 +126,18 @@ fn generation_of(path: &Path) -> Option<u64> {
 }
 
 fn relative(root: &Path, path: &Path) -> String {
-    path.strip_prefix(root).unwrap_or(path).to_string_lossy().replace('\\', "/")
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .to_string_lossy()
+        .replace('\\', "/")
 }
 
 /// Rebuilds the stored Arrow schema (row columns + `_position` + `_seq`) from a declaration.
 fn stored_schema(decl: &StreamDecl) -> std::result::Result<SchemaRef, String> {
     let mut fields = Vec::with_capacity(decl.columns.len() + 2);
     for c in &decl.columns {
-        let t = DataType::from_str(&c.data_type).map_err(|e| format!("column {:?}: unknown type {:?}: {e}", c.name, c.data_type))?;
+        let t = DataType::from_str(&c.data_type)
+            .map_err(|e| format!("column {:?}: unknown type {:?}: {e}", c.name, c.data_type))?;
         fields.push(Field::new(&c.name, t, c.nullable));
     }
     fields.push(Field::new(POSITION_COLUMN, DataType::UInt64, false));
@@ -146,20 +158,31 @@ impl Archive {
         let read_only = config.read_only;
         let lock = if read_only {
             if !root.join(MANIFEST_DIR).is_dir() {
-                return Err(ArchiveError::io("open archive", root.join(MANIFEST_DIR))(std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    "no manifest directory: not an archive",
-                )));
+                return Err(ArchiveError::io("open archive", root.join(MANIFEST_DIR))(
+                    std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "no manifest directory: not an archive",
+                    ),
+                ));
             }
             None
         } else {
             durable::create_dir(&root)?;
             let path = root.join(LOCK_FILE);
-            let file = OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(ArchiveError::io("open lock file", &path))?;
+            let file = OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .map_err(ArchiveError::io("open lock file", &path))?;
             match file.try_lock() {
                 Ok(()) => {}
-                Err(std::fs::TryLockError::WouldBlock) => return Err(ArchiveError::Locked { path: root.clone() }),
-                Err(std::fs::TryLockError::Error(e)) => return Err(ArchiveError::io("lock", &path)(e)),
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(ArchiveError::Locked { path: root.clone() })
+                }
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(ArchiveError::io("lock", &path)(e))
+                }
             }
             for dir in [MANIFEST_DIR, STREAMS_DIR, TMP_DIR, QUARANTINE_DIR] {
                 durable::create_dir(&root.join(dir))?;
@@ -202,12 +225,19 @@ impl Archive {
         let Some((current, current_path)) = generations.last().cloned() else {
             let data = durable::walk_files(&self.root.join(STREAMS_DIR))?;
             if !data.is_empty() {
-                return Err(ArchiveError::NoManifest { path: self.root.clone() });
+                return Err(ArchiveError::NoManifest {
+                    path: self.root.clone(),
+                });
             }
             if !read_only {
                 let generation = highest_generation_ever + 1;
                 self.state.generation = generation;
-                self.log = Some(LogWriter::create(&self.root.join(TMP_DIR), &manifest_dir, generation, &self.state)?);
+                self.log = Some(LogWriter::create(
+                    &self.root.join(TMP_DIR),
+                    &manifest_dir,
+                    generation,
+                    &self.state,
+                )?);
             }
             self.next_name = self.name_floor(&evidence)?.max(1);
             return Ok(());
@@ -219,7 +249,11 @@ impl Archive {
             Tail::Torn { offset } => self.recovery.torn_tail_at = Some(offset),
             Tail::Damaged { offset, following } => {
                 if !read_only {
-                    return Err(ArchiveError::DamagedManifest { path: current_path, offset, following });
+                    return Err(ArchiveError::DamagedManifest {
+                        path: current_path,
+                        offset,
+                        following,
+                    });
                 }
                 self.recovery.damaged_at = Some(offset);
             }
@@ -234,8 +268,12 @@ impl Archive {
         for path in durable::walk_files(&self.root.join(TMP_DIR))? {
             moved.push(durable::quarantine(&self.root, &quarantine, &path)?);
         }
-        let named: std::collections::BTreeSet<&str> =
-            self.state.streams.values().flat_map(|s| s.files.iter().map(|f| f.path.as_str())).collect();
+        let named: std::collections::BTreeSet<&str> = self
+            .state
+            .streams
+            .values()
+            .flat_map(|s| s.files.iter().map(|f| f.path.as_str()))
+            .collect();
         for path in durable::walk_files(&self.root.join(STREAMS_DIR))? {
             if !named.contains(relative(&self.root, &path).as_str()) {
                 moved.push(durable::quarantine(&self.root, &quarantine, &path)?);
@@ -246,7 +284,12 @@ impl Archive {
         }
         if self.recovery.torn_tail_at.is_some() {
             let generation = highest_generation_ever + 1;
-            self.log = Some(LogWriter::create(&self.root.join(TMP_DIR), &manifest_dir, generation, &self.state)?);
+            self.log = Some(LogWriter::create(
+                &self.root.join(TMP_DIR),
+                &manifest_dir,
+                generation,
+                &self.state,
+            )?);
             self.state.generation = generation;
             self.recovery.repaired_generation = Some(generation);
             moved.push(durable::quarantine(&self.root, &quarantine, &current_path)?);
@@ -280,7 +323,12 @@ impl Archive {
     fn name_floor(&self, evidence: &[PathBuf]) -> Result<u64> {
         let live = durable::walk_files(&self.root.join(STREAMS_DIR))?;
         let tmp = durable::walk_files(&self.root.join(TMP_DIR))?;
-        let seen = live.iter().chain(&tmp).chain(evidence).filter_map(|p| numbered(p)).max();
+        let seen = live
+            .iter()
+            .chain(&tmp)
+            .chain(evidence)
+            .filter_map(|p| numbered(p))
+            .max();
         Ok(self.state.next_name.max(seen.map_or(1, |n| n + 1)))
     }
 
@@ -290,7 +338,10 @@ impl Archive {
             let decl = spec.decl()?;
             match self.state.streams.get(&decl.id) {
                 Some(existing) if existing.decl != decl => {
-                    return Err(ArchiveError::declaration(&decl.id, describe_drift(&existing.decl, &decl)));
+                    return Err(ArchiveError::declaration(
+                        &decl.id,
+                        describe_drift(&existing.decl, &decl),
+                    ));
                 }
                 Some(_) => {}
                 None if self.config.read_only => {}
@@ -300,10 +351,15 @@ impl Archive {
                 }
             }
             if self.selected.contains_key(&decl.id) {
-                return Err(ArchiveError::declaration(&decl.id, "selected twice at assembly"));
+                return Err(ArchiveError::declaration(
+                    &decl.id,
+                    "selected twice at assembly",
+                ));
             }
-            let full_schema = stored_schema(&decl).map_err(|m| ArchiveError::declaration(&decl.id, m))?;
-            self.selected.insert(decl.id.clone(), Selected { spec, full_schema });
+            let full_schema =
+                stored_schema(&decl).map_err(|m| ArchiveError::declaration(&decl.id, m))?;
+            self.selected
+                .insert(decl.id.clone(), Selected { spec, full_schema });
         }
         Ok(())
     }
@@ -321,11 +377,17 @@ impl Archive {
             return Err(e);
         }
         self.config.faults.hit(FaultPoint::AfterRecord);
-        self.state.apply(record).map_err(|message| ArchiveError::CorruptManifest {
-            path: self.log.as_ref().map(|l| l.path().to_path_buf()).unwrap_or_default(),
-            offset: 0,
-            message: format!("a record this process wrote breaks an invariant: {message}"),
-        })
+        self.state
+            .apply(record)
+            .map_err(|message| ArchiveError::CorruptManifest {
+                path: self
+                    .log
+                    .as_ref()
+                    .map(|l| l.path().to_path_buf())
+                    .unwrap_or_default(),
+                offset: 0,
+                message: format!("a record this process wrote breaks an invariant: {message}"),
+            })
     }
 
     /// The archive's root directory.
@@ -345,15 +407,54 @@ impl Archive {
 
     /// Stages a batch of rows (the stream's own columns, in declared order) published at
     /// `positions`. Touches no file. All or nothing: an invalid row stages none of them.
-    pub fn stage_batch(&mut self, stream: &str, batch: &RecordBatch, positions: &[u64]) -> Result<usize> {
-        let selected = self.selected.get(stream).ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
-        let durable = self.state.streams.get(stream).ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
+    pub fn stage_batch(
+        &mut self,
+        stream: &str,
+        batch: &RecordBatch,
+        positions: &[u64],
+    ) -> Result<usize> {
+        let selected = self
+            .selected
+            .get(stream)
+            .ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
+        let durable = self
+            .state
+            .streams
+            .get(stream)
+            .ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
         let staged = self.staged.entry(stream.to_owned()).or_default();
-        let n = stage::stage(&durable.decl, &selected.full_schema, durable, staged, batch, positions)?;
+        let n = stage::stage(
+            &durable.decl,
+            &selected.full_schema,
+            durable,
+            staged,
+            batch,
+            positions,
+        )?;
         if let Some(&p) = positions.last() {
             self.cursor = self.cursor.max(Position(p));
         }
         Ok(n)
+    }
+
+    /// A dry run of staging for `stream`: checks deliveries exactly as [`Archive::stage_batch`]
+    /// would (against what is durable and what the dry run has seen), keeping no rows. Used
+    /// to refuse a bad input file before any of it is staged or sealed.
+    pub fn validator(&self, stream: &str) -> Result<Validator<'_>> {
+        let selected = self
+            .selected
+            .get(stream)
+            .ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
+        let durable = self
+            .state
+            .streams
+            .get(stream)
+            .ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
+        Ok(Validator {
+            selected,
+            durable,
+            staged: Staged::default(),
+        })
     }
 
     /// Rows staged and not yet sealed.
@@ -363,7 +464,10 @@ impl Archive {
 
     /// The position through which `stream` is durable (the last recorded barrier's).
     pub fn watermark(&self, stream: &str) -> Position {
-        self.state.streams.get(stream).map_or(Position::ORIGIN, |s| s.watermark)
+        self.state
+            .streams
+            .get(stream)
+            .map_or(Position::ORIGIN, |s| s.watermark)
     }
 
     /// One barrier for everything staged, across all streams: per stream one Parquet file,
@@ -409,12 +513,17 @@ impl Archive {
                 continue;
             }
             let selected = &self.selected[&id];
-            let (tracks, watermark, next_seq) = staged
-                .drain(&selected.full_schema)
-                .map_err(|e| ArchiveError::Encode { stream: id.clone(), message: e.to_string() })?;
+            let (tracks, watermark, next_seq) =
+                staged
+                    .drain(&selected.full_schema)
+                    .map_err(|e| ArchiveError::Encode {
+                        stream: id.clone(),
+                        message: e.to_string(),
+                    })?;
             let name = next_name;
             next_name += 1;
-            let (bytes, footer, groups) = segment::encode(&id, &selected.full_schema, name, &tracks)?;
+            let (bytes, footer, groups) =
+                segment::encode(&id, &selected.full_schema, name, &tracks)?;
             let file_name = data_file_name(name);
             let staged_path = tmp.join(&file_name);
             durable::write_synced(&staged_path, &bytes)?;
@@ -459,11 +568,23 @@ impl Archive {
         }
         durable::sync_dir(&tmp)?;
         self.config.faults.hit(FaultPoint::AfterDataRename);
-        let record = Record::Barrier(Barrier { barrier: barrier_no, sealed_at_ns, next_name, streams });
+        let record = Record::Barrier(Barrier {
+            barrier: barrier_no,
+            sealed_at_ns,
+            next_name,
+            streams,
+        });
         self.commit(&record)?;
         self.next_name = next_name;
-        tracing::debug!(barrier = barrier_no, streams = report.len(), "barrier committed");
-        Ok(BarrierReport { barrier: barrier_no, streams: report })
+        tracing::debug!(
+            barrier = barrier_no,
+            streams = report.len(),
+            "barrier committed"
+        );
+        Ok(BarrierReport {
+            barrier: barrier_no,
+            streams: report,
+        })
     }
 
     /// A clean stop: closes the last barrier.
@@ -472,10 +593,15 @@ impl Archive {
     }
 
     fn recorded(&self, stream: &str) -> std::result::Result<(&StreamState, SchemaRef), ReadError> {
-        let state = self.state.streams.get(stream).ok_or_else(|| ReadError::UnknownStream(stream.to_owned()))?;
+        let state = self
+            .state
+            .streams
+            .get(stream)
+            .ok_or_else(|| ReadError::UnknownStream(stream.to_owned()))?;
         let schema = match self.selected.get(stream) {
             Some(s) => s.full_schema.clone(),
-            None => stored_schema(&state.decl).map_err(|m| ReadError::Refused(BeneathWindow::unreadable(m)))?,
+            None => stored_schema(&state.decl)
+                .map_err(|m| ReadError::Refused(BeneathWindow::unreadable(m)))?,
         };
         Ok((state, schema))
     }
@@ -508,13 +634,22 @@ impl Archive {
     /// manifest holds, no more and no less.
     pub fn files(&self, stream: &str) -> std::result::Result<Vec<PathBuf>, ReadError> {
         let (state, _) = self.recorded(stream)?;
-        Ok(state.files.iter().map(|f| self.root.join(&f.path)).collect())
+        Ok(state
+            .files
+            .iter()
+            .map(|f| self.root.join(&f.path))
+            .collect())
     }
 
     /// Verifies every digest of every committed file; `progress(done, total)` after each
     /// file. Answers what is damaged (empty when everything verifies).
     pub fn verify(&self, mut progress: impl FnMut(usize, usize)) -> Vec<String> {
-        let files: Vec<&SegmentFile> = self.state.streams.values().flat_map(|s| s.files.iter()).collect();
+        let files: Vec<&SegmentFile> = self
+            .state
+            .streams
+            .values()
+            .flat_map(|s| s.files.iter())
+            .collect();
         let mut damaged = Vec::new();
         for (i, file) in files.iter().enumerate() {
             let check = segment::OpenSegment::open(&self.root, file).and_then(|s| s.verify_all());
@@ -534,10 +669,35 @@ impl Archive {
         durable::walk_files(&self.root.join(QUARANTINE_DIR))?
             .into_iter()
             .map(|p| {
-                let len = std::fs::metadata(&p).map_err(ArchiveError::io("stat", &p))?.len();
+                let len = std::fs::metadata(&p)
+                    .map_err(ArchiveError::io("stat", &p))?
+                    .len();
                 Ok((relative(&self.root, &p), len))
             })
             .collect()
+    }
+}
+
+/// Checks deliveries without keeping them; see [`Archive::validator`].
+pub struct Validator<'a> {
+    selected: &'a Selected,
+    durable: &'a StreamState,
+    staged: Staged,
+}
+
+impl Validator<'_> {
+    /// Checks one delivery as staging would; answers its row count.
+    pub fn check(&mut self, batch: &RecordBatch, positions: &[u64]) -> Result<usize> {
+        let n = stage::stage(
+            &self.durable.decl,
+            &self.selected.full_schema,
+            self.durable,
+            &mut self.staged,
+            batch,
+            positions,
+        )?;
+        self.staged.forget_rows();
+        Ok(n)
     }
 }
 
@@ -556,19 +716,45 @@ pub enum ReadError {
 }
 
 fn describe_drift(recorded: &StreamDecl, declared: &StreamDecl) -> String {
-    let cols = |d: &StreamDecl| d.columns.iter().map(|c| format!("{} {}{}", c.name, c.data_type, if c.nullable { "?" } else { "" })).collect::<Vec<_>>().join(", ");
+    let cols = |d: &StreamDecl| {
+        d.columns
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {}{}",
+                    c.name,
+                    c.data_type,
+                    if c.nullable { "?" } else { "" }
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let mut diffs = Vec::new();
     if recorded.columns != declared.columns {
-        diffs.push(format!("columns: recorded [{}], declared [{}]", cols(recorded), cols(declared)));
+        diffs.push(format!(
+            "columns: recorded [{}], declared [{}]",
+            cols(recorded),
+            cols(declared)
+        ));
     }
     if recorded.track != declared.track {
-        diffs.push(format!("track: recorded {:?}, declared {:?}", recorded.track, declared.track));
+        diffs.push(format!(
+            "track: recorded {:?}, declared {:?}",
+            recorded.track, declared.track
+        ));
     }
     if recorded.axis != declared.axis {
-        diffs.push(format!("axis: recorded {:?}, declared {:?}", recorded.axis, declared.axis));
+        diffs.push(format!(
+            "axis: recorded {:?}, declared {:?}",
+            recorded.axis, declared.axis
+        ));
     }
     if recorded.measured != declared.measured {
-        diffs.push(format!("measured fields: recorded {:?}, declared {:?}", recorded.measured, declared.measured));
+        diffs.push(format!(
+            "measured fields: recorded {:?}, declared {:?}",
+            recorded.measured, declared.measured
+        ));
     }
     format!("the declaration differs from the one the manifest records ({}); a stream's shape cannot drift — declare it as recorded or use a new stream id", diffs.join("; "))
 }

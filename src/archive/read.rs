@@ -13,7 +13,10 @@ use std::ops::Bound;
 use std::path::Path;
 
 /// The tracks beneath `prefix`, by a key-range scan of the catalog, in key order.
-pub(crate) fn select<'a>(stream: &'a StreamState, prefix: &TrackKey) -> Vec<(&'a TrackKey, &'a TrackState)> {
+pub(crate) fn select<'a>(
+    stream: &'a StreamState,
+    prefix: &TrackKey,
+) -> Vec<(&'a TrackKey, &'a TrackState)> {
     match prefix.upper() {
         None => stream.tracks.iter().collect(),
         Some(upper) => stream.tracks.range(prefix.clone()..upper).collect(),
@@ -35,8 +38,15 @@ fn contains(start: Bound<Position>, end: Bound<Position>, p: u64) -> bool {
 }
 
 /// The highest floor of the selected tracks, when the range reaches beneath it.
-pub(crate) fn floor_refusal(tracks: &[(&TrackKey, &TrackState)], start: Bound<Position>) -> Result<(), BeneathWindow> {
-    let floor = tracks.iter().map(|(_, t)| t.floor).max().unwrap_or(Position::ORIGIN);
+pub(crate) fn floor_refusal(
+    tracks: &[(&TrackKey, &TrackState)],
+    start: Bound<Position>,
+) -> Result<(), BeneathWindow> {
+    let floor = tracks
+        .iter()
+        .map(|(_, t)| t.floor)
+        .max()
+        .unwrap_or(Position::ORIGIN);
     if floor == Position::ORIGIN {
         return Ok(());
     }
@@ -71,27 +81,45 @@ pub(crate) fn rows(
             let file = &stream.files[g.file];
             let entry = &file.groups[g.group];
             let [lo, hi] = entry.position;
-            let overlaps = contains(start, Bound::Unbounded, hi) && contains(Bound::Unbounded, end, lo);
+            let overlaps =
+                contains(start, Bound::Unbounded, hi) && contains(Bound::Unbounded, end, lo);
             if !overlaps {
                 continue;
             }
-            if !open.contains_key(&g.file) {
-                open.insert(g.file, OpenSegment::open(root, file)?);
-            }
-            let batch = open[&g.file].read_group(g.group)?;
+            let segment = match open.entry(g.file) {
+                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(OpenSegment::open(root, file)?)
+                }
+            };
+            let batch = segment.read_group(g.group)?;
             let whole = contains(start, end, lo) && contains(start, end, hi);
-            parts.push(if whole { batch } else { clip(&batch, start, end)? });
+            parts.push(if whole {
+                batch
+            } else {
+                clip(&batch, start, end)?
+            });
         }
         if !parts.is_empty() {
-            runs.push(concat_batches(schema, &parts).map_err(|e| BeneathWindow::unreadable(e.to_string()))?);
+            runs.push(
+                concat_batches(schema, &parts)
+                    .map_err(|e| BeneathWindow::unreadable(e.to_string()))?,
+            );
         }
     }
     merge_by_seq(schema, runs)
 }
 
-fn clip(batch: &RecordBatch, start: Bound<Position>, end: Bound<Position>) -> Result<RecordBatch, BeneathWindow> {
+fn clip(
+    batch: &RecordBatch,
+    start: Bound<Position>,
+    end: Bound<Position>,
+) -> Result<RecordBatch, BeneathWindow> {
     let positions = position_column(batch)?;
-    let keep: BooleanArray = positions.iter().map(|p| Some(contains(start, end, p.unwrap_or(0)))).collect();
+    let keep: BooleanArray = positions
+        .iter()
+        .map(|p| Some(contains(start, end, p.unwrap_or(0))))
+        .collect();
     filter_record_batch(batch, &keep).map_err(|e| BeneathWindow::unreadable(e.to_string()))
 }
 
@@ -99,7 +127,9 @@ fn u64_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a UInt64Array,
     batch
         .column_by_name(name)
         .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
-        .ok_or_else(|| BeneathWindow::unreadable(format!("a stored row group lacks its {name} column")))
+        .ok_or_else(|| {
+            BeneathWindow::unreadable(format!("a stored row group lacks its {name} column"))
+        })
 }
 
 /// The `_position` column of a stored batch.
@@ -115,7 +145,10 @@ fn merge_by_seq(schema: &SchemaRef, runs: Vec<RecordBatch>) -> Result<RecordBatc
         1 => return Ok(runs.into_iter().next().expect("one run")),
         _ => {}
     }
-    let seqs: Vec<&UInt64Array> = runs.iter().map(|r| u64_column(r, SEQ_COLUMN)).collect::<Result<_, _>>()?;
+    let seqs: Vec<&UInt64Array> = runs
+        .iter()
+        .map(|r| u64_column(r, SEQ_COLUMN))
+        .collect::<Result<_, _>>()?;
     let total: usize = runs.iter().map(|r| r.num_rows()).sum();
     let mut heap: BinaryHeap<Reverse<(u64, usize)>> = seqs
         .iter()

@@ -58,13 +58,21 @@ pub(crate) struct TrackRows {
 
 fn writer_properties() -> WriterProperties {
     WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("1 is a valid zstd level")))
+        .set_compression(Compression::ZSTD(
+            ZstdLevel::try_new(1).expect("1 is a valid zstd level"),
+        ))
         .set_max_row_group_row_count(None)
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_column_dictionary_enabled(ColumnPath::from(super::config::POSITION_COLUMN), false)
-        .set_column_encoding(ColumnPath::from(super::config::POSITION_COLUMN), Encoding::DELTA_BINARY_PACKED)
+        .set_column_encoding(
+            ColumnPath::from(super::config::POSITION_COLUMN),
+            Encoding::DELTA_BINARY_PACKED,
+        )
         .set_column_dictionary_enabled(ColumnPath::from(super::config::SEQ_COLUMN), false)
-        .set_column_encoding(ColumnPath::from(super::config::SEQ_COLUMN), Encoding::DELTA_BINARY_PACKED)
+        .set_column_encoding(
+            ColumnPath::from(super::config::SEQ_COLUMN),
+            Encoding::DELTA_BINARY_PACKED,
+        )
         .set_key_value_metadata(Some(vec![parquet::file::metadata::KeyValue::new(
             "series_archive.format".to_owned(),
             "1".to_owned(),
@@ -85,7 +93,8 @@ pub(crate) fn encode(
         message: e.to_string(),
     };
     let mut bytes = Vec::new();
-    let mut writer = ArrowWriter::try_new(&mut bytes, schema.clone(), Some(writer_properties())).map_err(fail)?;
+    let mut writer = ArrowWriter::try_new(&mut bytes, schema.clone(), Some(writer_properties()))
+        .map_err(fail)?;
     for track in tracks {
         writer.write(&track.batch).map_err(fail)?;
         writer.flush().map_err(fail)?;
@@ -94,18 +103,34 @@ pub(crate) fn encode(
     if metadata.num_row_groups() != tracks.len() {
         return Err(ArchiveError::Encode {
             stream: stream.to_owned(),
-            message: format!("wrote {} row groups for {} tracks", metadata.num_row_groups(), tracks.len()),
+            message: format!(
+                "wrote {} row groups for {} tracks",
+                metadata.num_row_groups(),
+                tracks.len()
+            ),
         });
     }
     let starts: Vec<u64> = metadata
         .row_groups()
         .iter()
-        .map(|rg| rg.columns().iter().map(|c| c.byte_range().0).min().unwrap_or(PAR1_LEN))
+        .map(|rg| {
+            rg.columns()
+                .iter()
+                .map(|c| c.byte_range().0)
+                .min()
+                .unwrap_or(PAR1_LEN)
+        })
         .collect();
     let ends: Vec<u64> = metadata
         .row_groups()
         .iter()
-        .map(|rg| rg.columns().iter().map(|c| c.byte_range().0 + c.byte_range().1).max().unwrap_or(PAR1_LEN))
+        .map(|rg| {
+            rg.columns()
+                .iter()
+                .map(|c| c.byte_range().0 + c.byte_range().1)
+                .max()
+                .unwrap_or(PAR1_LEN)
+        })
         .collect();
     let mut groups = Vec::with_capacity(tracks.len());
     for (i, track) in tracks.iter().enumerate() {
@@ -129,7 +154,14 @@ pub(crate) fn encode(
     let footer = Span {
         offset: footer_offset,
         len: bytes.len() as u64 - footer_offset,
-        crc32c: digest(name, FOOTER_INDEX, &[&bytes[..PAR1_LEN as usize], &bytes[footer_offset as usize..]]),
+        crc32c: digest(
+            name,
+            FOOTER_INDEX,
+            &[
+                &bytes[..PAR1_LEN as usize],
+                &bytes[footer_offset as usize..],
+            ],
+        ),
     };
     Ok((bytes, footer, groups))
 }
@@ -169,10 +201,14 @@ impl ChunkReader for Verified {
         for (offset, bytes) in &self.ranges {
             let end = offset + bytes.len() as u64;
             if start >= *offset && start < end {
-                return Ok(std::io::Cursor::new(bytes.slice((start - offset) as usize..)));
+                return Ok(std::io::Cursor::new(
+                    bytes.slice((start - offset) as usize..),
+                ));
             }
         }
-        Err(parquet::errors::ParquetError::General(format!("byte {start} is outside the verified ranges")))
+        Err(parquet::errors::ParquetError::General(format!(
+            "byte {start} is outside the verified ranges"
+        )))
     }
 
     fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
@@ -180,10 +216,20 @@ impl ChunkReader for Verified {
     }
 }
 
-fn read_at(file: &File, path: &Path, offset: u64, len: u64) -> std::result::Result<Bytes, BeneathWindow> {
+fn read_at(
+    file: &File,
+    path: &Path,
+    offset: u64,
+    len: u64,
+) -> std::result::Result<Bytes, BeneathWindow> {
     let mut buf = vec![0u8; len as usize];
-    file.read_exact_at(&mut buf, offset)
-        .map_err(|e| BeneathWindow::unreadable(format!("{}: reading bytes {offset}..{}: {e}", path.display(), offset + len)))?;
+    file.read_exact_at(&mut buf, offset).map_err(|e| {
+        BeneathWindow::unreadable(format!(
+            "{}: reading bytes {offset}..{}: {e}",
+            path.display(),
+            offset + len
+        ))
+    })?;
     Ok(Bytes::from(buf))
 }
 
@@ -224,7 +270,13 @@ impl<'a> OpenSegment<'a> {
                 entry.bytes
             )));
         }
-        Ok(OpenSegment { file, path, entry, magic, footer })
+        Ok(OpenSegment {
+            file,
+            path,
+            entry,
+            magic,
+            footer,
+        })
     }
 
     /// Reads row group `index`, verifying its digest first.
@@ -259,10 +311,16 @@ impl<'a> OpenSegment<'a> {
             .build()
             .map_err(|e| decode(&e))?;
         let schema = reader.schema();
-        let batches: Vec<RecordBatch> = reader.collect::<std::result::Result<_, _>>().map_err(|e| decode(&e))?;
+        let batches: Vec<RecordBatch> = reader
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| decode(&e))?;
         let batch = arrow::compute::concat_batches(&schema, &batches).map_err(|e| decode(&e))?;
         if batch.num_rows() as u64 != group.rows {
-            return Err(decode(&format!("{} rows decoded, {} recorded", batch.num_rows(), group.rows)));
+            return Err(decode(&format!(
+                "{} rows decoded, {} recorded",
+                batch.num_rows(),
+                group.rows
+            )));
         }
         Ok(batch)
     }

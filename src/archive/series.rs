@@ -11,12 +11,19 @@ impl Archive {
     /// Takes a delivery run of typed rows for a stream selected by type.
     pub fn deliver_run(&mut self, run: Run<'_>) -> Result<usize, ArchiveError> {
         let id = run.stream.id.as_ref();
-        let selected = self.selected.get(id).ok_or_else(|| ArchiveError::UnknownStream(id.to_owned()))?;
+        let selected = self
+            .selected
+            .get(id)
+            .ok_or_else(|| ArchiveError::UnknownStream(id.to_owned()))?;
         let typed = selected.spec.typed.ok_or_else(|| {
-            ArchiveError::declaration(id, "selected from a schema, not a row type: stage Arrow batches with stage_batch")
+            ArchiveError::declaration(
+                id,
+                "selected from a schema, not a row type: stage Arrow batches with stage_batch",
+            )
         })?;
         let fields: Vec<_> = selected.spec.schema.fields().iter().cloned().collect();
-        let batch = (typed.to_batch)(run.rows, &fields).map_err(|m| ArchiveError::input(id, 0, None, m))?;
+        let batch =
+            (typed.to_batch)(run.rows, &fields).map_err(|m| ArchiveError::input(id, 0, None, m))?;
         let positions: Vec<u64> = run.rows.iter().map(|r| r.position.0).collect();
         self.stage_batch(id, &batch, &positions)
     }
@@ -34,12 +41,20 @@ impl Archive {
             .selected
             .get(stream)
             .and_then(|s| s.spec.typed)
-            .ok_or_else(|| ReadError::BadSelection(format!("stream {stream:?} was not selected by row type")))?;
+            .ok_or_else(|| {
+                ReadError::BadSelection(format!("stream {stream:?} was not selected by row type"))
+            })?;
         let positions = super::read::position_column(&batch)?.clone();
         let own = batch.num_columns() - 2;
-        let rows_only = batch.project(&(0..own).collect::<Vec<_>>()).map_err(|e| BeneathWindow::unreadable(e.to_string()))?;
+        let rows_only = batch
+            .project(&(0..own).collect::<Vec<_>>())
+            .map_err(|e| BeneathWindow::unreadable(e.to_string()))?;
         let rows = (typed.from_batch)(&rows_only).map_err(BeneathWindow::unreadable)?;
-        Ok(rows.into_iter().zip(positions.values().iter()).map(|(row, &p)| At::new(Position(p), row)).collect())
+        Ok(rows
+            .into_iter()
+            .zip(positions.values().iter())
+            .map(|(row, &p)| At::new(Position(p), row))
+            .collect())
     }
 }
 
@@ -77,7 +92,8 @@ impl<A: Application> Series<A> for Archive {
         start: Bound<Position>,
         end: Bound<Position>,
     ) -> Result<Vec<At<ErasedRow>>, BeneathWindow> {
-        self.typed_rows(&stream.id, track, start, end).map_err(refusal)
+        self.typed_rows(&stream.id, track, start, end)
+            .map_err(refusal)
     }
 
     async fn buckets(

@@ -39,9 +39,20 @@ impl Staged {
         self.rows == 0
     }
 
+    /// Drops the staged rows but keeps where each track and the stream stand (last axis,
+    /// last position, next `_seq`), so later deliveries are checked against them.
+    pub fn forget_rows(&mut self) {
+        for track in self.tracks.values_mut() {
+            track.batches.clear();
+        }
+    }
+
     /// The staged tracks as barrier input, in track-key order, and what the barrier will
     /// record of the stream (watermark, next seq).
-    pub fn drain(&mut self, full_schema: &SchemaRef) -> std::result::Result<(Vec<TrackRows>, u64, u64), arrow::error::ArrowError> {
+    pub fn drain(
+        &mut self,
+        full_schema: &SchemaRef,
+    ) -> std::result::Result<(Vec<TrackRows>, u64, u64), arrow::error::ArrowError> {
         let mut out = Vec::with_capacity(self.tracks.len());
         for (_, track) in std::mem::take(&mut self.tracks) {
             let batch = concat_batches(full_schema, &track.batches)?;
@@ -73,7 +84,12 @@ pub(crate) fn stage(
     let id = &decl.id;
     let n = batch.num_rows();
     if positions.len() != n {
-        return Err(ArchiveError::input(id, 0, None, format!("{} positions for {n} rows", positions.len())));
+        return Err(ArchiveError::input(
+            id,
+            0,
+            None,
+            format!("{} positions for {n} rows", positions.len()),
+        ));
     }
     if n == 0 {
         return Ok(0);
@@ -85,7 +101,11 @@ pub(crate) fn stage(
             id,
             0,
             None,
-            format!("rows have {} columns, the stream declares {}", schema.fields().len(), decl.columns.len()),
+            format!(
+                "rows have {} columns, the stream declares {}",
+                schema.fields().len(),
+                decl.columns.len()
+            ),
         ));
     }
     for (i, (field, col)) in schema.fields().iter().zip(&decl.columns).enumerate() {
@@ -94,31 +114,59 @@ pub(crate) fn stage(
                 id,
                 0,
                 Some(field.name()),
-                format!("column {i} is {:?} {}, the stream declares {:?} {}", field.name(), field.data_type(), col.name, col.data_type),
+                format!(
+                    "column {i} is {:?} {}, the stream declares {:?} {}",
+                    field.name(),
+                    field.data_type(),
+                    col.name,
+                    col.data_type
+                ),
             ));
         }
         if !col.nullable && batch.column(i).null_count() > 0 {
             let row = (0..n).find(|&r| batch.column(i).is_null(r)).unwrap_or(0);
-            return Err(ArchiveError::input(id, row, Some(&col.name), "null in a column declared not nullable"));
+            return Err(ArchiveError::input(
+                id,
+                row,
+                Some(&col.name),
+                "null in a column declared not nullable",
+            ));
         }
     }
     // Positions never go backwards within a stream.
     let mut last = staged.last_position.unwrap_or(durable.watermark.0);
     for (row, &p) in positions.iter().enumerate() {
         if p < last {
-            return Err(ArchiveError::input(id, row, None, format!("position {p} goes backwards (the stream is at {last})")));
+            return Err(ArchiveError::input(
+                id,
+                row,
+                None,
+                format!("position {p} goes backwards (the stream is at {last})"),
+            ));
         }
         last = p;
     }
     // Track labels, per row.
     let mut label_columns: Vec<StringArray> = Vec::with_capacity(decl.track.len());
     for name in &decl.track {
-        let column = batch.column_by_name(name).expect("declared track columns exist");
-        let text = cast(column, &DataType::Utf8)
-            .map_err(|e| ArchiveError::input(id, 0, Some(name), format!("cannot render as a label: {e}")))?;
-        let text = text.as_any().downcast_ref::<StringArray>().expect("cast to Utf8 answers a StringArray").clone();
+        let column = batch
+            .column_by_name(name)
+            .expect("declared track columns exist");
+        let text = cast(column, &DataType::Utf8).map_err(|e| {
+            ArchiveError::input(id, 0, Some(name), format!("cannot render as a label: {e}"))
+        })?;
+        let text = text
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .expect("cast to Utf8 answers a StringArray")
+            .clone();
         if let Some(row) = (0..n).find(|&r| text.is_null(r)) {
-            return Err(ArchiveError::input(id, row, Some(name), "a track component is null"));
+            return Err(ArchiveError::input(
+                id,
+                row,
+                Some(name),
+                "a track component is null",
+            ));
         }
         label_columns.push(text);
     }
@@ -139,7 +187,12 @@ pub(crate) fn stage(
             Some((prev, key)) if *prev == labels => key.clone(),
             _ => {
                 let key = TrackKey::encode(&labels).map_err(|e| match e {
-                    BadTrack::Label(bad) => ArchiveError::input(id, row, Some(&decl.track[bad.component]), bad.to_string()),
+                    BadTrack::Label(bad) => ArchiveError::input(
+                        id,
+                        row,
+                        Some(&decl.track[bad.component]),
+                        bad.to_string(),
+                    ),
                     other => ArchiveError::input(id, row, None, other.to_string()),
                 })?;
                 previous = Some((labels, key.clone()));
@@ -178,7 +231,10 @@ pub(crate) fn stage(
                 }
                 last = Some(value);
             }
-            axis_ranges.insert(key.clone(), [axis.value(rows[0] as usize), last.unwrap_or(0)]);
+            axis_ranges.insert(
+                key.clone(),
+                [axis.value(rows[0] as usize), last.unwrap_or(0)],
+            );
         }
     }
     // Everything is valid: assign _seq in publish order and stage per track.
@@ -201,7 +257,10 @@ pub(crate) fn stage(
         let last_row = *rows.last().expect("non-empty") as usize;
         let axis_range = axis_ranges.get(&key).copied();
         let labels = key.labels().into_iter().map(str::to_owned).collect();
-        let track = staged.tracks.entry(key).or_insert_with(|| StagedTrack { labels, ..StagedTrack::default() });
+        let track = staged.tracks.entry(key).or_insert_with(|| StagedTrack {
+            labels,
+            ..StagedTrack::default()
+        });
         track.rows += rows.len();
         track.batches.push(part);
         let (p0, p1) = (positions[first], positions[last_row]);

@@ -141,13 +141,12 @@ impl Aggregate {
             Aggregate::Sum => Some(values.iter().sum()),
             _ if n == 0 => None,
             Aggregate::Min => values.iter().copied().min_by(f64::total_cmp),
-            Aggregate::Max => values.iter().copied().reduce(|a, b| {
-                if b.total_cmp(&a).is_gt() {
-                    b
-                } else {
-                    a
-                }
-            }),
+            Aggregate::Max => {
+                values
+                    .iter()
+                    .copied()
+                    .reduce(|a, b| if b.total_cmp(&a).is_gt() { b } else { a })
+            }
             Aggregate::Mean => Some(values.iter().sum::<f64>() / n as f64),
             Aggregate::Percentile(rank) => {
                 let index = disc_index(rank.0, n);
@@ -233,8 +232,8 @@ mod tests {
     #[test]
     fn refused_spellings() {
         for bad in [
-            "median", "avg", "average", "P95", "p095", "p00", "p101", "p-1", "p", "", " p5",
-            "p5 ", "Mean", "MIN", "p1000", "p+5", "p٥", "p9.5", "stddev", "first", "last",
+            "median", "avg", "average", "P95", "p095", "p00", "p101", "p-1", "p", "", " p5", "p5 ",
+            "Mean", "MIN", "p1000", "p+5", "p٥", "p9.5", "stddev", "first", "last",
         ] {
             assert_eq!(Aggregate::parse(bad), None, "{bad:?} must be refused");
             let err = bad.parse::<Aggregate>().expect_err("refused");

@@ -66,7 +66,10 @@ pub trait Stream: serde::Serialize + serde::de::DeserializeOwned + Send + Sync +
         Definition {
             id: Cow::Borrowed(Self::ID),
             window: Self::WINDOW,
-            track: Self::TRACK_FIELDS.iter().map(|f| Cow::Borrowed(*f)).collect(),
+            track: Self::TRACK_FIELDS
+                .iter()
+                .map(|f| Cow::Borrowed(*f))
+                .collect(),
             axis: Self::AXIS_FIELD.map(Cow::Borrowed),
         }
     }
@@ -140,6 +143,9 @@ pub trait Series<A: Application>: StreamConsumer<A> {
 
     /// A barrier for everything staged; answers the position through which the named stream
     /// and track are durable. With nothing staged it does no I/O and answers the watermark.
-    fn seal(&mut self, stream: Definition, track: &[String])
-        -> impl Future<Output = Position> + Send;
+    fn seal(
+        &mut self,
+        stream: Definition,
+        track: &[String],
+    ) -> impl Future<Output = Position> + Send;
 }

@@ -327,7 +327,15 @@ mod tests {
 
     #[test]
     fn every_other_text_is_a_label() {
-        for ok in ["probe.a.b", "run-2026-11-29", "プローブ", "zürich", "", "a b", "🦀"] {
+        for ok in [
+            "probe.a.b",
+            "run-2026-11-29",
+            "プローブ",
+            "zürich",
+            "",
+            "a b",
+            "🦀",
+        ] {
             TrackKey::encode(&[ok]).expect("a label");
         }
         assert!(matches!(

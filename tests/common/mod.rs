@@ -46,9 +46,15 @@ pub struct Row {
 /// Builds a batch from rows.
 pub fn batch(rows: &[Row]) -> RecordBatch {
     let columns: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.run.as_str()))),
-        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.probe.as_str()))),
-        Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| r.ordinal))),
+        Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|r| r.run.as_str()),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|r| r.probe.as_str()),
+        )),
+        Arc::new(UInt64Array::from_iter_values(
+            rows.iter().map(|r| r.ordinal),
+        )),
         Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.value))),
         Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.noise))),
     ];
@@ -57,12 +63,39 @@ pub fn batch(rows: &[Row]) -> RecordBatch {
 
 /// Reads rows back out of a stored batch (the stream's columns + `_position` + `_seq`).
 pub fn rows_of(batch: &RecordBatch) -> Vec<(u64, Row)> {
-    let s = |i: usize| batch.column(i).as_any().downcast_ref::<StringArray>().expect("utf8").clone();
+    let s = |i: usize| {
+        batch
+            .column(i)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .expect("utf8")
+            .clone()
+    };
     let (run, probe) = (s(0), s(1));
-    let ordinal = batch.column(2).as_any().downcast_ref::<UInt64Array>().expect("u64").clone();
-    let value = batch.column(3).as_any().downcast_ref::<Int64Array>().expect("i64").clone();
-    let noise = batch.column(4).as_any().downcast_ref::<Float64Array>().expect("f64").clone();
-    let position = batch.column(5).as_any().downcast_ref::<UInt64Array>().expect("u64").clone();
+    let ordinal = batch
+        .column(2)
+        .as_any()
+        .downcast_ref::<UInt64Array>()
+        .expect("u64")
+        .clone();
+    let value = batch
+        .column(3)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .expect("i64")
+        .clone();
+    let noise = batch
+        .column(4)
+        .as_any()
+        .downcast_ref::<Float64Array>()
+        .expect("f64")
+        .clone();
+    let position = batch
+        .column(5)
+        .as_any()
+        .downcast_ref::<UInt64Array>()
+        .expect("u64")
+        .clone();
     (0..batch.num_rows())
         .map(|i| {
             (

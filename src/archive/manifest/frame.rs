@@ -90,7 +90,10 @@ pub fn valid_records_after(bytes: &[u8], from: usize) -> Vec<usize> {
             None => break,
             Some(skip) => {
                 at += skip;
-                if matches!(decode(bytes, at), Decoded::Record { .. } | Decoded::UnknownVersion(_)) {
+                if matches!(
+                    decode(bytes, at),
+                    Decoded::Record { .. } | Decoded::UnknownVersion(_)
+                ) {
                     found.push(at);
                 }
                 at += 1;

@@ -91,8 +91,12 @@ pub fn replay(path: &Path, generation: u64) -> Result<Replayed> {
                 };
             }
             Decoded::Record { payload, next } => {
-                let record: Record = serde_json::from_slice(payload)
-                    .map_err(|e| corrupt(offset, format!("record passed its check but does not decode: {e}")))?;
+                let record: Record = serde_json::from_slice(payload).map_err(|e| {
+                    corrupt(
+                        offset,
+                        format!("record passed its check but does not decode: {e}"),
+                    )
+                })?;
                 if records == 0 {
                     match &record {
                         Record::Snapshot(s) if s.generation == generation => {}
@@ -147,7 +151,12 @@ impl LogWriter {
 
     /// Writes a new generation holding `state` as its snapshot: written under `tmp`, synced,
     /// renamed into `manifest_dir`, the directory synced.
-    pub fn create(tmp: &Path, manifest_dir: &Path, generation: u64, state: &State) -> Result<LogWriter> {
+    pub fn create(
+        tmp: &Path,
+        manifest_dir: &Path,
+        generation: u64,
+        state: &State,
+    ) -> Result<LogWriter> {
         let name = generation_name(generation);
         let staged = tmp.join(&name);
         let framed = encode(&Record::Snapshot(state.snapshot(generation)));
@@ -184,7 +193,7 @@ impl LogWriter {
     }
 
     /// Bytes in the generation.
-    pub fn len(&self) -> u64 {
+    pub fn bytes(&self) -> u64 {
         self.len
     }
 }

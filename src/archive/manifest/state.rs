@@ -74,7 +74,10 @@ impl StreamState {
                     ));
                 }
             }
-            track.groups.push(GroupRef { file: index, group: g });
+            track.groups.push(GroupRef {
+                file: index,
+                group: g,
+            });
             track.rows += group.rows;
             track.last_axis = group.axis.map(|[_, high]| high).or(track.last_axis);
         }

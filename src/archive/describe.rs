@@ -1,0 +1,129 @@
+//! What an archive holds, for people and for tools: streams, tracks, files, bytes, floors.
+
+use super::{Archive, Result};
+use crate::contract::Position;
+use serde::Serialize;
+
+/// An archive's contents as `inspect` shows them.
+#[derive(Clone, Debug, Serialize)]
+pub struct Description {
+    /// The archive root.
+    pub root: String,
+    /// Current manifest generation.
+    pub generation: u64,
+    /// Barriers recorded.
+    pub barriers: u64,
+    /// Streams by id.
+    pub streams: Vec<StreamDescription>,
+    /// Evidence kept in `.quarantine/`.
+    pub quarantine: Vec<QuarantinedFile>,
+    /// What this open recovered.
+    pub recovery: super::Recovery,
+}
+
+/// One stream.
+#[derive(Clone, Debug, Serialize)]
+pub struct StreamDescription {
+    /// Stream id.
+    pub id: String,
+    /// Columns as `name type`.
+    pub columns: Vec<String>,
+    /// Track columns.
+    pub track: Vec<String>,
+    /// Axis column.
+    pub axis: Option<String>,
+    /// Measured fields in declared order.
+    pub measured: Vec<String>,
+    /// Position through which the stream is durable.
+    pub watermark: Position,
+    /// Live data files.
+    pub files: usize,
+    /// Bytes of live data files.
+    pub bytes: u64,
+    /// Rows stored.
+    pub rows: u64,
+    /// The highest raw floor of any track (an unnarrowed read answers to it).
+    pub floor: Position,
+    /// Tracks in key order.
+    pub tracks: Vec<TrackDescription>,
+}
+
+/// One track.
+#[derive(Clone, Debug, Serialize)]
+pub struct TrackDescription {
+    /// Labels, outermost first.
+    pub labels: Vec<String>,
+    /// Rows stored.
+    pub rows: u64,
+    /// Row groups.
+    pub groups: usize,
+    /// Highest axis value stored.
+    pub last_axis: Option<u64>,
+    /// Raw floor.
+    pub floor: Position,
+}
+
+/// One file of evidence.
+#[derive(Clone, Debug, Serialize)]
+pub struct QuarantinedFile {
+    /// Path relative to the root.
+    pub path: String,
+    /// Size in bytes.
+    pub bytes: u64,
+}
+
+impl Archive {
+    /// Describes the archive's durable contents.
+    pub fn describe(&self) -> Result<Description> {
+        let streams = self
+            .state
+            .streams
+            .values()
+            .map(|s| StreamDescription {
+                id: s.decl.id.clone(),
+                columns: s
+                    .decl
+                    .columns
+                    .iter()
+                    .map(|c| format!("{} {}", c.name, c.data_type))
+                    .collect(),
+                track: s.decl.track.clone(),
+                axis: s.decl.axis.clone(),
+                measured: s.decl.measured.clone(),
+                watermark: s.watermark,
+                files: s.files.len(),
+                bytes: s.files.iter().map(|f| f.bytes).sum(),
+                rows: s.tracks.values().map(|t| t.rows).sum(),
+                floor: s
+                    .tracks
+                    .values()
+                    .map(|t| t.floor)
+                    .max()
+                    .unwrap_or(Position::ORIGIN),
+                tracks: s
+                    .tracks
+                    .values()
+                    .map(|t| TrackDescription {
+                        labels: t.labels.clone(),
+                        rows: t.rows,
+                        groups: t.groups.len(),
+                        last_axis: t.last_axis,
+                        floor: t.floor,
+                    })
+                    .collect(),
+            })
+            .collect();
+        Ok(Description {
+            root: self.root.display().to_string(),
+            generation: self.state.generation,
+            barriers: self.state.barriers,
+            streams,
+            quarantine: self
+                .quarantine()?
+                .into_iter()
+                .map(|(path, bytes)| QuarantinedFile { path, bytes })
+                .collect(),
+            recovery: self.recovery.clone(),
+        })
+    }
+}

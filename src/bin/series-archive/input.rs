@@ -1,0 +1,279 @@
+//! Input files (CSV, JSON lines, Parquet) as Arrow batches shaped to a stream's declaration.
+//! Reading belongs to arrow-csv, arrow-json and parquet; this only chooses and shapes.
+
+use arrow::array::{Array, ArrayRef, RecordBatch, UInt64Array};
+use arrow::compute::{cast_with_options, CastOptions};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use std::fs::File;
+use std::io::{BufReader, Seek};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const BATCH_ROWS: usize = 64 * 1024;
+
+/// The kinds of file `ingest` reads, chosen by extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Csv,
+    JsonLines,
+    Parquet,
+}
+
+impl Kind {
+    pub fn of(path: &Path) -> Result<Kind, String> {
+        match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+            Some("csv") => Ok(Kind::Csv),
+            Some("jsonl" | "ndjson" | "json") => Ok(Kind::JsonLines),
+            Some("parquet" | "pq") => Ok(Kind::Parquet),
+            _ => Err(format!(
+                "{}: unknown file kind; ingest reads .csv (with a header), .jsonl/.ndjson (one JSON object per line) and .parquet",
+                path.display()
+            )),
+        }
+    }
+
+    /// The line a zero-based data row sits on, for messages.
+    pub fn locate(self, row: usize) -> String {
+        match self {
+            Kind::Csv => format!("row {row} (line {})", row + 2),
+            Kind::JsonLines => format!("row {row} (line {})", row + 1),
+            Kind::Parquet => format!("row {row}"),
+        }
+    }
+}
+
+/// The schema a file holds, as its reader infers or declares it.
+pub fn file_schema(path: &Path) -> Result<Schema, String> {
+    let open = || File::open(path).map_err(|e| format!("{}: {e}", path.display()));
+    let fail = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    match Kind::of(path)? {
+        Kind::Csv => arrow::csv::reader::Format::default()
+            .with_header(true)
+            .infer_schema(open()?, Some(10_000))
+            .map(|(s, _)| s)
+            .map_err(|e| fail(&e)),
+        Kind::JsonLines => arrow::json::reader::infer_json_schema_from_seekable(
+            BufReader::new(open()?),
+            Some(10_000),
+        )
+        .map(|(s, _)| s)
+        .map_err(|e| fail(&e)),
+        Kind::Parquet => ParquetRecordBatchReaderBuilder::try_new(open()?)
+            .map(|b| b.schema().as_ref().clone())
+            .map_err(|e| fail(&e)),
+    }
+}
+
+/// Batches of a file read with `schema` (the file's own column types).
+pub fn batches(
+    path: &Path,
+    schema: SchemaRef,
+) -> Result<Box<dyn Iterator<Item = Result<RecordBatch, String>>>, String> {
+    let mut file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let shown = path.display().to_string();
+    let fail = move |e: &dyn std::fmt::Display| format!("{shown}: {e}");
+    let iter: Box<dyn Iterator<Item = Result<RecordBatch, String>>> = match Kind::of(path)? {
+        Kind::Csv => {
+            let reader = arrow::csv::ReaderBuilder::new(schema)
+                .with_header(true)
+                .with_batch_size(BATCH_ROWS)
+                .build(file)
+                .map_err(|e| fail(&e))?;
+            Box::new(reader.map(move |b| b.map_err(|e| fail(&e))))
+        }
+        Kind::JsonLines => {
+            file.rewind().map_err(|e| fail(&e))?;
+            let reader = arrow::json::ReaderBuilder::new(schema)
+                .with_batch_size(BATCH_ROWS)
+                .build(BufReader::new(file))
+                .map_err(|e| fail(&e))?;
+            Box::new(reader.map(move |b| b.map_err(|e| fail(&e))))
+        }
+        Kind::Parquet => {
+            let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+                .map_err(|e| fail(&e))?
+                .with_batch_size(BATCH_ROWS)
+                .build()
+                .map_err(|e| fail(&e))?;
+            Box::new(reader.map(move |b| b.map_err(|e| fail(&e))))
+        }
+    };
+    Ok(iter)
+}
+
+/// How the command line names a stream's coordinates.
+#[derive(Clone, Debug)]
+pub struct Columns {
+    pub track: Vec<String>,
+    pub axis: String,
+    pub position: Option<String>,
+}
+
+/// The declaration a new stream gets from its first file: every column but the position
+/// column, the axis as UInt64, track and axis columns not nullable.
+pub fn declare_from(file: &Schema, columns: &Columns, path: &Path) -> Result<SchemaRef, String> {
+    let mut fields = Vec::new();
+    for name in columns
+        .track
+        .iter()
+        .chain([&columns.axis])
+        .chain(columns.position.iter())
+    {
+        if file.field_with_name(name).is_err() {
+            return Err(format!(
+                "{}: no column {name:?} (the file has: {})",
+                path.display(),
+                names(file)
+            ));
+        }
+    }
+    for f in file.fields() {
+        if Some(f.name()) == columns.position.as_ref() {
+            continue;
+        }
+        let coordinate = columns.track.contains(f.name()) || f.name() == &columns.axis;
+        let data_type = if f.name() == &columns.axis {
+            DataType::UInt64
+        } else {
+            f.data_type().clone()
+        };
+        fields.push(Field::new(
+            f.name(),
+            data_type,
+            f.is_nullable() && !coordinate,
+        ));
+    }
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+fn names(schema: &Schema) -> String {
+    schema
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Shapes one file batch to the declared columns (by name, cast to the declared type) and
+/// takes out the positions. `first_row` is the batch's first row within its file.
+pub fn shape(
+    batch: &RecordBatch,
+    declared: &SchemaRef,
+    position: Option<&str>,
+    path: &Path,
+    kind: Kind,
+    first_row: usize,
+) -> Result<(RecordBatch, Option<Vec<u64>>), String> {
+    let file_schema = batch.schema();
+    for f in file_schema.fields() {
+        if declared.field_with_name(f.name()).is_err() && Some(f.name().as_str()) != position {
+            return Err(format!(
+                "{}: column {:?} is not a column of the stream (it declares: {})",
+                path.display(),
+                f.name(),
+                names(declared)
+            ));
+        }
+    }
+    let convert = |name: &str, input: &ArrayRef, to: &DataType| -> Result<ArrayRef, String> {
+        if input.data_type() == to {
+            return Ok(input.clone());
+        }
+        let safe = CastOptions {
+            safe: true,
+            ..CastOptions::default()
+        };
+        let out = cast_with_options(input, to, &safe).map_err(|e| {
+            format!(
+                "{}: column {name:?} is {} and cannot become {to}: {e}",
+                path.display(),
+                input.data_type()
+            )
+        })?;
+        if let Some(row) = (0..input.len()).find(|&r| input.is_valid(r) && out.is_null(r)) {
+            let shown = arrow::util::display::array_value_to_string(input, row).unwrap_or_default();
+            return Err(format!(
+                "{}, {}, column {name:?}: value {shown:?} is not a valid {to}",
+                path.display(),
+                kind.locate(first_row + row)
+            ));
+        }
+        Ok(out)
+    };
+    let mut arrays = Vec::with_capacity(declared.fields().len());
+    for f in declared.fields() {
+        let input = batch.column_by_name(f.name()).ok_or_else(|| {
+            format!(
+                "{}: missing column {:?} (the file has: {})",
+                path.display(),
+                f.name(),
+                names(&file_schema)
+            )
+        })?;
+        arrays.push(convert(f.name(), input, f.data_type())?);
+    }
+    let shaped = RecordBatch::try_new(declared.clone(), arrays).map_err(|e| {
+        // A null in a not-nullable column: find it to name it.
+        let detail = declared
+            .fields()
+            .iter()
+            .filter(|f| !f.is_nullable())
+            .find_map(|f| {
+                let c = batch.column_by_name(f.name())?;
+                (0..c.len()).find(|&r| c.is_null(r)).map(|r| {
+                    format!(
+                        "{}, column {:?}: empty value",
+                        kind.locate(first_row + r),
+                        f.name()
+                    )
+                })
+            })
+            .unwrap_or_else(|| e.to_string());
+        format!("{}, {detail}", path.display())
+    })?;
+    let positions = match position {
+        None => None,
+        Some(name) => {
+            let input = batch
+                .column_by_name(name)
+                .ok_or_else(|| format!("{}: missing position column {name:?}", path.display()))?;
+            let cast = convert(name, input, &DataType::UInt64)?;
+            let values = cast
+                .as_any()
+                .downcast_ref::<UInt64Array>()
+                .expect("cast to UInt64");
+            if let Some(r) = (0..values.len()).find(|&r| values.is_null(r)) {
+                return Err(format!(
+                    "{}, {}, column {name:?}: empty position",
+                    path.display(),
+                    kind.locate(first_row + r)
+                ));
+            }
+            Some(values.values().to_vec())
+        }
+    };
+    Ok((shaped, positions))
+}
+
+/// Expands the FILE arguments (a directory means every file in it, sorted).
+pub fn expand(files: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    for f in files {
+        if f.is_dir() {
+            let mut inner: Vec<PathBuf> = std::fs::read_dir(f)
+                .map_err(|e| format!("{}: {e}", f.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_file())
+                .collect();
+            inner.sort();
+            out.extend(inner);
+        } else if f.is_file() {
+            out.push(f.clone());
+        } else {
+            return Err(format!("{}: no such file", f.display()));
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,51 @@
+//! Writing rows out: CSV, JSON lines or Parquet, to a file or standard output.
+
+use arrow::array::RecordBatch;
+use parquet::arrow::ArrowWriter;
+use std::io::Write;
+use std::path::Path;
+
+/// Output formats of `rows`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Comma-separated values with a header.
+    Csv,
+    /// One JSON object per line.
+    Jsonl,
+    /// A Parquet file (needs --out).
+    Parquet,
+}
+
+/// Writes `batch` in `format` to `out` (standard output when `None`).
+pub fn write(batch: &RecordBatch, format: Format, out: Option<&Path>) -> Result<(), String> {
+    let sink: Box<dyn Write + Send> = match out {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?,
+        )),
+        None if format == Format::Parquet => {
+            return Err("--format parquet writes a file: give --out FILE".into());
+        }
+        None => Box::new(std::io::BufWriter::new(std::io::stdout())),
+    };
+    let fail = |e: &dyn std::fmt::Display| format!("writing rows: {e}");
+    match format {
+        Format::Csv => {
+            let mut w = arrow::csv::WriterBuilder::new()
+                .with_header(true)
+                .build(sink);
+            w.write(batch).map_err(|e| fail(&e))?;
+            w.into_inner().flush().map_err(|e| fail(&e))
+        }
+        Format::Jsonl => {
+            let mut w = arrow::json::LineDelimitedWriter::new(sink);
+            w.write(batch).map_err(|e| fail(&e))?;
+            w.finish().map_err(|e| fail(&e))?;
+            w.into_inner().flush().map_err(|e| fail(&e))
+        }
+        Format::Parquet => {
+            let mut w = ArrowWriter::try_new(sink, batch.schema(), None).map_err(|e| fail(&e))?;
+            w.write(batch).map_err(|e| fail(&e))?;
+            w.close().map(|_| ()).map_err(|e| fail(&e))
+        }
+    }
+}
