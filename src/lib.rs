@@ -1,14 +1,84 @@
 //! # series-archive
 //!
 //! Durable, queryable history beneath a stream runtime's in-memory window.
+//!
+//! A stream runtime keeps each stream's recent rows in a bounded window. This crate is the
+//! tier beneath it: it is handed every delivered row, **stages** it in memory (no file is
+//! touched on the delivery path), makes it durable at an explicit barrier
+//! ([`Archive::seal_all`], or [`Series::seal`] through the contract), and serves it back
+//! through one contract ([`Series`]): raw rows, display buckets under a point budget, and
+//! statistics. Every refusal is honest: [`BeneathWindow::Unserved`],
+//! [`BeneathWindow::Floor`] or [`BeneathWindow::Unreadable`] — never a short answer.
+//!
+//! ## The model in ten lines
+//!
+//! - [`contract`] is the port, with no I/O: [`Position`], [`Bucket`] (true M4 plus
+//!   `count/sum/sum_sq`, merged associatively), the [`Aggregate`] vocabulary (106 names),
+//!   [`BeneathWindow`], the track traits ([`Tracked`], [`Axial`], [`Prefix`], [`Label`]) and
+//!   the track key, and the [`Series`] / [`StreamConsumer`] traits.
+//! - [`archive`] is the adapter: per barrier and stream one plain Parquet file (zstd), one
+//!   row group per track in track-key order, columns = the row's own + `_position` + `_seq`.
+//! - The **manifest** (an append-only log of checksummed records) is the only commit point.
+//!   A barrier is durable when its one record is synced; every claim (watermark, file set,
+//!   next `_seq`, next name) is derived from records only.
+//! - Recovery keeps evidence: a torn tail, `.tmp/` leftovers and unrecorded files are moved
+//!   to `.quarantine/`, never deleted; damage in the middle of the log refuses a writable open.
+//! - Every row group and footer carries a CRC-32C bound to its file and group, verified on
+//!   every read: a flipped byte answers `Unreadable`, never wrong rows.
+//! - The files stay plain Parquet: DuckDB, Polars or pyarrow read them without this crate
+//!   (`docs/format.md` says how to find exactly the committed ones).
+//!
+//! ## Example
+//!
+//! ```
+//! use series_archive::archive::{Archive, Config};
+//! use series_archive::{At, Position, Stream};
+//! use serde::{Deserialize, Serialize};
+//! use std::ops::Bound;
+//! use std::sync::Arc;
+//!
+//! #[series_archive::stream(id = "capture", window = 4096, track = (run, probe), axis = ordinal)]
+//! #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+//! pub struct Capture {
+//!     pub run: String,
+//!     pub probe: String,
+//!     pub ordinal: u64,
+//!     pub value: i64,
+//! }
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let mut archive = Archive::open(dir.path(), Config::new().select::<Capture>()?)?;
+//! let rows: Vec<At<series_archive::ErasedRow>> = (0..6u64)
+//!     .map(|i| {
+//!         let row = Capture { run: "run_7".into(), probe: format!("p{}", i % 2), ordinal: i, value: i as i64 * 10 };
+//!         At::new(Position(i + 1), Arc::new(row) as series_archive::ErasedRow)
+//!     })
+//!     .collect();
+//! let definition = Capture::definition();
+//! archive.deliver_run(series_archive::Run { stream: &definition, rows: &rows })?; // memory only
+//! let barrier = archive.seal_all()?.expect("rows were staged");                   // durable
+//! assert_eq!(barrier.streams[0].watermark, Position(6));
+//!
+//! // One partition, typed rows back at their positions, in publish order.
+//! let p1 = archive.typed_rows("capture", &["run_7".into(), "p1".into()], Bound::Unbounded, Bound::Unbounded)?;
+//! let ordinals: Vec<u64> = p1.iter().map(|at| at.row.downcast_ref::<Capture>().unwrap().ordinal).collect();
+//! assert_eq!(ordinals, [1, 3, 5]);
+//! # Ok(()) }
+//! ```
+//!
+//! ## What it is not
+//!
+//! Not a database: no ad-hoc queries (open the Parquet in DuckDB for that), no general label
+//! space (a track is a declared tuple at most four deep), no viewport-dependent reduction
+//! such as LTTB (it cannot be merged, so it can never be a stored level).
 #![warn(missing_docs)]
 
 extern crate self as series_archive;
 
+pub mod archive;
 pub mod contract;
 
+pub use archive::{Archive, ArchiveError, Config, ReadError, StreamSpec};
 pub use contract::*;
 pub use series_archive_macros::stream;
-pub mod archive;
-
-pub use archive::{Archive, ArchiveError, Config, ReadError, StreamSpec};
