@@ -1,6 +1,7 @@
 //! What an archive is built with: its streams, its clock, and (for tests) its fault points.
 
 use super::error::{ArchiveError, Result};
+use super::levels::Ladder;
 use super::manifest::{ColumnDecl, StreamDecl};
 use crate::contract::{At, ErasedRow, Stream};
 use arrow::array::RecordBatch;
@@ -169,6 +170,7 @@ pub struct StreamSpec {
     pub(crate) schema: SchemaRef,
     pub(crate) track: Vec<String>,
     pub(crate) axis: Option<String>,
+    pub(crate) ladder: Option<Ladder>,
     pub(crate) typed: Option<Typed>,
 }
 
@@ -190,6 +192,7 @@ impl StreamSpec {
             id: T::ID.to_owned(),
             schema: Arc::new(Schema::new(fields)),
             track: definition.track.iter().map(|t| t.to_string()).collect(),
+            ladder: definition.axis.as_ref().map(|_| Ladder::ORDINAL),
             axis: definition.axis.map(|a| a.to_string()),
             typed: Some(Typed {
                 type_name: std::any::type_name::<T>(),
@@ -211,11 +214,20 @@ impl StreamSpec {
             id: id.into(),
             schema,
             track,
+            ladder: axis.as_ref().map(|_| Ladder::ORDINAL),
             axis,
             typed: None,
         };
         spec.decl()?;
         Ok(spec)
+    }
+
+    /// Declares the level ladder (an axial stream gets [`Ladder::ORDINAL`] unless told
+    /// otherwise; `None` builds no levels). Recorded in the manifest: reopening with another
+    /// ladder is an error.
+    pub fn with_ladder(mut self, ladder: Option<Ladder>) -> Self {
+        self.ladder = ladder;
+        self
     }
 
     /// The stream id.
@@ -315,12 +327,21 @@ impl StreamSpec {
             .map(|f| f.name().clone())
             .filter(|n| Some(n) != self.axis.as_ref() && !self.track.contains(n))
             .collect();
+        if self.ladder.is_some() && self.axis.is_none() {
+            return Err(bad(
+                "levels sit on the axis: a stream without an axis has no ladder".into(),
+            ));
+        }
+        if let Some(l) = self.ladder {
+            Ladder::new(l.base, l.factor, l.levels).map_err(bad)?;
+        }
         Ok(StreamDecl {
             id: id.clone(),
             columns,
             track: self.track.clone(),
             axis: self.axis.clone(),
             measured,
+            ladder: self.ladder,
         })
     }
 }

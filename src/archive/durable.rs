@@ -29,9 +29,20 @@ pub(crate) fn rename(from: &Path, to: &Path) -> Result<()> {
     fs::rename(from, to).map_err(ArchiveError::io("rename into place", to))
 }
 
-/// Creates a directory and its parents.
+/// Creates a directory and its missing parents, syncing the parent of each one created so
+/// the new entries survive a power cut (a file the manifest names must keep its directory).
 pub(crate) fn create_dir(dir: &Path) -> Result<()> {
-    fs::create_dir_all(dir).map_err(ArchiveError::io("create directory", dir))
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.is_dir()).collect();
+    fs::create_dir_all(dir).map_err(ArchiveError::io("create directory", dir))?;
+    for created in missing.iter().rev() {
+        if let Some(parent) = created.parent().filter(|p| !p.as_os_str().is_empty()) {
+            sync_dir(parent)?;
+        }
+    }
+    Ok(())
 }
 
 /// Moves `path` (relative to `root`) into `quarantine`, keeping its relative path, and syncs

@@ -11,11 +11,13 @@ pub mod config;
 mod describe;
 mod durable;
 pub mod error;
+pub mod levels;
 pub mod manifest;
 mod read;
 mod segment;
 mod series;
 mod stage;
+mod survey;
 
 pub use config::{
     Clock, Config, FaultPoint, Faults, FixedClock, StreamSpec, SystemClock, POSITION_COLUMN,
@@ -23,7 +25,9 @@ pub use config::{
 };
 pub use describe::{Description, QuarantinedFile, StreamDescription, TrackDescription};
 pub use error::{ArchiveError, Result};
+pub use levels::{Ladder, Plan};
 pub use segment::{data_file_name, digest};
+pub use survey::{Folded, Survey};
 
 use crate::contract::{BeneathWindow, Position, TrackKey};
 use arrow::array::RecordBatch;
@@ -44,6 +48,9 @@ const STREAMS_DIR: &str = "streams";
 const TMP_DIR: &str = ".tmp";
 const QUARANTINE_DIR: &str = ".quarantine";
 const LOCK_FILE: &str = "LOCK";
+
+/// One track's level partials from a barrier: every level's cells.
+type TrackPartials = (TrackKey, Vec<levels::Cells>);
 
 /// A stream selected at assembly, resolved against what the manifest records.
 #[derive(Debug)]
@@ -105,6 +112,8 @@ pub struct Archive {
     poisoned: Option<String>,
     cursor: Position,
     recovery: Recovery,
+    /// The in-memory view of each stream's level tables, built from the files on first use.
+    level_views: std::sync::Mutex<BTreeMap<String, levels::LevelView>>,
 }
 
 impl std::fmt::Debug for Archive {
@@ -201,6 +210,7 @@ impl Archive {
             poisoned: None,
             cursor: Position::ORIGIN,
             recovery: Recovery::default(),
+            level_views: std::sync::Mutex::new(BTreeMap::new()),
         };
         archive.recover()?;
         archive.declare()?;
@@ -210,6 +220,16 @@ impl Archive {
     fn recover(&mut self) -> Result<()> {
         let manifest_dir = self.root.join(MANIFEST_DIR);
         let quarantine_root = self.root.join(QUARANTINE_DIR);
+        let read_only = self.config.read_only;
+        // Heal before claim: whatever a crash left in `.tmp/` (a data file, or a generation
+        // that never claimed its name) is evidence, moved aside before anything is decided.
+        let mut moved = Vec::new();
+        let quarantine = self.quarantine_dir()?;
+        if !read_only {
+            for path in durable::walk_files(&self.root.join(TMP_DIR))? {
+                moved.push(durable::quarantine(&self.root, &quarantine, &path)?);
+            }
+        }
         let generations: Vec<(u64, PathBuf)> = durable::list_files(&manifest_dir)?
             .into_iter()
             .filter_map(|p| generation_of(&p).map(|g| (g, p)))
@@ -221,7 +241,6 @@ impl Archive {
             .chain(evidence.iter().filter_map(|p| generation_of(p)))
             .max()
             .unwrap_or(0);
-        let read_only = self.config.read_only;
         let Some((current, current_path)) = generations.last().cloned() else {
             let data = durable::walk_files(&self.root.join(STREAMS_DIR))?;
             if !data.is_empty() {
@@ -232,6 +251,7 @@ impl Archive {
             if !read_only {
                 let generation = highest_generation_ever + 1;
                 self.state.generation = generation;
+                self.state.next_name = 1;
                 self.log = Some(LogWriter::create(
                     &self.root.join(TMP_DIR),
                     &manifest_dir,
@@ -239,6 +259,8 @@ impl Archive {
                     &self.state,
                 )?);
             }
+            self.recovery.quarantined = moved.iter().map(|p| relative(&self.root, p)).collect();
+            let evidence = durable::walk_files(&quarantine_root)?;
             self.next_name = self.name_floor(&evidence)?.max(1);
             return Ok(());
         };
@@ -262,17 +284,12 @@ impl Archive {
             self.next_name = self.name_floor(&evidence)?;
             return Ok(());
         }
-        // Heal before claim: every leftover becomes evidence, then repair, then claim.
-        let quarantine = self.quarantine_dir()?;
-        let mut moved = Vec::new();
-        for path in durable::walk_files(&self.root.join(TMP_DIR))? {
-            moved.push(durable::quarantine(&self.root, &quarantine, &path)?);
-        }
+        // Every other leftover becomes evidence, then repair, then claim.
         let named: std::collections::BTreeSet<&str> = self
             .state
             .streams
             .values()
-            .flat_map(|s| s.files.iter().map(|f| f.path.as_str()))
+            .flat_map(|s| s.files.iter().chain(&s.levels).map(|f| f.path.as_str()))
             .collect();
         for path in durable::walk_files(&self.root.join(STREAMS_DIR))? {
             if !named.contains(relative(&self.root, &path).as_str()) {
@@ -440,7 +457,7 @@ impl Archive {
     /// A dry run of staging for `stream`: checks deliveries exactly as [`Archive::stage_batch`]
     /// would (against what is durable and what the dry run has seen), keeping no rows. Used
     /// to refuse a bad input file before any of it is staged or sealed.
-    pub fn validator(&self, stream: &str) -> Result<Validator<'_>> {
+    pub fn validator(&self, stream: &str) -> Result<Validator> {
         let selected = self
             .selected
             .get(stream)
@@ -451,8 +468,8 @@ impl Archive {
             .get(stream)
             .ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
         Ok(Validator {
-            selected,
-            durable,
+            full_schema: selected.full_schema.clone(),
+            durable: durable.clone(),
             staged: Staged::default(),
         })
     }
@@ -506,6 +523,7 @@ impl Archive {
         let mut written: Vec<(PathBuf, PathBuf)> = Vec::new();
         let mut streams = Vec::new();
         let mut report = Vec::new();
+        let mut absorbed: Vec<(String, Vec<TrackPartials>)> = Vec::new();
         let mut next_name = self.next_name;
         let staged = std::mem::take(&mut self.staged);
         for (id, mut staged) in staged {
@@ -513,6 +531,7 @@ impl Archive {
                 continue;
             }
             let selected = &self.selected[&id];
+            let decl = &self.state.streams[&id].decl;
             let (tracks, watermark, next_seq) =
                 staged
                     .drain(&selected.full_schema)
@@ -520,41 +539,128 @@ impl Archive {
                         stream: id.clone(),
                         message: e.to_string(),
                     })?;
+            let mut place = |relative_dir: String, bytes: &[u8], name: u64| -> Result<String> {
+                let file_name = data_file_name(name);
+                let staged_path = tmp.join(&file_name);
+                durable::write_synced(&staged_path, bytes)?;
+                let dir = self.root.join(&relative_dir);
+                durable::create_dir(&dir)?;
+                written.push((staged_path, dir.join(&file_name)));
+                Ok(format!("{relative_dir}/{file_name}"))
+            };
+            let segment_file =
+                |name: u64, path: String, bytes: &[u8], footer, groups| SegmentFile {
+                    name,
+                    path,
+                    bytes: bytes.len() as u64,
+                    barrier: barrier_no,
+                    sealed_at_ns,
+                    footer,
+                    groups,
+                };
             let name = next_name;
             next_name += 1;
             let (bytes, footer, groups) =
                 segment::encode(&id, &selected.full_schema, name, &tracks)?;
-            let file_name = data_file_name(name);
-            let staged_path = tmp.join(&file_name);
-            durable::write_synced(&staged_path, &bytes)?;
-            let rows_dir = self.root.join(STREAMS_DIR).join(&id).join("rows");
-            durable::create_dir(&rows_dir)?;
-            let path = rows_dir.join(&file_name);
+            let path = place(format!("{STREAMS_DIR}/{id}/rows"), &bytes, name)?;
             let rows: u64 = groups.iter().map(|g| g.rows).sum();
             report.push(SealedStream {
                 stream: id.clone(),
                 watermark: Position(watermark),
                 rows,
                 tracks: groups.len(),
-                file: relative(&self.root, &path),
+                file: path.clone(),
             });
+            let file = segment_file(name, path, &bytes, footer, groups);
+            // The level partials these rows make, in the same commit.
+            let mut level_file = None;
+            if let (Some(ladder), false) = (decl.ladder, decl.measured.is_empty()) {
+                let axis_name = decl.axis.as_deref().expect("a ladder implies an axis");
+                let schema =
+                    levels::level_schema(decl).map_err(|m| ArchiveError::declaration(&id, m))?;
+                let mut per_track = Vec::with_capacity(tracks.len());
+                for track in &tracks {
+                    let axis = track
+                        .batch
+                        .column_by_name(axis_name)
+                        .and_then(|c| c.as_any().downcast_ref::<arrow::array::UInt64Array>())
+                        .expect("the staged axis column is UInt64");
+                    let measured = levels::measured_columns(decl, &track.batch).map_err(|m| {
+                        ArchiveError::Encode {
+                            stream: id.clone(),
+                            message: m,
+                        }
+                    })?;
+                    per_track.push(levels::partials(&ladder, axis, &measured));
+                }
+                // One file for every level (row group k = level k; a barrier is priced in syncs,
+                // so levels add one file, not one per resolution), each level's cells in
+                // track-key order, then by field and cell.
+                let whole = |f: fn(&segment::TrackRows) -> [u64; 2]| {
+                    let lo = tracks.iter().map(|t| f(t)[0]).min().unwrap_or(0);
+                    let hi = tracks.iter().map(|t| f(t)[1]).max().unwrap_or(0);
+                    [lo, hi]
+                };
+                let (position, seq) = (whole(|t| t.position), whole(|t| t.seq));
+                let axis = Some(whole(|t| t.axis.unwrap_or([0, 0])));
+                let mut level_groups = Vec::with_capacity(ladder.levels as usize);
+                // Every level is a fold of level 0: when it is empty (every measured value
+                // null) no level holds a cell and there is no file to write.
+                let levels_to_write = if per_track.iter().all(|p| p[0].is_empty()) {
+                    0
+                } else {
+                    ladder.levels as usize
+                };
+                for k in 0..levels_to_write {
+                    let mut parts = Vec::with_capacity(tracks.len());
+                    for (track, partial) in tracks.iter().zip(&per_track) {
+                        if !partial[k].is_empty() {
+                            parts.push(levels::encode_cells(
+                                decl,
+                                &schema,
+                                k,
+                                &track.batch.slice(0, 1),
+                                &partial[k],
+                            )?);
+                        }
+                    }
+                    let batch = arrow::compute::concat_batches(&schema, &parts).map_err(|e| {
+                        ArchiveError::Encode {
+                            stream: id.clone(),
+                            message: e.to_string(),
+                        }
+                    })?;
+                    level_groups.push(segment::TrackRows {
+                        labels: Vec::new(),
+                        batch,
+                        position,
+                        axis,
+                        seq,
+                    });
+                }
+                if !level_groups.is_empty() {
+                    let name = next_name;
+                    next_name += 1;
+                    let (bytes, footer, groups) =
+                        segment::encode(&id, &schema, name, &level_groups)?;
+                    let path = place(format!("{STREAMS_DIR}/{id}/levels"), &bytes, name)?;
+                    level_file = Some(segment_file(name, path, &bytes, footer, groups));
+                }
+                let keys = tracks
+                    .iter()
+                    .map(|t| TrackKey::encode(&t.labels).expect("staged labels encode"));
+                absorbed.push((id.clone(), keys.zip(per_track).collect()));
+            }
             streams.push(BarrierStream {
                 stream: id.clone(),
                 watermark,
                 next_seq,
-                file: SegmentFile {
-                    name,
-                    path: relative(&self.root, &path),
-                    bytes: bytes.len() as u64,
-                    barrier: barrier_no,
-                    sealed_at_ns,
-                    footer,
-                    groups,
-                },
+                file,
+                levels: level_file,
             });
-            written.push((staged_path, path));
         }
-        durable::sync_dir(&tmp)?;
+        // Each file is synced; `.tmp/`'s own entries need no sync (whatever a crash leaves
+        // there is quarantined), only the directories the files are renamed into.
         self.config.faults.hit(FaultPoint::AfterDataWrite);
         let mut dirs = std::collections::BTreeSet::new();
         for (from, to) in &written {
@@ -566,7 +672,6 @@ impl Archive {
         for dir in &dirs {
             durable::sync_dir(dir)?;
         }
-        durable::sync_dir(&tmp)?;
         self.config.faults.hit(FaultPoint::AfterDataRename);
         let record = Record::Barrier(Barrier {
             barrier: barrier_no,
@@ -576,6 +681,17 @@ impl Archive {
         });
         self.commit(&record)?;
         self.next_name = next_name;
+        // Keep the in-memory level view (if built) equal to the files it mirrors.
+        let mut views = self.level_views.lock().unwrap_or_else(|p| p.into_inner());
+        for (id, tracks) in absorbed {
+            if let Some(view) = views.get_mut(&id) {
+                for (key, partial) in tracks {
+                    for (k, cells) in partial.iter().enumerate() {
+                        view.absorb(k, &key, cells);
+                    }
+                }
+            }
+        }
         tracing::debug!(
             barrier = barrier_no,
             streams = report.len(),
@@ -648,7 +764,7 @@ impl Archive {
             .state
             .streams
             .values()
-            .flat_map(|s| s.files.iter())
+            .flat_map(|s| s.files.iter().chain(&s.levels))
             .collect();
         let mut damaged = Vec::new();
         for (i, file) in files.iter().enumerate() {
@@ -679,19 +795,32 @@ impl Archive {
 }
 
 /// Checks deliveries without keeping them; see [`Archive::validator`].
-pub struct Validator<'a> {
-    selected: &'a Selected,
-    durable: &'a StreamState,
+pub struct Validator {
+    full_schema: SchemaRef,
+    durable: StreamState,
     staged: Staged,
 }
 
-impl Validator<'_> {
+impl Validator {
+    /// A dry run for a stream no archive records yet: checks deliveries against the
+    /// declaration alone, without opening (or creating) anything.
+    pub fn for_new_stream(spec: &StreamSpec) -> Result<Validator> {
+        let decl = spec.decl()?;
+        let full_schema =
+            stored_schema(&decl).map_err(|m| ArchiveError::declaration(&decl.id, m))?;
+        Ok(Validator {
+            full_schema,
+            durable: StreamState::new(decl),
+            staged: Staged::default(),
+        })
+    }
+
     /// Checks one delivery as staging would; answers its row count.
     pub fn check(&mut self, batch: &RecordBatch, positions: &[u64]) -> Result<usize> {
         let n = stage::stage(
             &self.durable.decl,
-            &self.selected.full_schema,
-            self.durable,
+            &self.full_schema,
+            &self.durable,
             &mut self.staged,
             batch,
             positions,
@@ -713,6 +842,24 @@ pub enum ReadError {
     /// The track selection cannot name anything stored.
     #[error("bad track selection: {0}")]
     BadSelection(String),
+    /// The stream has no axis, or no levels, so it cannot be surveyed or folded.
+    #[error("stream {stream:?} {why}")]
+    NotSurveyable {
+        /// The stream id.
+        stream: String,
+        /// Why not.
+        why: String,
+    },
+    /// The budget buys no bucket.
+    #[error("a budget of {budget} points buys no bucket: each of the {fields} measured field(s) needs 4 points per bucket, so the budget must be at least {needed}")]
+    Budget {
+        /// The budget asked for.
+        budget: usize,
+        /// Measured fields.
+        fields: usize,
+        /// The smallest budget that buys one bucket per field.
+        needed: usize,
+    },
 }
 
 fn describe_drift(recorded: &StreamDecl, declared: &StreamDecl) -> String {
@@ -748,6 +895,12 @@ fn describe_drift(recorded: &StreamDecl, declared: &StreamDecl) -> String {
         diffs.push(format!(
             "axis: recorded {:?}, declared {:?}",
             recorded.axis, declared.axis
+        ));
+    }
+    if recorded.ladder != declared.ladder {
+        diffs.push(format!(
+            "ladder: recorded {:?}, declared {:?}",
+            recorded.ladder, declared.ladder
         ));
     }
     if recorded.measured != declared.measured {

@@ -81,6 +81,10 @@ fn refusal(e: ReadError) -> BeneathWindow {
         // history for it, which is the unattached answer.
         ReadError::UnknownStream(_) => BeneathWindow::Unserved,
         ReadError::BadSelection(m) => BeneathWindow::unreadable(m),
+        // No tier holds buckets or statistics for a stream without an axis or levels.
+        ReadError::NotSurveyable { .. } => BeneathWindow::Unserved,
+        // The contract has no refusal for a caller's budget; say exactly what was wrong.
+        e @ ReadError::Budget { .. } => BeneathWindow::unreadable(e.to_string()),
     }
 }
 
@@ -98,26 +102,28 @@ impl<A: Application> Series<A> for Archive {
 
     async fn buckets(
         &mut self,
-        _stream: Definition,
-        _track: &[String],
-        _start: Bound<u64>,
-        _end: Bound<u64>,
-        _budget: usize,
+        stream: Definition,
+        track: &[String],
+        start: Bound<u64>,
+        end: Bound<u64>,
+        budget: usize,
     ) -> Result<Vec<Bucket>, BeneathWindow> {
-        // Levels are not built by this archive yet: no tier holds buckets, which is the
-        // honest unattached answer rather than a short one.
-        Err(BeneathWindow::Unserved)
+        self.survey(&stream.id, track, start, end, budget)
+            .map(|s| s.buckets)
+            .map_err(refusal)
     }
 
     async fn aggregate(
         &mut self,
-        _stream: Definition,
-        _track: &[String],
-        _start: Bound<u64>,
-        _end: Bound<u64>,
-        _kind: Aggregate,
+        stream: Definition,
+        track: &[String],
+        start: Bound<u64>,
+        end: Bound<u64>,
+        kind: Aggregate,
     ) -> Result<Vec<Aggregated>, BeneathWindow> {
-        Err(BeneathWindow::Unserved)
+        self.fold(&stream.id, track, start, end, kind)
+            .map(|f| f.answers)
+            .map_err(refusal)
     }
 
     async fn seal(&mut self, stream: Definition, _track: &[String]) -> Position {

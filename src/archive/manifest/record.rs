@@ -3,6 +3,7 @@
 //! Field order and names here are the on-disk format (`docs/format.md`); the golden test in
 //! `tests/format_golden.rs` locks them.
 
+use crate::archive::levels::Ladder;
 use serde::{Deserialize, Serialize};
 
 /// One manifest record.
@@ -43,6 +44,10 @@ pub struct StreamSnapshot {
     pub next_seq: u64,
     /// Live files, in barrier order.
     pub files: Vec<SegmentFile>,
+    /// Live level files in barrier order; row group k of each holds level k. Absent for a
+    /// stream without levels.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub levels: Vec<SegmentFile>,
 }
 
 /// A stream's declaration: its columns, track, axis and measured fields.
@@ -59,6 +64,9 @@ pub struct StreamDecl {
     pub axis: Option<String>,
     /// Measured fields in declared order: every numeric column but the axis and the track.
     pub measured: Vec<String>,
+    /// The level ladder, for an axial stream with levels; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ladder: Option<Ladder>,
 }
 
 /// One column of a stream's rows.
@@ -99,6 +107,10 @@ pub struct BarrierStream {
     pub next_seq: u64,
     /// The file written.
     pub file: SegmentFile,
+    /// The level partials written in the same commit: one file whose row group k holds
+    /// level k. Absent for a stream without levels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub levels: Option<SegmentFile>,
 }
 
 /// A committed data file.

@@ -25,6 +25,8 @@ pub struct TrackState {
     pub groups: Vec<GroupRef>,
     /// Rows stored.
     pub rows: u64,
+    /// The lowest axis value stored.
+    pub first_axis: Option<u64>,
     /// The highest axis value stored.
     pub last_axis: Option<u64>,
     /// The raw floor: nothing beneath it is retained. Derived from retirement records only;
@@ -43,19 +45,36 @@ pub struct StreamState {
     pub next_seq: u64,
     /// Live files in barrier order.
     pub files: Vec<SegmentFile>,
+    /// Live level files in barrier order; row group k of each holds level k.
+    pub levels: Vec<SegmentFile>,
     /// The catalog: tracks by key, so a prefix is a range scan.
     pub tracks: BTreeMap<TrackKey, TrackState>,
 }
 
 impl StreamState {
-    fn new(decl: StreamDecl) -> Self {
+    /// A declared stream holding nothing yet.
+    pub(crate) fn new(decl: StreamDecl) -> Self {
         StreamState {
             decl,
             watermark: Position::ORIGIN,
             next_seq: 0,
             files: Vec::new(),
+            levels: Vec::new(),
             tracks: BTreeMap::new(),
         }
+    }
+
+    fn add_level_file(&mut self, file: SegmentFile) -> Result<(), String> {
+        let levels = self.decl.ladder.map_or(0, |l| l.levels as usize);
+        if file.groups.len() != levels {
+            return Err(format!(
+                "level file {} holds {} levels; the stream declares {levels}",
+                file.path,
+                file.groups.len()
+            ));
+        }
+        self.levels.push(file);
+        Ok(())
     }
 
     fn add_file(&mut self, file: SegmentFile) -> Result<(), String> {
@@ -80,6 +99,7 @@ impl StreamState {
             });
             track.rows += group.rows;
             track.last_axis = group.axis.map(|[_, high]| high).or(track.last_axis);
+            track.first_axis = track.first_axis.or(group.axis.map(|[low, _]| low));
         }
         self.files.push(file);
         Ok(())
@@ -119,7 +139,7 @@ impl State {
     }
 
     fn apply_snapshot(&mut self, snapshot: &Snapshot) -> Result<(), String> {
-        if !self.streams.is_empty() || self.barriers != 0 {
+        if self.generation != 0 || !self.streams.is_empty() || self.barriers != 0 {
             return Err("a snapshot may only start a generation".into());
         }
         self.generation = snapshot.generation;
@@ -131,6 +151,9 @@ impl State {
             stream.next_seq = s.next_seq;
             for file in &s.files {
                 stream.add_file(file.clone())?;
+            }
+            for file in &s.levels {
+                stream.add_level_file(file.clone())?;
             }
             self.streams.insert(s.decl.id.clone(), stream);
         }
@@ -163,6 +186,16 @@ impl State {
             stream.watermark = Position(s.watermark);
             stream.next_seq = s.next_seq;
             stream.add_file(s.file.clone())?;
+            if let Some(file) = &s.levels {
+                if file.name < next_name {
+                    return Err(format!(
+                        "level file name {} reuses a name below {next_name}",
+                        file.name
+                    ));
+                }
+                next_name = file.name + 1;
+                stream.add_level_file(file.clone())?;
+            }
         }
         if barrier.next_name < next_name {
             return Err("barrier's next_name is below a name it used".into());
@@ -186,6 +219,7 @@ impl State {
                     watermark: s.watermark.0,
                     next_seq: s.next_seq,
                     files: s.files.clone(),
+                    levels: s.levels.clone(),
                 })
                 .collect(),
         }

@@ -60,13 +60,13 @@ pub fn run(
     let mut archive = Archive::open(dir, Config::new().select::<Capture>()?)?;
     let definition: Definition = Capture::definition();
     let start_tick = archive.watermark(Capture::ID).0;
-    println!(
+    out!(
         "demo: {runs} runs × {probes} probes, {ticks} ticks ({} rows), a barrier every {cadence} ticks, into {}",
         runs as u64 * probes as u64 * ticks,
         dir.display()
     );
     if start_tick > 0 {
-        println!("      (appending after watermark {start_tick})");
+        out!("      (appending after watermark {start_tick})");
     }
     let mut mix = Mix(0x5eed ^ start_tick);
     let mut walk = vec![0i64; runs * probes];
@@ -113,9 +113,9 @@ pub fn run(
         barriers += 1;
         rows_total += delivery.len();
         if barriers <= 3 || end == start_tick + ticks {
-            println!("  barrier {barriers:>4}: durable through position {durable}");
+            out!("  barrier {barriers:>4}: durable through position {durable}");
         } else if barriers == 4 {
-            println!("  ...");
+            out!("  ...");
         }
         tick = end;
     }
@@ -125,8 +125,8 @@ pub fn run(
         .iter()
         .find(|s| s.id == Capture::ID)
         .ok_or("the capture stream is recorded")?;
-    println!();
-    println!(
+    out!();
+    out!(
         "staged {rows_total} rows in {:.2?} ({}), sealed in {:.2?} ({}, {} barriers with syncs)",
         stage_time,
         rate(rows_total, stage_time),
@@ -134,7 +134,7 @@ pub fn run(
         rate(rows_total, seal_time),
         barriers
     );
-    println!(
+    out!(
         "archive: {} rows in {} tracks, {} files, {} bytes ({:.1} bytes/row)",
         s.rows,
         s.tracks.len(),
@@ -144,7 +144,7 @@ pub fn run(
     );
 
     // Reads, through the contract (typed rows back) and the Arrow path.
-    println!();
+    out!();
     let wm = archive.watermark(Capture::ID).0;
     let (lo, hi) = (wm * 45 / 100, wm * 55 / 100);
     let track = vec!["run_1".to_owned(), format!("probe.{:02}", 3 % probes)];
@@ -158,7 +158,7 @@ pub fn run(
     ));
     match typed {
         Ok(rows) => {
-            println!(
+            out!(
                 "rows of track ({}) over positions [{lo}, {hi}): {} rows in {:.2?}",
                 track.join(", "),
                 rows.len(),
@@ -166,13 +166,18 @@ pub fn run(
             );
             for at in rows.iter().take(3) {
                 let c = at.row.downcast_ref::<Capture>().ok_or("a Capture row")?;
-                println!(
+                out!(
                     "  @{:<8} run={} probe={} ordinal={} value={} noise={:.4}",
-                    at.position, c.run, c.probe, c.ordinal, c.value, c.noise
+                    at.position,
+                    c.run,
+                    c.probe,
+                    c.ordinal,
+                    c.value,
+                    c.noise
                 );
             }
         }
-        Err(refusal) => println!("rows refused: {refusal}"),
+        Err(refusal) => out!("rows refused: {refusal}"),
     }
     let began = Instant::now();
     let prefix = archive.read_rows(
@@ -182,20 +187,20 @@ pub fn run(
         Bound::Unbounded,
     );
     match prefix {
-        Ok(b) => println!("rows beneath the prefix (run_2): {} rows, publish order across {probes} probes, in {:.2?}", b.num_rows(), began.elapsed()),
-        Err(e) => println!("prefix read refused: {e}"),
+        Ok(b) => out!("rows beneath the prefix (run_2): {} rows, publish order across {probes} probes, in {:.2?}", b.num_rows(), began.elapsed()),
+        Err(e) => out!("prefix read refused: {e}"),
     }
     let began = Instant::now();
     let all = archive.read_rows(Capture::ID, &[], Bound::Unbounded, Bound::Unbounded)?;
     let took = began.elapsed();
-    println!(
+    out!(
         "every row, unnarrowed: {} rows in {:.2?} ({}, digests verified, merged by publish order)",
         all.num_rows(),
         took,
         rate(all.num_rows(), took)
     );
     let damaged = archive.verify(|_, _| {});
-    println!(
+    out!(
         "verify: {}",
         if damaged.is_empty() {
             "every digest ok".to_owned()
@@ -204,9 +209,9 @@ pub fn run(
         }
     );
     runtime.block_on(StreamConsumer::<Demo>::flush(&mut archive))?;
-    println!();
-    println!("open it elsewhere:  duckdb -c \"select run, probe, count(*) from read_parquet('{}/streams/capture/rows/*.parquet') group by all order by all\"", dir.display());
-    println!(
+    out!();
+    out!("open it elsewhere:  duckdb -c \"select run, probe, count(*) from read_parquet('{}/streams/capture/rows/*.parquet') group by all order by all\"", dir.display());
+    out!(
         "inspect it:         cargo run --release -- inspect {}",
         dir.display()
     );

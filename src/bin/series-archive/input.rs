@@ -75,7 +75,15 @@ pub fn batches(
     let fail = move |e: &dyn std::fmt::Display| format!("{shown}: {e}");
     let iter: Box<dyn Iterator<Item = Result<RecordBatch, String>>> = match Kind::of(path)? {
         Kind::Csv => {
-            let reader = arrow::csv::ReaderBuilder::new(schema)
+            // Read every column as text: `shape` casts to the declared types and names the
+            // row, line and column of a bad value anywhere in the file (a value past the
+            // inference window would otherwise fail inside arrow-csv, named by neither).
+            let text: Vec<Field> = schema
+                .fields()
+                .iter()
+                .map(|f| Field::new(f.name(), DataType::Utf8, true))
+                .collect();
+            let reader = arrow::csv::ReaderBuilder::new(Arc::new(Schema::new(text)))
                 .with_header(true)
                 .with_batch_size(BATCH_ROWS)
                 .build(file)
@@ -86,6 +94,7 @@ pub fn batches(
             file.rewind().map_err(|e| fail(&e))?;
             let reader = arrow::json::ReaderBuilder::new(schema)
                 .with_batch_size(BATCH_ROWS)
+                .with_coerce_primitive(true)
                 .build(BufReader::new(file))
                 .map_err(|e| fail(&e))?;
             Box::new(reader.map(move |b| b.map_err(|e| fail(&e))))
@@ -192,7 +201,25 @@ pub fn shape(
                 input.data_type()
             )
         })?;
-        if let Some(row) = (0..input.len()).find(|&r| input.is_valid(r) && out.is_null(r)) {
+        // A float cast to an integer truncates: refuse any value that does not survive.
+        let differs = if input.data_type().is_floating() && to.is_integer() {
+            let back = cast_with_options(&out, input.data_type(), &safe)
+                .map_err(|e| format!("{}: column {name:?}: {e}", path.display()))?;
+            Some(
+                arrow::compute::kernels::cmp::neq(&back, input)
+                    .map_err(|e| format!("{}: column {name:?}: {e}", path.display()))?,
+            )
+        } else {
+            None
+        };
+        let lossy = |r: usize| {
+            differs
+                .as_ref()
+                .is_some_and(|d| d.is_valid(r) && d.value(r))
+        };
+        if let Some(row) =
+            (0..input.len()).find(|&r| input.is_valid(r) && (out.is_null(r) || lossy(r)))
+        {
             let shown = arrow::util::display::array_value_to_string(input, row).unwrap_or_default();
             return Err(format!(
                 "{}, {}, column {name:?}: value {shown:?} is not a valid {to}",

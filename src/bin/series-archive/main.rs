@@ -4,9 +4,21 @@
 //! 3 a refusal of the serving contract (`unserved`, `floor`, `unreadable`); 4 `verify` found
 //! damage.
 
+/// Prints a line to standard output; a closed pipe (`| head`) ends the program quietly
+/// instead of panicking.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        if writeln!(std::io::stdout(), $($t)*).is_err() {
+            std::process::exit(0);
+        }
+    }};
+}
+
 mod demo;
 mod input;
 mod output;
+mod survey;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -46,6 +58,11 @@ enum Command {
         /// after the stream's watermark.
         #[arg(long)]
         position: Option<String>,
+        /// The level ladder for a new stream: BASE,FACTOR,LEVELS (cells BASE×FACTOR^k axis
+        /// units wide), or `none`. The default suits an ordinal axis; for nanosecond
+        /// timestamps try 1000000000,8,8.
+        #[arg(long)]
+        ladder: Option<String>,
         /// Seal a barrier every N staged rows (and once at the end).
         #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
         seal_rows: u64,
@@ -75,6 +92,64 @@ enum Command {
         /// Write to this file instead of standard output.
         #[arg(long)]
         out: Option<PathBuf>,
+    },
+    /// Display buckets (true M4 per measured field) of an axis range under a point budget.
+    ///
+    /// Answers from the finest level whose cells over [from, to) fit budget / (4 × fields)
+    /// buckets per field; whole cells, never more than the budget.
+    Survey {
+        /// The archive directory.
+        archive: PathBuf,
+        /// The stream id.
+        #[arg(long)]
+        stream: String,
+        /// Track labels, outermost first: the whole track or a prefix of it.
+        #[arg(long, num_args = 1..)]
+        track: Vec<String>,
+        /// First axis value (inclusive); the stream's first when absent.
+        #[arg(long)]
+        from: Option<u64>,
+        /// End axis value (exclusive); past the stream's last when absent.
+        #[arg(long)]
+        to: Option<u64>,
+        /// Point budget: four points per bucket.
+        #[arg(long)]
+        budget: usize,
+        /// Print JSON (buckets with what was answered: level, cell width, span).
+        #[arg(long, conflicts_with_all = ["csv", "plot"])]
+        json: bool,
+        /// Print CSV, one bucket per line.
+        #[arg(long, conflicts_with = "plot")]
+        csv: bool,
+        /// Draw each field's envelope (min/max band, first/last line) to a .png or .svg file.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+    },
+    /// One statistic per measured field over an axis range [from, to).
+    ///
+    /// min, max, mean, sum and count fold level-0 cells (whole cells the range touches);
+    /// p0..p100 scan the raw values of exactly the range (DuckDB's quantile_disc).
+    Fold {
+        /// The archive directory.
+        archive: PathBuf,
+        /// The stream id.
+        #[arg(long)]
+        stream: String,
+        /// Track labels, outermost first: the whole track or a prefix of it.
+        #[arg(long, num_args = 1..)]
+        track: Vec<String>,
+        /// First axis value (inclusive).
+        #[arg(long)]
+        from: Option<u64>,
+        /// End axis value (exclusive).
+        #[arg(long)]
+        to: Option<u64>,
+        /// min, max, mean, sum, count or p0..p100 (the median is p50).
+        #[arg(long)]
+        aggregate: series_archive::Aggregate,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Show streams, tracks, rows, files, bytes, watermarks, floors and quarantine.
     Inspect {
@@ -117,7 +192,7 @@ enum Command {
 }
 
 /// A failure with the exit code it maps to.
-struct Failure {
+pub(crate) struct Failure {
     code: u8,
     message: String,
 }
@@ -131,11 +206,11 @@ impl<E: std::fmt::Display> From<E> for Failure {
     }
 }
 
-fn refused(e: ReadError) -> Failure {
+pub(crate) fn refused(e: ReadError) -> Failure {
     match e {
         ReadError::Refused(r) => Failure {
             code: 3,
-            message: format!("refused ({}): {r}", r.kind()),
+            message: format!("refused: {r}"),
         },
         other => Failure {
             code: 1,
@@ -159,6 +234,7 @@ fn main() -> ExitCode {
             track,
             axis,
             position,
+            ladder,
             seal_rows,
             files,
         } => ingest(
@@ -169,9 +245,40 @@ fn main() -> ExitCode {
                 axis,
                 position,
             },
+            ladder.as_deref(),
             seal_rows,
             &files,
         ),
+        Command::Survey {
+            archive,
+            stream,
+            track,
+            from,
+            to,
+            budget,
+            json,
+            csv,
+            plot,
+        } => survey::survey(
+            &archive,
+            &stream,
+            &track,
+            from,
+            to,
+            budget,
+            json,
+            csv,
+            plot.as_deref(),
+        ),
+        Command::Fold {
+            archive,
+            stream,
+            track,
+            from,
+            to,
+            aggregate,
+            json,
+        } => survey::fold(&archive, &stream, &track, from, to, aggregate, json),
         Command::Rows {
             archive,
             stream,
@@ -211,7 +318,7 @@ fn spinner(what: &str) -> ProgressBar {
     bar
 }
 
-fn read_only(archive: &Path) -> Result<Archive, Failure> {
+pub(crate) fn read_only(archive: &Path) -> Result<Archive, Failure> {
     Ok(Archive::open(archive, Config::new().read_only(true))?)
 }
 
@@ -219,9 +326,16 @@ fn ingest(
     archive_dir: &Path,
     stream: &str,
     columns: input::Columns,
+    ladder: Option<&str>,
     seal_rows: u64,
     files: &[PathBuf],
 ) -> Result<(), Failure> {
+    let ladder_given = ladder.is_some();
+    let ladder = match ladder {
+        None => Some(series_archive::archive::Ladder::ORDINAL),
+        Some("none") => None,
+        Some(text) => Some(series_archive::archive::Ladder::parse(text)?),
+    };
     let files = input::expand(files)?;
     if files.is_empty() {
         return Err("no input files".into());
@@ -242,6 +356,9 @@ fn ingest(
                 )
                 .into());
             }
+            if ladder_given && decl.ladder != ladder {
+                return Err(format!("stream {stream:?} is recorded with ladder {:?}; --ladder asked for {:?} (a stream's ladder cannot change)", decl.ladder, ladder).into());
+            }
             // Keep the recorded column types: files are shaped to them.
             let fields: Vec<arrow::datatypes::Field> = decl
                 .columns
@@ -260,6 +377,7 @@ fn ingest(
                 columns.track.clone(),
                 Some(columns.axis.clone()),
             )?
+            .with_ladder(decl.ladder)
         }
         None => {
             let first = input::file_schema(&files[0])?;
@@ -270,20 +388,31 @@ fn ingest(
                 columns.track.clone(),
                 Some(columns.axis.clone()),
             )?
+            .with_ladder(ladder)
         }
     };
     let declared = spec.schema().clone();
-    let mut archive = Archive::open(archive_dir, Config::new().stream(spec))?;
-    for q in &archive.recovery().quarantined {
-        eprintln!("recovery: moved {q} into quarantine");
-    }
+    // A stream the archive already records is checked against its durable state; a new one
+    // against its declaration alone, so a bad first file creates nothing at all.
+    let (opened, mut validator) = if recorded.is_some() {
+        let archive = Archive::open(archive_dir, Config::new().stream(spec.clone()))?;
+        for q in &archive.recovery().quarantined {
+            eprintln!("recovery: moved {q} into quarantine");
+        }
+        let validator = archive.validator(stream)?;
+        (Some(archive), validator)
+    } else {
+        (
+            None,
+            series_archive::archive::Validator::for_new_stream(&spec)?,
+        )
+    };
     // Pass 1: check everything; nothing is staged until the whole input is known good.
     let started = Instant::now();
     let bar = spinner("checking");
     let mut checked = 0usize;
     {
-        let mut validator = archive.validator(stream)?;
-        let mut next_position = archive.watermark(stream).0 + 1;
+        let mut next_position = opened.as_ref().map_or(0, |a| a.watermark(stream).0) + 1;
         for path in &files {
             let kind = input::Kind::of(path)?;
             let schema = std::sync::Arc::new(input::file_schema(path)?);
@@ -312,6 +441,10 @@ fn ingest(
         }
     }
     bar.finish_and_clear();
+    let mut archive = match opened {
+        Some(archive) => archive,
+        None => Archive::open(archive_dir, Config::new().stream(spec))?,
+    };
     eprintln!(
         "checked {checked} rows in {} file(s) in {:.2?}",
         files.len(),
@@ -325,7 +458,7 @@ fn ingest(
     let report = |r: Option<series_archive::archive::BarrierReport>, bar: &ProgressBar| {
         if let Some(r) = r {
             for s in &r.streams {
-                bar.suspend(|| println!("barrier {}: stream {} durable through position {} ({} rows, {} tracks, {})", r.barrier, s.stream, s.watermark, s.rows, s.tracks, s.file));
+                bar.suspend(|| out!("barrier {}: stream {} durable through position {} ({} rows, {} tracks, {})", r.barrier, s.stream, s.watermark, s.rows, s.tracks, s.file));
             }
         }
     };
@@ -347,14 +480,28 @@ fn ingest(
                 (next_position..next_position + shaped.num_rows() as u64).collect()
             });
             next_position += shaped.num_rows() as u64;
-            archive
-                .stage_batch(stream, &shaped, &positions)
-                .map_err(|e| locate(e, path, kind, row))?;
+            // Stage in slices that fill the cadence exactly, so a barrier is sealed every
+            // `seal_rows` rows whatever the input batch size.
+            let mut offset = 0;
+            while offset < shaped.num_rows() {
+                let room = seal_rows
+                    .saturating_sub(archive.staged_rows() as u64)
+                    .max(1);
+                let len = (shaped.num_rows() - offset).min(room as usize);
+                archive
+                    .stage_batch(
+                        stream,
+                        &shaped.slice(offset, len),
+                        &positions[offset..offset + len],
+                    )
+                    .map_err(|e| locate(e, path, kind, row + offset))?;
+                offset += len;
+                if archive.staged_rows() as u64 >= seal_rows {
+                    report(archive.seal_all()?, &bar);
+                }
+            }
             row += shaped.num_rows();
             total += shaped.num_rows();
-            if archive.staged_rows() as u64 >= seal_rows {
-                report(archive.seal_all()?, &bar);
-            }
             bar.set_message(format!("{total} rows"));
         }
     }
@@ -432,16 +579,18 @@ fn inspect(archive: &Path, json: bool) -> Result<(), Failure> {
     let archive = read_only(archive)?;
     let d = archive.describe()?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&d)?);
+        out!("{}", serde_json::to_string_pretty(&d)?);
         return Ok(());
     }
-    println!(
+    out!(
         "archive {} (manifest generation {}, {} barriers)",
-        d.root, d.generation, d.barriers
+        d.root,
+        d.generation,
+        d.barriers
     );
     for s in &d.streams {
-        println!();
-        println!(
+        out!();
+        out!(
             "stream {}: {} rows, {} tracks, {} files, {} bytes ({:.1} bytes/row)",
             s.id,
             s.rows,
@@ -450,17 +599,21 @@ fn inspect(archive: &Path, json: bool) -> Result<(), Failure> {
             s.bytes,
             s.bytes as f64 / s.rows.max(1) as f64
         );
-        println!("  columns   {}", s.columns.join(", "));
-        println!(
+        out!("  columns   {}", s.columns.join(", "));
+        out!(
             "  track     ({})   axis {}",
             s.track.join(", "),
             s.axis.as_deref().unwrap_or("-")
         );
-        println!("  measured  {}", s.measured.join(", "));
-        println!("  watermark {}   raw floor {}", s.watermark, s.floor);
-        println!(
+        out!("  measured  {}", s.measured.join(", "));
+        out!("  watermark {}   raw floor {}", s.watermark, s.floor);
+        out!(
             "  {:<32} {:>10} {:>7} {:>14} {:>8}",
-            "track", "rows", "groups", "last axis", "floor"
+            "track",
+            "rows",
+            "groups",
+            "last axis",
+            "floor"
         );
         for t in &s.tracks {
             let label = if t.labels.is_empty() {
@@ -468,7 +621,7 @@ fn inspect(archive: &Path, json: bool) -> Result<(), Failure> {
             } else {
                 t.labels.join(" / ")
             };
-            println!(
+            out!(
                 "  {:<32} {:>10} {:>7} {:>14} {:>8}",
                 label,
                 t.rows,
@@ -478,19 +631,19 @@ fn inspect(archive: &Path, json: bool) -> Result<(), Failure> {
             );
         }
     }
-    println!();
+    out!();
     if d.quarantine.is_empty() {
-        println!("quarantine: empty");
+        out!("quarantine: empty");
     } else {
-        println!("quarantine: {} file(s), {} bytes (evidence kept by recovery; never deleted by the archive)", d.quarantine.len(), d.quarantine.iter().map(|q| q.bytes).sum::<u64>());
+        out!("quarantine: {} file(s), {} bytes (evidence kept by recovery; never deleted by the archive)", d.quarantine.len(), d.quarantine.iter().map(|q| q.bytes).sum::<u64>());
         for q in &d.quarantine {
-            println!("  {} ({} bytes)", q.path, q.bytes);
+            out!("  {} ({} bytes)", q.path, q.bytes);
         }
     }
     if let Some(at) = d.recovery.damaged_at {
-        println!("manifest: DAMAGED at byte {at}; serving the trusted prefix read-only");
+        out!("manifest: DAMAGED at byte {at}; serving the trusted prefix read-only");
     } else if let Some(at) = d.recovery.torn_tail_at {
-        println!("manifest: torn tail at byte {at} (a writable open will repair it)");
+        out!("manifest: torn tail at byte {at} (a writable open will repair it)");
     }
     Ok(())
 }
@@ -511,11 +664,11 @@ fn verify(archive: &Path) -> Result<(), Failure> {
     let damaged = archive.verify(|done, _| bar.set_position(done as u64));
     bar.finish_and_clear();
     if damaged.is_empty() {
-        println!("ok: {total} file(s), every row group and footer digest verified");
+        out!("ok: {total} file(s), every row group and footer digest verified");
         Ok(())
     } else {
         for d in &damaged {
-            println!("DAMAGED {d}");
+            out!("DAMAGED {d}");
         }
         Err(Failure {
             code: 4,
@@ -527,7 +680,7 @@ fn verify(archive: &Path) -> Result<(), Failure> {
 fn files(archive: &Path, stream: &str) -> Result<(), Failure> {
     let archive = read_only(archive)?;
     for f in archive.files(stream).map_err(refused)? {
-        println!("{}", f.display());
+        out!("{}", f.display());
     }
     Ok(())
 }

@@ -1,0 +1,508 @@
+//! M4 levels: per track and measured field, true M4 buckets on a global axis grid anchored at
+//! zero, one table per resolution. Level 0 folds raw rows; level k+1 folds level k by
+//! [`Bucket::merge`], so a stored level equals a fold of its rows in any grouping.
+
+use super::error::{ArchiveError, Result};
+use super::manifest::StreamDecl;
+use crate::contract::{Bucket, Placed, TrackKey};
+use arrow::array::{
+    Array, ArrayRef, Float64Array, RecordBatch, StringArray, UInt32Array, UInt64Array,
+};
+use arrow::compute::{cast, take};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The grid a stream's levels sit on: level k has cells `base × factor^k` axis units wide,
+/// anchored at axis 0 (cell = axis / width).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ladder {
+    /// Width of a level-0 cell, in axis units.
+    pub base: u64,
+    /// How many cells of level k make one of level k+1.
+    pub factor: u64,
+    /// Number of levels built.
+    pub levels: u8,
+}
+
+impl Ladder {
+    /// For an ordinal axis (one unit per row or a few): level 0 holds about a thousand rows a
+    /// cell, so levels stay a small fraction of the raw bytes; 8 levels up to 2³⁰ units.
+    pub const ORDINAL: Ladder = Ladder {
+        base: 1024,
+        factor: 8,
+        levels: 8,
+    };
+    /// For a nanosecond timestamp axis: one-second cells at level 0, then ×8 up to about
+    /// 24 days (8 s, 64 s, 8.5 min, 68 min, 9.1 h, 3 d, 24 d).
+    pub const NANOSECONDS: Ladder = Ladder {
+        base: 1_000_000_000,
+        factor: 8,
+        levels: 8,
+    };
+
+    /// A ladder, checked: `base ≥ 1`, `factor ≥ 2`, `1 ≤ levels ≤ 16`, no width overflows.
+    pub fn new(base: u64, factor: u64, levels: u8) -> std::result::Result<Ladder, String> {
+        if base == 0 {
+            return Err("a ladder's base cell width must be at least 1 axis unit".into());
+        }
+        if factor < 2 {
+            return Err("a ladder's factor must be at least 2".into());
+        }
+        if !(1..=16).contains(&levels) {
+            return Err("a ladder has 1 to 16 levels".into());
+        }
+        let ladder = Ladder {
+            base,
+            factor,
+            levels,
+        };
+        let mut w = base;
+        for _ in 1..levels {
+            w = w
+                .checked_mul(factor)
+                .ok_or("the coarsest cell width overflows u64")?;
+        }
+        Ok(ladder)
+    }
+
+    /// Parses `BASE,FACTOR,LEVELS`.
+    pub fn parse(text: &str) -> std::result::Result<Ladder, String> {
+        let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+        let [b, f, l] = parts[..] else {
+            return Err(format!(
+                "ladder {text:?}: write BASE,FACTOR,LEVELS (e.g. 1024,8,8)"
+            ));
+        };
+        let num = |s: &str, what: &str| {
+            s.parse::<u64>()
+                .map_err(|_| format!("ladder {text:?}: {what} {s:?} is not a whole number"))
+        };
+        let levels = u8::try_from(num(l, "levels")?)
+            .map_err(|_| format!("ladder {text:?}: too many levels"))?;
+        Ladder::new(num(b, "base")?, num(f, "factor")?, levels)
+    }
+
+    /// Cell width of level `k`.
+    pub fn width(&self, k: usize) -> u64 {
+        self.base * self.factor.pow(k as u32)
+    }
+}
+
+/// One level's cells of one track: `(field, cell) → bucket`, in field-then-cell order.
+pub type Cells = BTreeMap<(u32, u64), Bucket>;
+
+/// The partial cells a barrier's rows of one track make, for every level.
+pub(crate) fn partials(ladder: &Ladder, axis: &UInt64Array, fields: &[Float64Array]) -> Vec<Cells> {
+    let mut levels: Vec<Cells> = Vec::with_capacity(ladder.levels as usize);
+    let mut level0 = Cells::new();
+    for (f, values) in fields.iter().enumerate() {
+        let mut current: Option<(u64, Bucket)> = None;
+        for row in 0..values.len() {
+            if values.is_null(row) {
+                continue;
+            }
+            let (a, v) = (axis.value(row), values.value(row));
+            let cell = a / ladder.base;
+            match &mut current {
+                Some((c, bucket)) if *c == cell => bucket.push(a, v),
+                _ => {
+                    if let Some((c, bucket)) = current.take() {
+                        fold_into(&mut level0, (f as u32, c), bucket);
+                    }
+                    current = Some((cell, Bucket::of(f as u32, a, v)));
+                }
+            }
+        }
+        if let Some((c, bucket)) = current {
+            fold_into(&mut level0, (f as u32, c), bucket);
+        }
+    }
+    levels.push(level0);
+    for _ in 1..ladder.levels {
+        let finer = levels.last().expect("level 0 exists");
+        let mut coarser = Cells::new();
+        for (&(f, c), &bucket) in finer {
+            fold_into(&mut coarser, (f, c / ladder.factor), bucket);
+        }
+        levels.push(coarser);
+    }
+    levels
+}
+
+/// Merges `later` into the cell at `key` (or places it).
+pub(crate) fn fold_into(cells: &mut Cells, key: (u32, u64), later: Bucket) {
+    cells
+        .entry(key)
+        .and_modify(|b| *b = b.merge(later))
+        .or_insert(later);
+}
+
+/// The measured fields of a stored or staged batch, as f64 columns in declared order.
+pub(crate) fn measured_columns(
+    decl: &StreamDecl,
+    batch: &RecordBatch,
+) -> std::result::Result<Vec<Float64Array>, String> {
+    decl.measured
+        .iter()
+        .map(|name| {
+            let column = batch
+                .column_by_name(name)
+                .ok_or_else(|| format!("no measured column {name:?}"))?;
+            let as_f64 = cast(column, &DataType::Float64).map_err(|e| format!("{name}: {e}"))?;
+            Ok(as_f64
+                .as_any()
+                .downcast_ref::<Float64Array>()
+                .expect("cast to Float64")
+                .clone())
+        })
+        .collect()
+}
+
+/// Columns of a level table after the track's own component columns.
+pub const LEVEL_COLUMNS: [&str; 14] = [
+    "level",
+    "field",
+    "cell",
+    "first_axis",
+    "first",
+    "last_axis",
+    "last",
+    "min_axis",
+    "min",
+    "max_axis",
+    "max",
+    "count",
+    "sum",
+    "sum_sq",
+];
+
+/// The Arrow schema of a stream's level tables: its track columns (declared types), then
+/// `level, field, cell, first_axis, first, last_axis, last, min_axis, min, max_axis, max, count, sum, sum_sq`.
+pub(crate) fn level_schema(decl: &StreamDecl) -> std::result::Result<SchemaRef, String> {
+    let mut fields = Vec::new();
+    for name in &decl.track {
+        let column = decl
+            .columns
+            .iter()
+            .find(|c| &c.name == name)
+            .ok_or_else(|| format!("track column {name:?} is not declared"))?;
+        let t: DataType = column
+            .data_type
+            .parse()
+            .map_err(|e| format!("{name}: {e}"))?;
+        fields.push(Field::new(name, t, false));
+    }
+    fields.push(Field::new("level", DataType::UInt8, false));
+    fields.push(Field::new("field", DataType::Utf8, false));
+    for name in &LEVEL_COLUMNS[2..] {
+        let t = match *name {
+            "first" | "last" | "min" | "max" | "sum" | "sum_sq" => DataType::Float64,
+            _ => DataType::UInt64,
+        };
+        fields.push(Field::new(*name, t, false));
+    }
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+/// One track's cells of level `level` as a level-table batch. `track_row` is a one-row batch of
+/// the track's rows, whose component columns are repeated on every cell.
+pub(crate) fn encode_cells(
+    decl: &StreamDecl,
+    schema: &SchemaRef,
+    level: usize,
+    track_row: &RecordBatch,
+    cells: &Cells,
+) -> Result<RecordBatch> {
+    let fail = |e: &dyn std::fmt::Display| ArchiveError::Encode {
+        stream: decl.id.clone(),
+        message: format!("level table: {e}"),
+    };
+    let n = cells.len();
+    let zeros = UInt32Array::from(vec![0u32; n]);
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+    for name in &decl.track {
+        let column = track_row
+            .column_by_name(name)
+            .ok_or_else(|| fail(&format!("no track column {name:?}")))?;
+        columns.push(take(column.as_ref(), &zeros, None).map_err(|e| fail(&e))?);
+    }
+    let buckets: Vec<(&(u32, u64), &Bucket)> = cells.iter().collect();
+    let u = |f: &dyn Fn(&(u32, u64), &Bucket) -> u64| -> ArrayRef {
+        Arc::new(UInt64Array::from_iter_values(
+            buckets.iter().map(|(k, b)| f(k, b)),
+        ))
+    };
+    let x = |f: &dyn Fn(&Bucket) -> f64| -> ArrayRef {
+        Arc::new(Float64Array::from_iter_values(
+            buckets.iter().map(|(_, b)| f(b)),
+        ))
+    };
+    columns.push(Arc::new(arrow::array::UInt8Array::from(vec![
+        level as u8;
+        n
+    ])));
+    columns.push(Arc::new(StringArray::from_iter_values(
+        buckets
+            .iter()
+            .map(|((f, _), _)| decl.measured[*f as usize].as_str()),
+    )));
+    columns.push(u(&|k, _| k.1));
+    columns.push(u(&|_, b| b.first.axis));
+    columns.push(x(&|b| b.first.value));
+    columns.push(u(&|_, b| b.last.axis));
+    columns.push(x(&|b| b.last.value));
+    columns.push(u(&|_, b| b.min.axis));
+    columns.push(x(&|b| b.min.value));
+    columns.push(u(&|_, b| b.max.axis));
+    columns.push(x(&|b| b.max.value));
+    columns.push(u(&|_, b| b.count));
+    columns.push(x(&|b| b.sum));
+    columns.push(x(&|b| b.sum_sq));
+    RecordBatch::try_new(schema.clone(), columns).map_err(|e| fail(&e))
+}
+
+/// Reads a level-table batch back into cells per track (the track identified by its
+/// component columns, rendered as labels exactly as staging renders them).
+pub(crate) fn decode_level(
+    decl: &StreamDecl,
+    batch: &RecordBatch,
+) -> std::result::Result<BTreeMap<TrackKey, Cells>, String> {
+    let col = |name: &str| {
+        batch
+            .column_by_name(name)
+            .ok_or_else(|| format!("level table lacks column {name:?}"))
+    };
+    let u = |name: &str| -> std::result::Result<UInt64Array, String> {
+        col(name)?
+            .as_any()
+            .downcast_ref::<UInt64Array>()
+            .cloned()
+            .ok_or_else(|| format!("level column {name:?} is not UInt64"))
+    };
+    let x = |name: &str| -> std::result::Result<Float64Array, String> {
+        col(name)?
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .cloned()
+            .ok_or_else(|| format!("level column {name:?} is not Float64"))
+    };
+    let labels: Vec<StringArray> = decl
+        .track
+        .iter()
+        .map(|name| {
+            let text = cast(col(name)?, &DataType::Utf8).map_err(|e| format!("{name}: {e}"))?;
+            Ok(text
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .expect("cast to Utf8")
+                .clone())
+        })
+        .collect::<std::result::Result<_, String>>()?;
+    let field = col("field")?
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .cloned()
+        .ok_or("level column \"field\" is not Utf8")?;
+    let (cell, fa, fv, la, lv) = (
+        u("cell")?,
+        u("first_axis")?,
+        x("first")?,
+        u("last_axis")?,
+        x("last")?,
+    );
+    let (mina, minv, maxa, maxv) = (u("min_axis")?, x("min")?, u("max_axis")?, x("max")?);
+    let (count, sum, sum_sq) = (u("count")?, x("sum")?, x("sum_sq")?);
+    let mut out: BTreeMap<TrackKey, Cells> = BTreeMap::new();
+    let mut current: Option<(Vec<String>, TrackKey)> = None;
+    for i in 0..batch.num_rows() {
+        let row_labels: Vec<String> = labels.iter().map(|l| l.value(i).to_owned()).collect();
+        let key = match &current {
+            Some((l, key)) if *l == row_labels => key.clone(),
+            _ => {
+                let key =
+                    TrackKey::encode(&row_labels).map_err(|e| format!("level row {i}: {e}"))?;
+                current = Some((row_labels, key.clone()));
+                key
+            }
+        };
+        let name = field.value(i);
+        let f = decl
+            .measured
+            .iter()
+            .position(|m| m == name)
+            .ok_or_else(|| format!("level row {i} names unknown field {name:?}"))?
+            as u32;
+        let bucket = Bucket {
+            field: f,
+            first: Placed::new(fa.value(i), fv.value(i)),
+            last: Placed::new(la.value(i), lv.value(i)),
+            min: Placed::new(mina.value(i), minv.value(i)),
+            max: Placed::new(maxa.value(i), maxv.value(i)),
+            count: count.value(i),
+            sum: sum.value(i),
+            sum_sq: sum_sq.value(i),
+        };
+        fold_into(out.entry(key).or_default(), (f, cell.value(i)), bucket);
+    }
+    Ok(out)
+}
+
+/// Every level's merged cells of every track of one stream: the catalog's in-memory view of
+/// the level tables (the files stay the truth; this is rebuilt from them on first use).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LevelView {
+    /// `levels[k][track] → cells`.
+    pub levels: Vec<BTreeMap<TrackKey, Cells>>,
+}
+
+impl LevelView {
+    pub fn new(levels: usize) -> Self {
+        LevelView {
+            levels: vec![BTreeMap::new(); levels],
+        }
+    }
+
+    /// Merges a barrier's partials of one track (published after everything already held).
+    pub fn absorb(&mut self, k: usize, key: &TrackKey, partial: &Cells) {
+        let cells = self.levels[k].entry(key.clone()).or_default();
+        for (&at, &bucket) in partial {
+            fold_into(cells, at, bucket);
+        }
+    }
+}
+
+/// How a survey is answered: the level, how many of its cells make one bucket, and the span.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    /// The level read.
+    pub level: usize,
+    /// Cells of that level merged into one bucket (1 unless past the coarsest level).
+    pub merge: u64,
+    /// Width of one answered bucket in axis units (`width(level) × merge`).
+    pub cell_width: u64,
+    /// First and last answered cell index at that width.
+    pub cells: [u64; 2],
+}
+
+/// Chooses the finest level whose cells over the inclusive axis span `[lo, hi]` fit
+/// `cells_per_field`; past the coarsest level, the smallest grid-aligned merge that fits.
+/// The bound comes from the span alone: no read.
+pub fn plan(ladder: &Ladder, lo: u64, hi: u64, cells_per_field: u64) -> Plan {
+    assert!(
+        cells_per_field >= 1 && lo <= hi,
+        "plan needs a budget and a span"
+    );
+    let touched = |w: u64| hi / w - lo / w + 1;
+    for k in 0..ladder.levels as usize {
+        let w = ladder.width(k);
+        if touched(w) <= cells_per_field {
+            return Plan {
+                level: k,
+                merge: 1,
+                cell_width: w,
+                cells: [lo / w, hi / w],
+            };
+        }
+    }
+    let k = ladder.levels as usize - 1;
+    let w = ladder.width(k);
+    let mut merge = touched(w).div_ceil(cells_per_field).max(1);
+    loop {
+        let width = w.saturating_mul(merge);
+        if touched(width) <= cells_per_field {
+            return Plan {
+                level: k,
+                merge,
+                cell_width: width,
+                cells: [lo / width, hi / width],
+            };
+        }
+        merge += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ladder() -> impl Strategy<Value = Ladder> {
+        (1u64..20, 2u64..5, 1u8..5).prop_map(|(b, f, l)| Ladder::new(b, f, l).expect("valid"))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, rng_seed: proptest::test_runner::RngSeed::Fixed(44), ..ProptestConfig::default() })]
+
+        /// Every level of every barrier split equals the fold of the raw rows of each cell.
+        #[test]
+        fn levels_equal_a_fold_of_their_rows_in_any_barrier_split(
+            ladder in ladder(),
+            steps in prop::collection::vec((0u64..6, -50i32..50), 1..120),
+            cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..5),
+        ) {
+            let mut axis = Vec::new();
+            let mut a = 0u64;
+            for (step, _) in &steps { a += step; axis.push(a); }
+            let values: Vec<f64> = steps.iter().map(|s| f64::from(s.1)).collect();
+            let mut points: Vec<usize> = cuts.iter().map(|c| c.index(axis.len())).collect();
+            points.push(0);
+            points.push(axis.len());
+            points.sort_unstable();
+            points.dedup();
+            let mut merged: Vec<Cells> = vec![Cells::new(); ladder.levels as usize];
+            for w in points.windows(2) {
+                let (s, e) = (w[0], w[1]);
+                let part = partials(&ladder, &UInt64Array::from(axis[s..e].to_vec()), &[Float64Array::from(values[s..e].to_vec())]);
+                for (k, cells) in part.into_iter().enumerate() {
+                    for (key, b) in cells { fold_into(&mut merged[k], key, b); }
+                }
+            }
+            for (k, cells) in merged.iter().enumerate() {
+                let width = ladder.width(k);
+                let mut expected = Cells::new();
+                for (&a, &v) in axis.iter().zip(&values) {
+                    fold_into(&mut expected, (0, a / width), Bucket::of(0, a, v));
+                }
+                prop_assert_eq!(cells, &expected, "level {}", k);
+            }
+        }
+
+        /// The plan fits the budget and is the finest level that does.
+        #[test]
+        fn the_plan_is_the_finest_that_fits(ladder in ladder(), lo in 0u64..10_000, len in 0u64..100_000, cpf in 1u64..50) {
+            let hi = lo + len;
+            let p = plan(&ladder, lo, hi, cpf);
+            prop_assert!(p.cells[1] - p.cells[0] < cpf, "{:?}", p);
+            prop_assert_eq!(p.cells, [lo / p.cell_width, hi / p.cell_width]);
+            if p.merge == 1 && p.level > 0 {
+                let finer = ladder.width(p.level - 1);
+                prop_assert!(hi / finer - lo / finer + 1 > cpf, "a finer level fits");
+            }
+            if p.merge > 1 {
+                prop_assert_eq!(p.level, ladder.levels as usize - 1);
+                let smaller = ladder.width(p.level) * (p.merge - 1);
+                prop_assert!(hi / smaller - lo / smaller + 1 > cpf, "a smaller merge fits");
+            }
+        }
+    }
+
+    #[test]
+    fn ladders_are_checked() {
+        assert_eq!(Ladder::parse("1024,8,8"), Ok(Ladder::ORDINAL));
+        assert!(Ladder::parse("0,8,8").expect_err("base").contains("base"));
+        assert!(Ladder::parse("10,1,8")
+            .expect_err("factor")
+            .contains("factor"));
+        assert!(Ladder::parse("10,8")
+            .expect_err("shape")
+            .contains("BASE,FACTOR,LEVELS"));
+        assert!(Ladder::parse("u64::MAX,8,8").is_err());
+        assert!(Ladder::new(u64::MAX / 2, 8, 3)
+            .expect_err("overflow")
+            .contains("overflow"));
+        assert_eq!(Ladder::NANOSECONDS.width(1), 8_000_000_000);
+    }
+}

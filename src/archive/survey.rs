@@ -1,0 +1,336 @@
+//! Budgeted display reads and statistics: buckets from the finest level that fits, level
+//! folds from level-0 cells, percentiles from the raw values of exactly the range.
+
+use super::levels::{self, Cells, LevelView, Plan};
+use super::manifest::{StreamState, TrackState};
+use super::segment::OpenSegment;
+use super::{Archive, ReadError};
+use crate::contract::{Aggregate, Aggregated, BeneathWindow, Bucket, TrackKey};
+use arrow::array::{Array, UInt64Array};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+/// A survey's answer and what was answered, so anyone can reproduce it with a query.
+#[derive(Clone, Debug, Serialize)]
+pub struct Survey {
+    /// The stream.
+    pub stream: String,
+    /// Measured fields in declared order; `Bucket::field` indexes this.
+    pub fields: Vec<String>,
+    /// The axis column.
+    pub axis: String,
+    /// The point budget asked for.
+    pub budget: usize,
+    /// `budget / (4 × fields)`.
+    pub cells_per_field: usize,
+    /// The level, merge and cell width used; `None` when the range holds nothing.
+    pub plan: Option<Plan>,
+    /// The axis span the answered whole cells cover, `[from, to)`.
+    pub span: Option<[u64; 2]>,
+    /// Buckets grouped by field in declared order, ascending by `first.axis` within a field.
+    pub buckets: Vec<Bucket>,
+}
+
+/// A statistic's answer with the span it covers.
+#[derive(Clone, Debug, Serialize)]
+pub struct Folded {
+    /// The stream.
+    pub stream: String,
+    /// The statistic.
+    pub kind: Aggregate,
+    /// Measured fields in declared order.
+    pub fields: Vec<String>,
+    /// Where the answer comes from: `level 0` for level folds, `raw` for percentiles.
+    pub source: &'static str,
+    /// The axis span covered, `[from, to)`: whole level-0 cells for a level fold, exactly
+    /// the range for a percentile. `None` when the range holds nothing.
+    pub span: Option<[u64; 2]>,
+    /// One answer per measured field, in declared order.
+    pub answers: Vec<Aggregated>,
+}
+
+/// The inclusive axis span `[lo, hi]` of a request over the selected tracks; `None` if empty.
+fn span(
+    tracks: &[(&TrackKey, &TrackState)],
+    start: Bound<u64>,
+    end: Bound<u64>,
+) -> Option<(u64, u64)> {
+    let lo = match start {
+        Bound::Included(a) => a,
+        Bound::Excluded(a) => a.checked_add(1)?,
+        Bound::Unbounded => tracks.iter().filter_map(|(_, t)| t.first_axis).min()?,
+    };
+    let hi = match end {
+        Bound::Included(b) => b,
+        Bound::Excluded(b) => b.checked_sub(1)?,
+        Bound::Unbounded => tracks.iter().filter_map(|(_, t)| t.last_axis).max()?,
+    };
+    (lo <= hi).then_some((lo, hi))
+}
+
+impl Archive {
+    fn surveyable(
+        &self,
+        stream: &str,
+        track: &[String],
+    ) -> Result<(&StreamState, levels::Ladder, TrackKey), ReadError> {
+        let (state, _) = self.recorded(stream)?;
+        let not = |why: &str| ReadError::NotSurveyable {
+            stream: stream.to_owned(),
+            why: why.to_owned(),
+        };
+        if state.decl.axis.is_none() {
+            return Err(not(
+                "declares no axis; only an axial stream can be surveyed",
+            ));
+        }
+        let ladder = state
+            .decl
+            .ladder
+            .ok_or_else(|| not("was declared without levels"))?;
+        if state.decl.measured.is_empty() {
+            return Err(not(
+                "has no measured field (no numeric column besides the axis and the track)",
+            ));
+        }
+        if track.len() > state.decl.track.len() {
+            return Err(ReadError::BadSelection(format!(
+                "stream {stream:?} is tracked by {} component(s); {} label(s) were given",
+                state.decl.track.len(),
+                track.len()
+            )));
+        }
+        let prefix = TrackKey::encode(track).map_err(|e| ReadError::BadSelection(e.to_string()))?;
+        Ok((state, ladder, prefix))
+    }
+
+    /// Runs `f` over the stream's level view, building it from the level files (every
+    /// digest verified) on first use.
+    fn with_levels<T>(
+        &self,
+        state: &StreamState,
+        f: impl FnOnce(&LevelView) -> T,
+    ) -> Result<T, BeneathWindow> {
+        let mut views = self.level_views.lock().unwrap_or_else(|p| p.into_inner());
+        if !views.contains_key(&state.decl.id) {
+            let levels = state.decl.ladder.map_or(0, |l| l.levels as usize);
+            let mut view = LevelView::new(levels);
+            for file in &state.levels {
+                let segment = OpenSegment::open(&self.root, file)?;
+                for k in 0..file.groups.len().min(levels) {
+                    let batch = segment.read_group(k)?;
+                    let tracks = levels::decode_level(&state.decl, &batch).map_err(|m| {
+                        BeneathWindow::unreadable(format!("{}: level {k}: {m}", file.path))
+                    })?;
+                    for (key, cells) in &tracks {
+                        view.absorb(k, key, cells);
+                    }
+                }
+            }
+            views.insert(state.decl.id.clone(), view);
+        }
+        Ok(f(&views[&state.decl.id]))
+    }
+
+    /// Display buckets of the axis range under a point budget (four points a bucket):
+    /// `cells per field = budget / (4 × measured fields)`, from the finest level whose cells
+    /// over the span fit, merging grid-aligned groups past the coarsest. Whole cells: every
+    /// cell the range touches, unclipped. Several tracks under a prefix merge cell by cell in
+    /// track-key order. Never more than the budget.
+    pub fn survey(
+        &self,
+        stream: &str,
+        track: &[String],
+        start: Bound<u64>,
+        end: Bound<u64>,
+        budget: usize,
+    ) -> Result<Survey, ReadError> {
+        let (state, ladder, prefix) = self.surveyable(stream, track)?;
+        let fields = state.decl.measured.clone();
+        let cells_per_field = budget / (4 * fields.len());
+        if cells_per_field == 0 {
+            return Err(ReadError::Budget {
+                budget,
+                fields: fields.len(),
+                needed: 4 * fields.len(),
+            });
+        }
+        let tracks = super::read::select(state, &prefix);
+        let axis = state.decl.axis.clone().unwrap_or_default();
+        let mut survey = Survey {
+            stream: stream.to_owned(),
+            fields,
+            axis,
+            budget,
+            cells_per_field,
+            plan: None,
+            span: None,
+            buckets: Vec::new(),
+        };
+        let Some((lo, hi)) = span(&tracks, start, end) else {
+            return Ok(survey);
+        };
+        let plan = levels::plan(&ladder, lo, hi, cells_per_field as u64);
+        // Whole answer cells: every level cell of every answer cell the span touches.
+        let first = plan.cells[0] * plan.merge;
+        let last = plan.cells[1]
+            .saturating_mul(plan.merge)
+            .saturating_add(plan.merge - 1);
+        let merged: BTreeMap<(u32, u64), Bucket> = self.with_levels(state, |view| {
+            // Per track, grid-aligned groups of its cells (exactly what a coarser level of that
+            // track would hold); then across tracks, answer cell by answer cell, in key order.
+            let mut grouped = Cells::new();
+            for (key, _) in &tracks {
+                if let Some(cells) = view.levels[plan.level].get(*key) {
+                    let mut own = Cells::new();
+                    for (&(f, c), &b) in cells
+                        .iter()
+                        .filter(|((_, c), _)| (first..=last).contains(c))
+                    {
+                        levels::fold_into(&mut own, (f, c / plan.merge), b);
+                    }
+                    for (at, b) in own {
+                        levels::fold_into(&mut grouped, at, b);
+                    }
+                }
+            }
+            grouped
+        })?;
+        survey.buckets = merged.into_values().collect();
+        debug_assert!(survey.buckets.len() * 4 <= budget);
+        survey.span = Some([
+            plan.cells[0] * plan.cell_width,
+            (plan.cells[1] + 1).saturating_mul(plan.cell_width),
+        ]);
+        survey.plan = Some(plan);
+        Ok(survey)
+    }
+
+    /// One statistic per measured field over the axis range. Level folds (`min`, `max`,
+    /// `mean`, `sum`, `count`) fold the level-0 cells the range touches, whole; percentiles
+    /// scan the raw values of exactly the range.
+    pub fn fold(
+        &self,
+        stream: &str,
+        track: &[String],
+        start: Bound<u64>,
+        end: Bound<u64>,
+        kind: Aggregate,
+    ) -> Result<Folded, ReadError> {
+        let (state, ladder, prefix) = self.surveyable(stream, track)?;
+        let fields = state.decl.measured.clone();
+        let tracks = super::read::select(state, &prefix);
+        let mut folded = Folded {
+            stream: stream.to_owned(),
+            kind,
+            source: if kind.folds_levels() {
+                "level 0"
+            } else {
+                "raw"
+            },
+            answers: (0..fields.len() as u32)
+                .map(|field| Aggregated {
+                    field,
+                    kind,
+                    value: kind.scanned(&mut []),
+                    count: 0,
+                })
+                .collect(),
+            fields,
+            span: None,
+        };
+        let Some((lo, hi)) = span(&tracks, start, end) else {
+            return Ok(folded);
+        };
+        if kind.folds_levels() {
+            let (first, last) = (lo / ladder.base, hi / ladder.base);
+            let per_field: BTreeMap<u32, Bucket> = self.with_levels(state, |view| {
+                let mut out = BTreeMap::new();
+                for (key, _) in &tracks {
+                    if let Some(cells) = view.levels[0].get(*key) {
+                        for (&(f, _), &b) in cells
+                            .iter()
+                            .filter(|((_, c), _)| (first..=last).contains(c))
+                        {
+                            out.entry(f)
+                                .and_modify(|acc: &mut Bucket| *acc = acc.merge(b))
+                                .or_insert(b);
+                        }
+                    }
+                }
+                out
+            })?;
+            for answer in &mut folded.answers {
+                if let Some(b) = per_field.get(&answer.field) {
+                    answer.value = kind.folded(b);
+                    answer.count = b.count;
+                }
+            }
+            folded.span = Some([first * ladder.base, (last + 1).saturating_mul(ladder.base)]);
+        } else {
+            let mut values: Vec<Vec<f64>> = vec![Vec::new(); folded.fields.len()];
+            self.scan_axis(state, &tracks, lo, hi, |measured| {
+                for (f, column) in measured.iter().enumerate() {
+                    values[f].extend(column.iter().flatten());
+                }
+            })?;
+            for (answer, mut v) in folded.answers.iter_mut().zip(values) {
+                answer.count = v.len() as u64;
+                answer.value = kind.scanned(&mut v);
+            }
+            folded.span = Some([lo, hi.saturating_add(1)]);
+        }
+        Ok(folded)
+    }
+
+    /// Hands `visit` the measured columns (as f64) of every stored row of the tracks whose
+    /// axis lies in `[lo, hi]`, reading only the row groups whose axis range overlaps.
+    fn scan_axis(
+        &self,
+        state: &StreamState,
+        tracks: &[(&TrackKey, &TrackState)],
+        lo: u64,
+        hi: u64,
+        mut visit: impl FnMut(&[arrow::array::Float64Array]),
+    ) -> Result<(), BeneathWindow> {
+        let axis_name = state.decl.axis.as_deref().unwrap_or_default();
+        let mut open: BTreeMap<usize, OpenSegment<'_>> = BTreeMap::new();
+        for (_, track) in tracks {
+            for g in &track.groups {
+                let file = &state.files[g.file];
+                let Some([a0, a1]) = file.groups[g.group].axis else {
+                    continue;
+                };
+                if a1 < lo || a0 > hi {
+                    continue;
+                }
+                let segment = match open.entry(g.file) {
+                    std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                    std::collections::btree_map::Entry::Vacant(v) => {
+                        v.insert(OpenSegment::open(&self.root, file)?)
+                    }
+                };
+                let mut batch = segment.read_group(g.group)?;
+                if a0 < lo || a1 > hi {
+                    let axis = batch
+                        .column_by_name(axis_name)
+                        .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+                        .ok_or_else(|| {
+                            BeneathWindow::unreadable(format!("{}: no axis column", file.path))
+                        })?;
+                    let keep: arrow::array::BooleanArray = axis
+                        .iter()
+                        .map(|a| a.map(|a| (lo..=hi).contains(&a)))
+                        .collect();
+                    batch = arrow::compute::filter_record_batch(&batch, &keep)
+                        .map_err(|e| BeneathWindow::unreadable(e.to_string()))?;
+                }
+                let measured = levels::measured_columns(&state.decl, &batch)
+                    .map_err(BeneathWindow::unreadable)?;
+                visit(&measured);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,305 @@
+//! Levels, survey and statistics against a raw fold of the same rows: every answer the
+//! archive gives from its levels equals the bucket a scan of the raw rows computes.
+
+mod common;
+
+use common::*;
+use proptest::prelude::*;
+use series_archive::archive::{Archive, Config, Ladder, ReadError, StreamSpec};
+use series_archive::{Aggregate, Bucket};
+use std::collections::BTreeMap;
+use std::ops::Bound::{self, Excluded, Included, Unbounded};
+
+fn spec(ladder: Ladder) -> StreamSpec {
+    capture_spec().with_ladder(Some(ladder))
+}
+
+/// Seals `rows` in barriers cut at `cuts`.
+fn archive_with(
+    dir: &std::path::Path,
+    ladder: Ladder,
+    rows: &[Row],
+    positions: &[u64],
+    cuts: &[usize],
+) -> Archive {
+    let mut archive = Archive::open(dir, Config::new().stream(spec(ladder))).expect("open");
+    let mut points: Vec<usize> = cuts
+        .iter()
+        .copied()
+        .filter(|&c| c > 0 && c < rows.len())
+        .collect();
+    points.push(0);
+    points.push(rows.len());
+    points.sort_unstable();
+    points.dedup();
+    for w in points.windows(2) {
+        archive
+            .stage_batch("capture", &batch(&rows[w[0]..w[1]]), &positions[w[0]..w[1]])
+            .expect("stage");
+        archive.seal_all().expect("seal");
+    }
+    archive
+}
+
+fn selected<'a>(rows: &'a [Row], track: &[&str]) -> Vec<&'a Row> {
+    rows.iter()
+        .filter(|r| {
+            track.first().is_none_or(|run| r.run == *run)
+                && track.get(1).is_none_or(|p| r.probe == *p)
+        })
+        .collect()
+}
+
+/// The buckets a raw scan computes on a grid of `width`, cells `[c0, c1]`, merged cell by
+/// cell across tracks in key order, grouped by field then cell.
+fn raw_buckets(rows: &[&Row], width: u64, c0: u64, c1: u64) -> Vec<Bucket> {
+    // Per track (key order), per field, per cell: fold in publish order.
+    let mut tracks: BTreeMap<(String, String), BTreeMap<(u32, u64), Bucket>> = BTreeMap::new();
+    for r in rows {
+        let cell = r.ordinal / width;
+        if cell < c0 || cell > c1 {
+            continue;
+        }
+        let cells = tracks.entry((r.run.clone(), r.probe.clone())).or_default();
+        for (f, v) in [(0u32, r.value as f64), (1, r.noise)] {
+            cells
+                .entry((f, cell))
+                .and_modify(|b| b.push(r.ordinal, v))
+                .or_insert(Bucket::of(f, r.ordinal, v));
+        }
+    }
+    let mut merged: BTreeMap<(u32, u64), Bucket> = BTreeMap::new();
+    for cells in tracks.values() {
+        for (&k, &b) in cells {
+            merged.entry(k).and_modify(|m| *m = m.merge(b)).or_insert(b);
+        }
+    }
+    merged.into_values().collect()
+}
+
+fn workload_rows() -> impl Strategy<Value = (Vec<Row>, Vec<u64>, Vec<usize>)> {
+    (
+        prop::collection::vec(
+            (0usize..2, 0usize..3, 0u64..40, -100i64..100, -8i32..8),
+            1..250,
+        ),
+        prop::collection::vec(0usize..250, 0..6),
+    )
+        .prop_map(|(spec, cuts)| {
+            let mut last: BTreeMap<(usize, usize), u64> = BTreeMap::new();
+            let mut rows = Vec::new();
+            for (run, probe, step, value, noise) in spec {
+                let axis = last.entry((run, probe)).or_insert(0);
+                *axis += step;
+                rows.push(Row {
+                    run: format!("run_{run}"),
+                    probe: format!("p{probe}"),
+                    ordinal: *axis,
+                    value,
+                    noise: f64::from(noise) / 4.0,
+                });
+            }
+            let positions = (1..=rows.len() as u64).collect();
+            (rows, positions, cuts)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, rng_seed: proptest::test_runner::RngSeed::Fixed(0x1e7e1), ..ProptestConfig::default() })]
+
+    /// A survey equals the raw M4 on the grid it answered with, never exceeds its budget,
+    /// is the finest level that fits, and orders by field then first.axis — for one track,
+    /// a prefix and the whole stream, in any barrier split, warm and after reopening.
+    #[test]
+    fn survey_equals_the_raw_fold_on_its_grid(
+        (rows, positions, cuts) in workload_rows(),
+        budget in 8usize..120,
+        from in 0u64..30, len in 1u64..400,
+    ) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ladder = Ladder::new(4, 2, 4).expect("valid");
+        let archive = archive_with(dir.path(), ladder, &rows, &positions, &cuts);
+        let reopened = || Archive::open(dir.path(), Config::new().read_only(true)).expect("reopen");
+        for track in [vec![], vec!["run_1"], vec!["run_0", "p2"]] {
+            let labels: Vec<String> = track.iter().map(|s| s.to_string()).collect();
+            let chosen = selected(&rows, &track);
+            for (start, end) in [(Included(from), Excluded(from + len)), (Unbounded, Unbounded)] {
+                let s = archive.survey("capture", &labels, start, end, budget).expect("survey");
+                let cold = reopened().survey("capture", &labels, start, end, budget).expect("survey");
+                prop_assert_eq!(&s.buckets, &cold.buckets, "cold and warm views agree");
+                prop_assert!(s.buckets.len() * 4 <= budget, "{} buckets over budget {}", s.buckets.len(), budget);
+                let Some(plan) = s.plan else {
+                    prop_assert!(chosen.is_empty() || matches!(start, Included(_)));
+                    continue;
+                };
+                // Within the budget per field (the finest-level choice is proven in levels.rs).
+                let cpf = (budget / 8) as u64;
+                prop_assert!(plan.cells[1] - plan.cells[0] < cpf);
+                let expected = raw_buckets(&chosen, plan.cell_width, plan.cells[0], plan.cells[1]);
+                prop_assert_eq!(&s.buckets, &expected);
+                // Grouped by field in declared order, ascending first.axis within a field.
+                for pair in s.buckets.windows(2) {
+                    prop_assert!(pair[0].field < pair[1].field || (pair[0].field == pair[1].field && pair[0].first.axis < pair[1].first.axis));
+                }
+            }
+        }
+    }
+
+    /// Level folds equal the raw fold over the whole level-0 cells the range touches;
+    /// percentiles equal a scan of exactly the range.
+    #[test]
+    fn statistics_equal_raw_scans((rows, positions, cuts) in workload_rows(), from in 0u64..30, len in 1u64..300, rank in 0u8..=100) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ladder = Ladder::new(4, 2, 3).expect("valid");
+        let archive = archive_with(dir.path(), ladder, &rows, &positions, &cuts);
+        let (lo, hi) = (from, from + len - 1);
+        for track in [vec![], vec!["run_0"]] {
+            let labels: Vec<String> = track.iter().map(|s| s.to_string()).collect();
+            let chosen = selected(&rows, &track);
+            for kind in Aggregate::LEVEL_FOLDS {
+                let f = archive.fold("capture", &labels, Included(from), Excluded(from + len), kind).expect("fold");
+                let cells = raw_buckets(&chosen, ladder.base, lo / ladder.base, hi / ladder.base);
+                for (field, answer) in f.answers.iter().enumerate() {
+                    let b = cells.iter().filter(|b| b.field as usize == field).copied().reduce(Bucket::merge);
+                    prop_assert_eq!(answer.count, b.map_or(0, |b| b.count));
+                    prop_assert_eq!(answer.value, b.map_or(kind.scanned(&mut []), |b| kind.folded(&b)), "{} field {}", kind, field);
+                }
+            }
+            let p = Aggregate::percentile(rank);
+            let f = archive.fold("capture", &labels, Included(from), Excluded(from + len), p).expect("fold");
+            let inside: Vec<&&Row> = chosen.iter().filter(|r| (lo..=hi).contains(&r.ordinal)).collect();
+            let mut values: Vec<f64> = inside.iter().map(|r| r.value as f64).collect();
+            prop_assert_eq!(f.answers[0].value, p.scanned(&mut values));
+            prop_assert_eq!(f.answers[0].count, inside.len() as u64);
+        }
+    }
+}
+
+#[test]
+fn past_the_coarsest_level_cells_merge_into_what_a_coarser_level_would_hold() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut rows, positions) = workload(2, 2, 400, 0); // ordinals up to ~4000
+    for r in &mut rows {
+        r.noise = (r.value % 16) as f64 / 4.0; // exact, so sums do not depend on grouping
+    }
+    let small = Ladder::new(10, 2, 2).expect("valid"); // widths 10, 20
+    let archive = archive_with(dir.path(), small, &rows, &positions, &[97, 400, 1100]);
+    let s = archive
+        .survey("capture", &[], Unbounded, Unbounded, 8 * 5)
+        .expect("survey");
+    let plan = s.plan.expect("rows");
+    assert_eq!(plan.level, 1);
+    assert!(
+        plan.merge > 1 && plan.cell_width == 20 * plan.merge,
+        "{plan:?}"
+    );
+    assert!(s.buckets.len() <= 10);
+    // A ladder whose coarsest level has exactly that width holds the same buckets.
+    let dir2 = tempfile::tempdir().expect("tempdir");
+    let coarse = Ladder::new(plan.cell_width, 2, 1).expect("valid");
+    let archive2 = archive_with(dir2.path(), coarse, &rows, &positions, &[5]);
+    let s2 = archive2
+        .survey("capture", &[], Unbounded, Unbounded, 8 * 5)
+        .expect("survey");
+    assert_eq!(s.buckets, s2.buckets);
+}
+
+#[test]
+fn refusals_and_declarations() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (rows, positions) = workload(1, 2, 50, 0);
+    let archive = archive_with(dir.path(), Ladder::ORDINAL, &rows, &positions, &[]);
+    // A budget that buys no bucket is a refusal with the smallest budget that would.
+    let err = archive
+        .survey("capture", &[], Unbounded, Unbounded, 7)
+        .expect_err("budget");
+    assert!(matches!(err, ReadError::Budget { needed: 8, .. }), "{err}");
+    assert!(err.to_string().contains("at least 8"), "{err}");
+    // An empty range answers nothing, not an error.
+    let s = archive
+        .survey(
+            "capture",
+            &[],
+            Included(10_000_000),
+            Excluded(10_000_001),
+            400,
+        )
+        .expect("survey");
+    assert!(s.buckets.is_empty());
+    let s = archive
+        .survey("capture", &["run_9".into()], Unbounded, Unbounded, 400)
+        .expect("survey");
+    assert!(s.buckets.is_empty() && s.plan.is_none());
+    drop(archive);
+    // Another ladder on reopen is a declaration error naming both.
+    let err = Archive::open(dir.path(), Config::new().stream(spec(Ladder::NANOSECONDS)))
+        .expect_err("drift");
+    assert!(err.to_string().contains("ladder"), "{err}");
+    // A stream without an axis cannot be surveyed.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plain =
+        StreamSpec::dynamic("plain", capture_schema(), vec!["run".into()], None).expect("valid");
+    let archive = Archive::open(dir.path(), Config::new().stream(plain)).expect("open");
+    let err = archive
+        .survey("plain", &[], Unbounded, Unbounded, 400)
+        .expect_err("no axis");
+    assert!(matches!(err, ReadError::NotSurveyable { .. }), "{err}");
+}
+
+#[test]
+fn the_contract_answers_buckets_and_statistics() {
+    use series_archive::{Application, BeneathWindow, Definition, Series};
+    struct App;
+    impl Application for App {}
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (rows, positions) = workload(2, 3, 300, 0);
+    let mut archive = archive_with(
+        dir.path(),
+        Ladder::new(16, 4, 3).expect("valid"),
+        &rows,
+        &positions,
+        &[500],
+    );
+    let def = Definition::dynamic(
+        "capture",
+        4096,
+        ["run".into(), "probe".into()],
+        Some("ordinal".into()),
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let all: Bound<u64> = Unbounded;
+    let buckets = rt
+        .block_on(Series::<App>::buckets(
+            &mut archive,
+            def.clone(),
+            &[],
+            all,
+            all,
+            400,
+        ))
+        .expect("buckets");
+    assert!(!buckets.is_empty() && buckets.len() * 4 <= 400);
+    let total: u64 = buckets
+        .iter()
+        .filter(|b| b.field == 0)
+        .map(|b| b.count)
+        .sum();
+    assert_eq!(total, rows.len() as u64);
+    let stats = rt
+        .block_on(Series::<App>::aggregate(
+            &mut archive,
+            def.clone(),
+            &[],
+            all,
+            all,
+            Aggregate::Count,
+        ))
+        .expect("count");
+    assert_eq!(stats[0].value, Some(rows.len() as f64));
+    let refused = rt
+        .block_on(Series::<App>::buckets(&mut archive, def, &[], all, all, 3))
+        .expect_err("budget");
+    assert!(matches!(refused, BeneathWindow::Unreadable(_)), "{refused}");
+}
