@@ -40,6 +40,12 @@ pub struct StreamDescription {
     pub files: usize,
     /// Bytes of live data files.
     pub bytes: u64,
+    /// Live level files (one per barrier, every level inside).
+    pub level_files: usize,
+    /// Bytes of live level files.
+    pub level_bytes: u64,
+    /// The level ladder, if the stream builds levels.
+    pub ladder: Option<super::Ladder>,
     /// Rows stored.
     pub rows: u64,
     /// The highest raw floor of any track (an unnarrowed read answers to it).
@@ -93,6 +99,9 @@ impl Archive {
                 watermark: s.watermark,
                 files: s.files.len(),
                 bytes: s.files.iter().map(|f| f.bytes).sum(),
+                level_files: s.levels.len(),
+                level_bytes: s.levels.iter().map(|f| f.bytes).sum(),
+                ladder: s.decl.ladder,
                 rows: s.tracks.values().map(|t| t.rows).sum(),
                 floor: s
                     .tracks

@@ -113,7 +113,8 @@ pub fn run(
         barriers += 1;
         rows_total += delivery.len();
         if barriers <= 3 || end == start_tick + ticks {
-            out!("  barrier {barriers:>4}: durable through position {durable}");
+            let number = archive.state().barriers;
+            out!("  barrier {number:>4}: durable through position {durable}");
         } else if barriers == 4 {
             out!("  ...");
         }
@@ -141,6 +142,12 @@ pub fn run(
         s.files,
         s.bytes,
         s.bytes as f64 / s.rows.max(1) as f64
+    );
+    out!(
+        "levels: {} files, {} bytes ({:.1}% on top of the raw rows)",
+        s.level_files,
+        s.level_bytes,
+        100.0 * s.level_bytes as f64 / s.bytes.max(1) as f64
     );
 
     // Reads, through the contract (typed rows back) and the Arrow path.
@@ -180,14 +187,15 @@ pub fn run(
         Err(refusal) => out!("rows refused: {refusal}"),
     }
     let began = Instant::now();
+    let run = format!("run_{}", runs - 1);
     let prefix = archive.read_rows(
         Capture::ID,
-        &["run_2".to_owned()],
+        std::slice::from_ref(&run),
         Bound::Unbounded,
         Bound::Unbounded,
     );
     match prefix {
-        Ok(b) => out!("rows beneath the prefix (run_2): {} rows, publish order across {probes} probes, in {:.2?}", b.num_rows(), began.elapsed()),
+        Ok(b) => out!("rows beneath the prefix ({run}): {} rows, publish order across {probes} probes, in {:.2?}", b.num_rows(), began.elapsed()),
         Err(e) => out!("prefix read refused: {e}"),
     }
     let began = Instant::now();
@@ -199,6 +207,61 @@ pub fn run(
         took,
         rate(all.num_rows(), took)
     );
+    // Display reads and statistics, answered from the M4 levels sealed with the rows.
+    out!();
+    let began = Instant::now();
+    let survey = archive.survey(Capture::ID, &track, Bound::Unbounded, Bound::Unbounded, 400)?;
+    let took = began.elapsed();
+    if let Some(plan) = survey.plan {
+        out!(
+            "survey of track ({}) at budget 400: {} buckets from level {} (cell width {}) in {:.2?} (first survey builds the level view)",
+            track.join(", "),
+            survey.buckets.len(),
+            plan.level,
+            plan.cell_width,
+            took
+        );
+    }
+    let began = Instant::now();
+    let again = archive.survey(Capture::ID, &track, Bound::Unbounded, Bound::Unbounded, 400)?;
+    out!(
+        "  again: {} buckets in {:.2?}",
+        again.buckets.len(),
+        began.elapsed()
+    );
+    for kind in [
+        series_archive::Aggregate::Mean,
+        series_archive::Aggregate::percentile(95),
+    ] {
+        let began = Instant::now();
+        let folded = archive.fold(
+            Capture::ID,
+            &track,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            kind,
+        )?;
+        let took = began.elapsed();
+        let answers: Vec<String> = folded
+            .answers
+            .iter()
+            .map(|a| {
+                format!(
+                    "{} = {}",
+                    folded.fields[a.field as usize],
+                    a.value.map_or("-".into(), |v| format!("{v:.4}"))
+                )
+            })
+            .collect();
+        out!(
+            "{kind} of track ({}) from {}: {} in {:.2?}",
+            track.join(", "),
+            folded.source,
+            answers.join(", "),
+            took
+        );
+    }
+    out!();
     let damaged = archive.verify(|_, _| {});
     out!(
         "verify: {}",
@@ -212,7 +275,11 @@ pub fn run(
     out!();
     out!("open it elsewhere:  duckdb -c \"select run, probe, count(*) from read_parquet('{}/streams/capture/rows/*.parquet') group by all order by all\"", dir.display());
     out!(
-        "inspect it:         cargo run --release -- inspect {}",
+        "inspect it:         series-archive inspect {}",
+        dir.display()
+    );
+    out!(
+        "look at it:         series-archive survey {} --stream capture --track run_1 --budget 800 --plot survey.png",
         dir.display()
     );
     Ok(())

@@ -606,6 +606,10 @@ fn inspect(archive: &Path, json: bool) -> Result<(), Failure> {
             s.axis.as_deref().unwrap_or("-")
         );
         out!("  measured  {}", s.measured.join(", "));
+        match s.ladder {
+            Some(l) => out!("  levels    {} file(s), {} bytes ({:.1}% of raw); ladder base {} × {}^k, {} levels", s.level_files, s.level_bytes, 100.0 * s.level_bytes as f64 / s.bytes.max(1) as f64, l.base, l.factor, l.levels),
+            None => out!("  levels    none"),
+        }
         out!("  watermark {}   raw floor {}", s.watermark, s.floor);
         out!(
             "  {:<32} {:>10} {:>7} {:>14} {:>8}",
