@@ -78,6 +78,7 @@ extern crate self as series_archive;
 
 pub mod archive;
 pub mod contract;
+pub mod host;
 
 pub use archive::{Archive, ArchiveError, Config, ReadError, StreamSpec};
 pub use contract::*;

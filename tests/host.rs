@@ -1,0 +1,116 @@
+//! The host's splice over the archive: window first, the tier beneath capped at the window's
+//! floor, and a restarted host standing its empty window on the archive's watermark.
+
+use serde::{Deserialize, Serialize};
+use series_archive::archive::{Archive, Config};
+use series_archive::host::Streams;
+use series_archive::{Application, BeneathWindow, Position, Stream};
+use std::ops::Bound::{Excluded, Included, Unbounded};
+
+#[series_archive::stream(id = "capture", window = 8, track = (run, probe), axis = ordinal)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct Capture {
+    run: String,
+    probe: String,
+    ordinal: u64,
+    value: i64,
+}
+
+struct App;
+impl Application for App {}
+
+fn row(i: u64) -> Capture {
+    Capture {
+        run: format!("run_{}", i % 2),
+        probe: "p".into(),
+        ordinal: i,
+        value: i as i64,
+    }
+}
+
+fn positions(rows: &[series_archive::At<std::sync::Arc<Capture>>]) -> Vec<u64> {
+    rows.iter().map(|at| at.position.0).collect()
+}
+
+#[test]
+fn the_splice_owns_the_boundary_once_and_survives_a_restart() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let open = || {
+        Archive::open(
+            dir.path(),
+            Config::new().select::<Capture>().expect("traces"),
+        )
+        .expect("open")
+    };
+    rt.block_on(async {
+        let mut host: Streams<App, Archive> =
+            Streams::boot(Some(open()), &[Capture::definition()]).await;
+        // 30 rows, two per position (positions are not unique), window of 8 rows.
+        for i in 0..30u64 {
+            host.publish(Position(i / 2 + 1), row(i)).expect("publish");
+            if i % 10 == 9 {
+                host.seal::<Capture>().await;
+            }
+        }
+        let floor = host.floor::<Capture>();
+        assert!(floor > Position::ORIGIN, "eviction raised the floor");
+        let all = host
+            .query::<Capture>(Unbounded, Unbounded)
+            .await
+            .expect("spliced");
+        assert_eq!(
+            all.len(),
+            30,
+            "every row once: the boundary position is owned by one tier"
+        );
+        assert_eq!(
+            all.iter().map(|at| at.row.ordinal).collect::<Vec<_>>(),
+            (0..30).collect::<Vec<_>>()
+        );
+        let around = host
+            .query::<Capture>(Included(floor), Excluded(Position(floor.0 + 2)))
+            .await
+            .expect("spliced");
+        assert_eq!(
+            positions(&around),
+            vec![floor.0, floor.0, floor.0 + 1, floor.0 + 1]
+        );
+        let one_run = host
+            .query_track::<Capture, _>(("run_1".to_owned(),), Unbounded, Unbounded)
+            .await
+            .expect("track");
+        assert_eq!(one_run.len(), 15);
+        assert!(one_run.iter().all(|at| at.row.run == "run_1"));
+        host.stop().await.expect("flush");
+    });
+    // A restarted host has an empty ring standing on the watermark: a full query splices.
+    rt.block_on(async {
+        let mut host: Streams<App, Archive> =
+            Streams::boot(Some(open()), &[Capture::definition()]).await;
+        assert_eq!(host.floor::<Capture>(), Position(15));
+        let all = host
+            .query::<Capture>(Unbounded, Unbounded)
+            .await
+            .expect("spliced");
+        assert_eq!(all.len(), 30);
+    });
+    // With no adapter attached, a read beneath the window's floor is Unserved.
+    rt.block_on(async {
+        let mut host: Streams<App, Archive> = Streams::boot(None, &[Capture::definition()]).await;
+        for i in 0..30u64 {
+            host.publish(Position(i / 2 + 1), row(i)).expect("publish");
+        }
+        assert_eq!(
+            host.query::<Capture>(Unbounded, Unbounded).await,
+            Err(BeneathWindow::Unserved)
+        );
+        let recent = host
+            .query::<Capture>(Excluded(host.floor::<Capture>()), Unbounded)
+            .await
+            .expect("window");
+        assert!(!recent.is_empty() && recent.len() <= 8);
+    });
+}
