@@ -65,7 +65,10 @@ impl StreamState {
     }
 
     fn add_level_file(&mut self, file: SegmentFile) -> Result<(), String> {
-        let levels = self.decl.ladder.map_or(0, |l| l.levels as usize);
+        let Some(ladder) = self.decl.ladder else {
+            return Err(format!("level file {} belongs to a stream declared without levels", file.path));
+        };
+        let levels = ladder.levels as usize;
         if file.groups.len() != levels {
             return Err(format!(
                 "level file {} holds {} levels; the stream declares {levels}",
