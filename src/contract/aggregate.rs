@@ -138,7 +138,8 @@ impl Aggregate {
         let n = values.len();
         match self {
             Aggregate::Count => Some(n as f64),
-            Aggregate::Sum => Some(values.iter().sum()),
+            // Not `Iterator::sum`: an empty f64 sum there is -0.0, and the sum of nothing is 0.
+            Aggregate::Sum => Some(values.iter().fold(0.0, |acc, v| acc + v)),
             _ if n == 0 => None,
             Aggregate::Min => values.iter().copied().min_by(f64::total_cmp),
             Aggregate::Max => {
@@ -264,6 +265,8 @@ mod tests {
         assert_eq!(p(11, &mut v), 2.0);
         assert_eq!(p(100, &mut v), 10.0);
         assert_eq!(Aggregate::percentile(50).scanned(&mut []), None);
+        let empty_sum = Aggregate::Sum.scanned(&mut []).expect("a sum of nothing");
+        assert!(empty_sum == 0.0 && empty_sum.is_sign_positive(), "{empty_sum}");
     }
 
     #[test]
