@@ -422,6 +422,14 @@ impl Archive {
         &self.state
     }
 
+    /// A stream selected at assembly, with its durable state.
+    fn selected_stream(&self, stream: &str) -> Result<(&Selected, &StreamState)> {
+        let unknown = || ArchiveError::UnknownStream(stream.to_owned());
+        let selected = self.selected.get(stream).ok_or_else(unknown)?;
+        let durable = self.state.streams.get(stream).ok_or_else(unknown)?;
+        Ok((selected, durable))
+    }
+
     /// Stages a batch of rows (the stream's own columns, in declared order) published at
     /// `positions`. Touches no file. All or nothing: an invalid row stages none of them.
     pub fn stage_batch(
@@ -430,15 +438,10 @@ impl Archive {
         batch: &RecordBatch,
         positions: &[u64],
     ) -> Result<usize> {
-        let selected = self
-            .selected
-            .get(stream)
-            .ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
-        let durable = self
-            .state
-            .streams
-            .get(stream)
-            .ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
+        // Field by field, so the staged map can be borrowed mutably beside them.
+        let unknown = || ArchiveError::UnknownStream(stream.to_owned());
+        let selected = self.selected.get(stream).ok_or_else(unknown)?;
+        let durable = self.state.streams.get(stream).ok_or_else(unknown)?;
         let staged = self.staged.entry(stream.to_owned()).or_default();
         let n = stage::stage(
             &durable.decl,
@@ -458,15 +461,7 @@ impl Archive {
     /// would (against what is durable and what the dry run has seen), keeping no rows. Used
     /// to refuse a bad input file before any of it is staged or sealed.
     pub fn validator(&self, stream: &str) -> Result<Validator> {
-        let selected = self
-            .selected
-            .get(stream)
-            .ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
-        let durable = self
-            .state
-            .streams
-            .get(stream)
-            .ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
+        let (selected, durable) = self.selected_stream(stream)?;
         Ok(Validator {
             full_schema: selected.full_schema.clone(),
             durable: durable.clone(),

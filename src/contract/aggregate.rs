@@ -266,7 +266,10 @@ mod tests {
         assert_eq!(p(100, &mut v), 10.0);
         assert_eq!(Aggregate::percentile(50).scanned(&mut []), None);
         let empty_sum = Aggregate::Sum.scanned(&mut []).expect("a sum of nothing");
-        assert!(empty_sum == 0.0 && empty_sum.is_sign_positive(), "{empty_sum}");
+        assert!(
+            empty_sum == 0.0 && empty_sum.is_sign_positive(),
+            "{empty_sum}"
+        );
     }
 
     #[test]

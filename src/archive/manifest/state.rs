@@ -66,7 +66,10 @@ impl StreamState {
 
     fn add_level_file(&mut self, file: SegmentFile) -> Result<(), String> {
         let Some(ladder) = self.decl.ladder else {
-            return Err(format!("level file {} belongs to a stream declared without levels", file.path));
+            return Err(format!(
+                "level file {} belongs to a stream declared without levels",
+                file.path
+            ));
         };
         let levels = ladder.levels as usize;
         if file.groups.len() != levels {

@@ -411,35 +411,21 @@ fn ingest(
     let started = Instant::now();
     let bar = spinner("checking");
     let mut checked = 0usize;
-    {
-        let mut next_position = opened.as_ref().map_or(0, |a| a.watermark(stream).0) + 1;
-        for path in &files {
-            let kind = input::Kind::of(path)?;
-            let schema = std::sync::Arc::new(input::file_schema(path)?);
-            let mut row = 0usize;
-            for batch in input::batches(path, schema)? {
-                let batch = batch?;
-                let (shaped, positions) = input::shape(
-                    &batch,
-                    &declared,
-                    columns.position.as_deref(),
-                    path,
-                    kind,
-                    row,
-                )?;
-                let positions = positions.unwrap_or_else(|| {
-                    (next_position..next_position + shaped.num_rows() as u64).collect()
-                });
-                next_position += shaped.num_rows() as u64;
-                validator
-                    .check(&shaped, &positions)
-                    .map_err(|e| locate(e, path, kind, row))?;
-                row += shaped.num_rows();
-                checked += shaped.num_rows();
-                bar.set_message(format!("{checked} rows"));
-            }
-        }
-    }
+    let first_position = opened.as_ref().map_or(0, |a| a.watermark(stream).0) + 1;
+    deliveries(
+        &files,
+        &declared,
+        columns.position.as_deref(),
+        first_position,
+        |path, kind, row, shaped, positions| {
+            validator
+                .check(&shaped, &positions)
+                .map_err(|e| locate(e, path, kind, row))?;
+            checked += shaped.num_rows();
+            bar.set_message(format!("{checked} rows"));
+            Ok(())
+        },
+    )?;
     bar.finish_and_clear();
     let mut archive = match opened {
         Some(archive) => archive,
@@ -453,7 +439,6 @@ fn ingest(
     // Pass 2: stage and seal on the cadence.
     let bar = spinner("ingesting");
     let started = Instant::now();
-    let mut next_position = archive.watermark(stream).0 + 1;
     let mut total = 0usize;
     let report = |r: Option<series_archive::archive::BarrierReport>, bar: &ProgressBar| {
         if let Some(r) = r {
@@ -462,24 +447,13 @@ fn ingest(
             }
         }
     };
-    for path in &files {
-        let kind = input::Kind::of(path)?;
-        let schema = std::sync::Arc::new(input::file_schema(path)?);
-        let mut row = 0usize;
-        for batch in input::batches(path, schema)? {
-            let batch = batch?;
-            let (shaped, positions) = input::shape(
-                &batch,
-                &declared,
-                columns.position.as_deref(),
-                path,
-                kind,
-                row,
-            )?;
-            let positions = positions.unwrap_or_else(|| {
-                (next_position..next_position + shaped.num_rows() as u64).collect()
-            });
-            next_position += shaped.num_rows() as u64;
+    let first_position = archive.watermark(stream).0 + 1;
+    deliveries(
+        &files,
+        &declared,
+        columns.position.as_deref(),
+        first_position,
+        |path, kind, row, shaped, positions| {
             // Stage in slices that fill the cadence exactly, so a barrier is sealed every
             // `seal_rows` rows whatever the input batch size.
             let mut offset = 0;
@@ -500,11 +474,11 @@ fn ingest(
                     report(archive.seal_all()?, &bar);
                 }
             }
-            row += shaped.num_rows();
             total += shaped.num_rows();
             bar.set_message(format!("{total} rows"));
-        }
-    }
+            Ok(())
+        },
+    )?;
     report(archive.flush_all()?, &bar);
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
@@ -512,6 +486,40 @@ fn ingest(
         "ingested {total} rows in {secs:.2} s ({:.0} rows/s, seals included)",
         total as f64 / secs.max(1e-9)
     );
+    Ok(())
+}
+
+/// Reads every file as deliveries shaped to the declaration, in order, handing each to
+/// `take` with its file, kind, first row within the file, and positions (from the position
+/// column, or consecutive from `first_position`).
+fn deliveries(
+    files: &[PathBuf],
+    declared: &arrow::datatypes::SchemaRef,
+    position: Option<&str>,
+    first_position: u64,
+    mut take: impl FnMut(
+        &Path,
+        input::Kind,
+        usize,
+        arrow::array::RecordBatch,
+        Vec<u64>,
+    ) -> Result<(), Failure>,
+) -> Result<(), Failure> {
+    let mut next_position = first_position;
+    for path in files {
+        let kind = input::Kind::of(path)?;
+        let schema = std::sync::Arc::new(input::file_schema(path)?);
+        let mut row = 0usize;
+        for batch in input::batches(path, schema)? {
+            let (shaped, positions) = input::shape(&batch?, declared, position, path, kind, row)?;
+            let n = shaped.num_rows();
+            let positions =
+                positions.unwrap_or_else(|| (next_position..next_position + n as u64).collect());
+            next_position += n as u64;
+            take(path, kind, row, shaped, positions)?;
+            row += n;
+        }
+    }
     Ok(())
 }
 
