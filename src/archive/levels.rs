@@ -351,25 +351,29 @@ pub(crate) fn decode_level(
 }
 
 /// Every level's merged cells of every track of one stream: the catalog's in-memory view of
-/// the level tables (the files stay the truth; this is rebuilt from them on first use).
+/// the level tables (the files stay the truth). A level is read from its row group of every
+/// level file the first time a survey or fold needs it, and kept current by each barrier.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct LevelView {
-    /// `levels[k][track] → cells`.
-    pub levels: Vec<BTreeMap<TrackKey, Cells>>,
+    /// `levels[k]`: track → cells, `None` until level k is first read.
+    pub levels: Vec<Option<BTreeMap<TrackKey, Cells>>>,
 }
 
 impl LevelView {
     pub fn new(levels: usize) -> Self {
         LevelView {
-            levels: vec![BTreeMap::new(); levels],
+            levels: vec![None; levels],
         }
     }
 
-    /// Merges a barrier's partials of one track (published after everything already held).
+    /// Merges a barrier's partials of one track (published after everything already held)
+    /// into level `k`, if that level has been read; an unread level reads them from the files.
     pub fn absorb(&mut self, k: usize, key: &TrackKey, partial: &Cells) {
-        let cells = self.levels[k].entry(key.clone()).or_default();
-        for (&at, &bucket) in partial {
-            fold_into(cells, at, bucket);
+        if let Some(Some(tracks)) = self.levels.get_mut(k) {
+            let cells = tracks.entry(key.clone()).or_default();
+            for (&at, &bucket) in partial {
+                fold_into(cells, at, bucket);
+            }
         }
     }
 }

@@ -105,32 +105,41 @@ impl Archive {
         Ok((state, ladder, prefix))
     }
 
-    /// Runs `f` over the stream's level view, building it from the level files (every
-    /// digest verified) on first use.
-    fn with_levels<T>(
+    /// Runs `f` over level `k` of the stream's level view (track → cells), reading that
+    /// level's row group of every level file (every digest verified) on first use.
+    fn with_level<T>(
         &self,
         state: &StreamState,
-        f: impl FnOnce(&LevelView) -> T,
+        k: usize,
+        f: impl FnOnce(&BTreeMap<TrackKey, Cells>) -> T,
     ) -> Result<T, BeneathWindow> {
         let mut views = self.level_views.lock().unwrap_or_else(|p| p.into_inner());
-        if !views.contains_key(&state.decl.id) {
-            let levels = state.decl.ladder.map_or(0, |l| l.levels as usize);
-            let mut view = LevelView::new(levels);
+        let levels = state.decl.ladder.map_or(0, |l| l.levels as usize);
+        let view = views
+            .entry(state.decl.id.clone())
+            .or_insert_with(|| LevelView::new(levels));
+        let Some(slot) = view.levels.get_mut(k) else {
+            return Err(BeneathWindow::unreadable(format!(
+                "level {k} is not declared"
+            )));
+        };
+        if slot.is_none() {
+            let mut tracks: BTreeMap<TrackKey, Cells> = BTreeMap::new();
             for file in &state.levels {
-                let segment = OpenSegment::open(&self.root, file)?;
-                for k in 0..file.groups.len().min(levels) {
-                    let batch = segment.read_group(k)?;
-                    let tracks = levels::decode_level(&state.decl, &batch).map_err(|m| {
-                        BeneathWindow::unreadable(format!("{}: level {k}: {m}", file.path))
-                    })?;
-                    for (key, cells) in &tracks {
-                        view.absorb(k, key, cells);
+                let batch = OpenSegment::open(&self.root, file)?.read_group(k)?;
+                let partials = levels::decode_level(&state.decl, &batch).map_err(|m| {
+                    BeneathWindow::unreadable(format!("{}: level {k}: {m}", file.path))
+                })?;
+                for (key, cells) in partials {
+                    let merged = tracks.entry(key).or_default();
+                    for (at, bucket) in cells {
+                        levels::fold_into(merged, at, bucket);
                     }
                 }
             }
-            views.insert(state.decl.id.clone(), view);
+            *slot = Some(tracks);
         }
-        Ok(f(&views[&state.decl.id]))
+        Ok(f(slot.as_ref().expect("level read above")))
     }
 
     /// Display buckets of the axis range under a point budget (four points a bucket):
@@ -177,12 +186,12 @@ impl Archive {
         let last = plan.cells[1]
             .saturating_mul(plan.merge)
             .saturating_add(plan.merge - 1);
-        let merged: BTreeMap<(u32, u64), Bucket> = self.with_levels(state, |view| {
+        let merged: BTreeMap<(u32, u64), Bucket> = self.with_level(state, plan.level, |view| {
             // Per track, grid-aligned groups of its cells (exactly what a coarser level of that
             // track would hold); then across tracks, answer cell by answer cell, in key order.
             let mut grouped = Cells::new();
             for (key, _) in &tracks {
-                if let Some(cells) = view.levels[plan.level].get(*key) {
+                if let Some(cells) = view.get(*key) {
                     let mut own = Cells::new();
                     for (&(f, c), &b) in cells
                         .iter()
@@ -245,10 +254,10 @@ impl Archive {
         };
         if kind.folds_levels() {
             let (first, last) = (lo / ladder.base, hi / ladder.base);
-            let per_field: BTreeMap<u32, Bucket> = self.with_levels(state, |view| {
+            let per_field: BTreeMap<u32, Bucket> = self.with_level(state, 0, |view| {
                 let mut out = BTreeMap::new();
                 for (key, _) in &tracks {
-                    if let Some(cells) = view.levels[0].get(*key) {
+                    if let Some(cells) = view.get(*key) {
                         for (&(f, _), &b) in cells
                             .iter()
                             .filter(|((_, c), _)| (first..=last).contains(c))
