@@ -36,6 +36,25 @@ struct Cli {
     command: Command,
 }
 
+/// What `survey` and `fold` read: a stream, a track selection and an axis range [from, to).
+#[derive(clap::Args)]
+struct AxisRange {
+    /// The archive directory.
+    archive: PathBuf,
+    /// The stream id.
+    #[arg(long)]
+    stream: String,
+    /// Track labels, outermost first: the whole track or a prefix of it.
+    #[arg(long, num_args = 1..)]
+    track: Vec<String>,
+    /// First axis value (inclusive); the stream's first when absent.
+    #[arg(long)]
+    from: Option<u64>,
+    /// End axis value (exclusive); past the stream's last when absent.
+    #[arg(long)]
+    to: Option<u64>,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Ingest CSV, JSON-lines or Parquet files into a stream, sealing on a row cadence.
@@ -98,20 +117,8 @@ enum Command {
     /// Answers from the finest level whose cells over [from, to) fit budget / (4 × fields)
     /// buckets per field; whole cells, never more than the budget.
     Survey {
-        /// The archive directory.
-        archive: PathBuf,
-        /// The stream id.
-        #[arg(long)]
-        stream: String,
-        /// Track labels, outermost first: the whole track or a prefix of it.
-        #[arg(long, num_args = 1..)]
-        track: Vec<String>,
-        /// First axis value (inclusive); the stream's first when absent.
-        #[arg(long)]
-        from: Option<u64>,
-        /// End axis value (exclusive); past the stream's last when absent.
-        #[arg(long)]
-        to: Option<u64>,
+        #[command(flatten)]
+        range: AxisRange,
         /// Point budget: four points per bucket.
         #[arg(long)]
         budget: usize,
@@ -130,20 +137,8 @@ enum Command {
     /// min, max, mean, sum and count fold level-0 cells (whole cells the range touches);
     /// p0..p100 scan the raw values of exactly the range (DuckDB's quantile_disc).
     Fold {
-        /// The archive directory.
-        archive: PathBuf,
-        /// The stream id.
-        #[arg(long)]
-        stream: String,
-        /// Track labels, outermost first: the whole track or a prefix of it.
-        #[arg(long, num_args = 1..)]
-        track: Vec<String>,
-        /// First axis value (inclusive).
-        #[arg(long)]
-        from: Option<u64>,
-        /// End axis value (exclusive).
-        #[arg(long)]
-        to: Option<u64>,
+        #[command(flatten)]
+        range: AxisRange,
         /// min, max, mean, sum, count or p0..p100 (the median is p50).
         #[arg(long)]
         aggregate: series_archive::Aggregate,
@@ -250,35 +245,35 @@ fn main() -> ExitCode {
             &files,
         ),
         Command::Survey {
-            archive,
-            stream,
-            track,
-            from,
-            to,
+            range,
             budget,
             json,
             csv,
             plot,
         } => survey::survey(
-            &archive,
-            &stream,
-            &track,
-            from,
-            to,
+            &range.archive,
+            &range.stream,
+            &range.track,
+            range.from,
+            range.to,
             budget,
             json,
             csv,
             plot.as_deref(),
         ),
         Command::Fold {
-            archive,
-            stream,
-            track,
-            from,
-            to,
+            range,
             aggregate,
             json,
-        } => survey::fold(&archive, &stream, &track, from, to, aggregate, json),
+        } => survey::fold(
+            &range.archive,
+            &range.stream,
+            &range.track,
+            range.from,
+            range.to,
+            aggregate,
+            json,
+        ),
         Command::Rows {
             archive,
             stream,
