@@ -1137,8 +1137,15 @@ fn files_verify_and_a_flipped_byte() {
     sorted.sort();
     assert_eq!(sorted, on_disk);
 
+    // verify checks data and level files alike: every barrier wrote one of each.
+    let level_files = snapshot(&archive)
+        .into_iter()
+        .filter(|(p, c)| c.is_some() && p.starts_with("streams/capture/levels/"))
+        .count();
+    assert_eq!(level_files, files.len());
     let ok = sa([OsStr::new("verify"), archive.as_os_str()]).ok("verify");
-    assert!(ok.stdout.starts_with("ok: 3 file(s)"), "{}", ok.stdout);
+    let expected = format!("ok: {} file(s)", files.len() + level_files);
+    assert!(ok.stdout.starts_with(&expected), "{}", ok.stdout);
 
     // Flip one byte in the middle of the second file.
     let victim = &files[1];
@@ -1163,7 +1170,8 @@ fn files_verify_and_a_flipped_byte() {
     for other in [&files[0], &files[2]] {
         assert!(!out.stdout.contains(&other.display().to_string()));
     }
-    out.stderr_has(&["1 of 3 file(s) damaged"], "verify after flip");
+    let summary = format!("1 of {} file(s) damaged", files.len() + level_files);
+    out.stderr_has(&[summary.as_str()], "verify after flip");
 
     let out = sa([
         OsStr::new("rows"),

@@ -285,12 +285,8 @@ impl Archive {
             return Ok(());
         }
         // Every other leftover becomes evidence, then repair, then claim.
-        let named: std::collections::BTreeSet<&str> = self
-            .state
-            .streams
-            .values()
-            .flat_map(|s| s.files.iter().chain(&s.levels).map(|f| f.path.as_str()))
-            .collect();
+        let named: std::collections::BTreeSet<&str> =
+            self.state.live_files().map(|f| f.path.as_str()).collect();
         for path in durable::walk_files(&self.root.join(STREAMS_DIR))? {
             if !named.contains(relative(&self.root, &path).as_str()) {
                 moved.push(durable::quarantine(&self.root, &quarantine, &path)?);
@@ -755,12 +751,7 @@ impl Archive {
     /// Verifies every digest of every committed file; `progress(done, total)` after each
     /// file. Answers what is damaged (empty when everything verifies).
     pub fn verify(&self, mut progress: impl FnMut(usize, usize)) -> Vec<String> {
-        let files: Vec<&SegmentFile> = self
-            .state
-            .streams
-            .values()
-            .flat_map(|s| s.files.iter().chain(&s.levels))
-            .collect();
+        let files: Vec<&SegmentFile> = self.state.live_files().collect();
         let mut damaged = Vec::new();
         for (i, file) in files.iter().enumerate() {
             let check = segment::OpenSegment::open(&self.root, file).and_then(|s| s.verify_all());

@@ -211,6 +211,14 @@ impl State {
         Ok(())
     }
 
+    /// Every file the state names, data and level files of every stream: exactly the
+    /// committed set, no more and no less.
+    pub fn live_files(&self) -> impl Iterator<Item = &SegmentFile> {
+        self.streams
+            .values()
+            .flat_map(|s| s.files.iter().chain(&s.levels))
+    }
+
     /// The snapshot that starts a new generation holding exactly this state.
     pub fn snapshot(&self, generation: u64) -> Snapshot {
         Snapshot {
