@@ -11,9 +11,12 @@
 //! they never skip silently.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_series-archive");
+#[path = "common/process.rs"]
+mod process;
+
+use process::{cli, python, scratch, show, BIN};
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 // The demo workload: 3 runs × 4 probes × 2000 ticks, a barrier every 250 ticks.
@@ -22,64 +25,10 @@ const PROBES: u64 = 4;
 const TICKS: u64 = 2000;
 const CADENCE: u64 = 250;
 
-/// The interpreter from `SERIES_ARCHIVE_PYTHON`, checked to have the packages; panics
-/// (fails the test) with what to do otherwise.
-fn python() -> PathBuf {
-    let python = match std::env::var_os("SERIES_ARCHIVE_PYTHON") {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => panic!(
-            "SERIES_ARCHIVE_PYTHON is not set. The interop tests need a Python with duckdb, \
-             polars and pyarrow: run the suite with `scripts/test` (it creates .venv from \
-             requirements-test.txt and sets SERIES_ARCHIVE_PYTHON), or set \
-             SERIES_ARCHIVE_PYTHON=/path/to/.venv/bin/python yourself."
-        ),
-    };
-    let probe = Command::new(&python)
-        .args(["-c", "import duckdb, polars, pyarrow"])
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "SERIES_ARCHIVE_PYTHON={} cannot be run ({e}); run `scripts/test`",
-                python.display()
-            )
-        });
-    assert!(
-        probe.status.success(),
-        "SERIES_ARCHIVE_PYTHON={} lacks duckdb/polars/pyarrow; run `scripts/test` (installs \
-         requirements-test.txt into .venv):\n{}",
-        python.display(),
-        String::from_utf8_lossy(&probe.stderr)
-    );
-    python
-}
-
-fn show(what: &str, out: &Output) -> String {
-    format!(
-        "{what}: {}\n--- stdout\n{}--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// Runs the CLI; panics with its output unless it succeeds.
-fn cli(args: &[&str]) -> Output {
-    let out = Command::new(BIN)
-        .args(args)
-        .output()
-        .expect("the series-archive binary runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        show(&format!("series-archive {}", args.join(" ")), &out)
-    );
-    out
-}
-
 /// Runs a Python script from the repository root; prints its output (visible with
 /// `--nocapture` or on failure) and panics unless it exits 0.
 fn run_python(script: &str, args: &[&str]) -> String {
-    let python = python();
+    let python = python("duckdb, polars, pyarrow");
     let out = Command::new(&python)
         .current_dir(ROOT)
         .arg(Path::new(ROOT).join(script))
@@ -94,14 +43,6 @@ fn run_python(script: &str, args: &[&str]) -> String {
     println!("{report}");
     assert!(out.status.success(), "{report}");
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A scratch directory under the target dir (kept out of the source tree).
-fn scratch(name: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(name)
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .expect("a scratch directory")
 }
 
 /// The demo archive at `dir/archive`.
@@ -168,7 +109,7 @@ fn ingest_sensors(dir: &Path, archive: &Path) -> u64 {
 #[test]
 fn duckdb_and_polars_read_exactly_what_rows_serves() {
     // Fail early (before building anything) when the Python side is missing.
-    python();
+    python("duckdb, polars, pyarrow");
     let dir = scratch("interop-check-");
     let archive = demo_archive(dir.path());
     let sensors = ingest_sensors(dir.path(), &archive);
@@ -218,7 +159,7 @@ fn line_after<'a>(stdout: &'a str, prefix: &str) -> &'a str {
 
 #[test]
 fn the_notebook_runs_and_its_duckdb_and_polars_m4_agree() {
-    python();
+    python("duckdb, polars, pyarrow");
     let dir = scratch("interop-notebook-");
     let archive = demo_archive(dir.path());
     let a = archive.to_str().unwrap();

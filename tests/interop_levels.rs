@@ -21,10 +21,13 @@
 
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_series-archive");
+#[path = "common/process.rs"]
+mod process;
+
+use process::{cli, python, scratch, show};
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 const BUDGETS: [usize; 4] = [8, 40, 400, 4000];
@@ -34,60 +37,6 @@ const AGGREGATES: [&str; 9] = [
 
 /// An axis range `[from, to)`; `None` is unbounded.
 type Range = (Option<u64>, Option<u64>);
-
-/// The interpreter from `SERIES_ARCHIVE_PYTHON`, checked to have duckdb; panics (fails the
-/// test) with what to do otherwise.
-fn python() -> PathBuf {
-    let python = match std::env::var_os("SERIES_ARCHIVE_PYTHON") {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => panic!(
-            "SERIES_ARCHIVE_PYTHON is not set. The level interop tests need a Python with \
-             duckdb: run the suite with `scripts/test` (it creates .venv from \
-             requirements-test.txt and sets SERIES_ARCHIVE_PYTHON), or set \
-             SERIES_ARCHIVE_PYTHON=/path/to/.venv/bin/python yourself."
-        ),
-    };
-    let probe = Command::new(&python)
-        .args(["-c", "import duckdb"])
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "SERIES_ARCHIVE_PYTHON={} cannot be run ({e}); run `scripts/test`",
-                python.display()
-            )
-        });
-    assert!(
-        probe.status.success(),
-        "SERIES_ARCHIVE_PYTHON={} lacks duckdb; run `scripts/test` (installs \
-         requirements-test.txt into .venv):\n{}",
-        python.display(),
-        String::from_utf8_lossy(&probe.stderr)
-    );
-    python
-}
-
-fn show(what: &str, out: &Output) -> String {
-    format!(
-        "{what}: {}\n--- stdout\n{}--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// Runs the CLI; panics with its output unless it succeeds.
-fn cli(args: &[&str]) -> Output {
-    let out = Command::new(BIN)
-        .args(args)
-        .output()
-        .expect("the series-archive binary runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        show(&format!("series-archive {}", args.join(" ")), &out)
-    );
-    out
-}
 
 /// Runs the CLI and parses its JSON answer; answers it parsed and as printed.
 fn cli_json(args: &[&str]) -> (Value, String) {
@@ -100,14 +49,6 @@ fn cli_json(args: &[&str]) -> (Value, String) {
     });
     let text = String::from_utf8(out.stdout).expect("UTF-8 JSON");
     (value, text)
-}
-
-/// A scratch directory under the target dir (kept out of the source tree).
-fn scratch(name: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(name)
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .expect("a scratch directory")
 }
 
 /// A small deterministic generator (SplitMix64).
@@ -215,7 +156,7 @@ fn check_with_duckdb(dir: &Path, archive: &Path, requests: Vec<String>) -> Strin
     let path = dir.join("answers.json");
     std::fs::write(&path, answers).expect("write answers");
 
-    let python = python();
+    let python = python("duckdb");
     let script = "tests/interop/levels_check.py";
     let out = Command::new(&python)
         .current_dir(ROOT)
@@ -274,7 +215,7 @@ fn ties(stdout: &str, prefix: &str) -> BTreeMap<String, u64> {
 
 #[test]
 fn demo_surveys_and_folds_equal_duckdb_over_the_raw_rows() {
-    python();
+    python("duckdb");
     let dir = scratch("interop-levels-demo-");
     let archive = dir.path().join("archive");
     let a = archive.to_str().expect("a UTF-8 path");
@@ -401,7 +342,7 @@ fn ingest_plant(dir: &Path, archive: &Path) -> u64 {
 
 #[test]
 fn ingested_surveys_and_folds_equal_duckdb_over_the_raw_rows() {
-    python();
+    python("duckdb");
     let dir = scratch("interop-levels-plant-");
     let archive = dir.path().join("archive");
     let tie = ingest_plant(dir.path(), &archive);

@@ -1,0 +1,71 @@
+//! Running the real binary and the interop Python, shared by the interop test files.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// The series-archive binary built for these tests.
+pub const BIN: &str = env!("CARGO_BIN_EXE_series-archive");
+
+/// The interpreter from `SERIES_ARCHIVE_PYTHON`, checked to import `modules` (e.g.
+/// `"duckdb, polars"`); panics (fails the test, never skips) with what to do otherwise.
+pub fn python(modules: &str) -> PathBuf {
+    let python = match std::env::var_os("SERIES_ARCHIVE_PYTHON") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => panic!(
+            "SERIES_ARCHIVE_PYTHON is not set. The interop tests need a Python with \
+             {modules}: run the suite with `scripts/test` (it creates .venv from \
+             requirements-test.txt and sets SERIES_ARCHIVE_PYTHON), or set \
+             SERIES_ARCHIVE_PYTHON=/path/to/.venv/bin/python yourself."
+        ),
+    };
+    let probe = Command::new(&python)
+        .args(["-c", &format!("import {modules}")])
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "SERIES_ARCHIVE_PYTHON={} cannot be run ({e}); run `scripts/test`",
+                python.display()
+            )
+        });
+    assert!(
+        probe.status.success(),
+        "SERIES_ARCHIVE_PYTHON={} lacks {modules}; run `scripts/test` (installs \
+         requirements-test.txt into .venv):\n{}",
+        python.display(),
+        String::from_utf8_lossy(&probe.stderr)
+    );
+    python
+}
+
+/// A process's status and output, for a failure message.
+pub fn show(what: &str, out: &Output) -> String {
+    format!(
+        "{what}: {}\n--- stdout\n{}--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Runs the CLI; panics with its output unless it succeeds.
+pub fn cli(args: &[&str]) -> Output {
+    let out = Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("the series-archive binary runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        show(&format!("series-archive {}", args.join(" ")), &out)
+    );
+    out
+}
+
+/// A scratch directory under cargo's per-target temporary directory.
+pub fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(name)
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("a scratch directory")
+}
