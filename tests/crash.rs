@@ -315,6 +315,11 @@ fn crash_and_recover(point: FaultPoint) {
             );
             vec![]
         }
+        FaultPoint::AfterSnapshotWrite | FaultPoint::AfterSnapshotRename => {
+            unreachable!(
+                "a barrier does not pass the checkpoint's points (tests/lifecycle_crash.rs)"
+            )
+        }
     };
     let crashed: BTreeSet<u64> = left
         .iter()
@@ -625,11 +630,11 @@ fn an_unknown_record_version_is_refused_and_nothing_is_modified() {
     let gen = generation_file(&root);
     let mut bytes = std::fs::read(&gen).expect("read manifest");
     let at = bytes.len();
-    // A version-2 record framed exactly as frame.rs documents it.
+    // A version-3 record framed exactly as frame.rs documents it.
     let payload = br#"{"record":"from_the_future"}"#;
     let mut frame = Vec::new();
     frame.extend_from_slice(b"SAmr");
-    frame.extend_from_slice(&2u16.to_le_bytes());
+    frame.extend_from_slice(&3u16.to_le_bytes());
     frame.extend_from_slice(&0u16.to_le_bytes());
     frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     let crc = crc32c::crc32c_append(crc32c::crc32c(&frame[4..12]), payload);
@@ -654,11 +659,11 @@ fn an_unknown_record_version_is_refused_and_nothing_is_modified() {
             } => {
                 assert_eq!(path, &gen);
                 assert_eq!(*offset, at as u64);
-                assert_eq!((*found, *supported), (2, 1));
+                assert_eq!((*found, *supported), (3, 2));
             }
             other => panic!("expected UnknownVersion (read_only {read_only}), got {other:?}"),
         }
-        assert!(msg.contains("version 2"), "{msg}");
+        assert!(msg.contains("version 3"), "{msg}");
         assert!(
             tree(&root) == before,
             "a refused open modified the archive:\n{}",

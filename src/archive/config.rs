@@ -2,11 +2,13 @@
 
 use super::error::{ArchiveError, Result};
 use super::levels::Ladder;
+use super::lifecycle::{Compaction, Retention};
 use super::manifest::{ColumnDecl, StreamDecl};
 use crate::contract::{At, ErasedRow, Stream};
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, FieldRef, Schema, SchemaRef};
 use serde_arrow::schema::{SchemaLike, TracingOptions};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -55,11 +57,25 @@ pub enum FaultPoint {
     MidRecord,
     /// The barrier's record is written and synced.
     AfterRecord,
+    /// A checkpoint's new generation is written and synced under `.tmp/`, not yet in place.
+    AfterSnapshotWrite,
+    /// A checkpoint's new generation is in place; the old one is not yet removed.
+    AfterSnapshotRename,
 }
 
 impl FaultPoint {
     /// Every point, in write-path order.
-    pub const ALL: [FaultPoint; 4] = [
+    pub const ALL: [FaultPoint; 6] = [
+        FaultPoint::AfterDataWrite,
+        FaultPoint::AfterDataRename,
+        FaultPoint::MidRecord,
+        FaultPoint::AfterRecord,
+        FaultPoint::AfterSnapshotWrite,
+        FaultPoint::AfterSnapshotRename,
+    ];
+
+    /// The points a barrier (or a compaction swap) passes, in write-path order.
+    pub const COMMIT: [FaultPoint; 4] = [
         FaultPoint::AfterDataWrite,
         FaultPoint::AfterDataRename,
         FaultPoint::MidRecord,
@@ -73,6 +89,8 @@ impl FaultPoint {
             FaultPoint::AfterDataRename => "after-data-rename",
             FaultPoint::MidRecord => "mid-record",
             FaultPoint::AfterRecord => "after-record",
+            FaultPoint::AfterSnapshotWrite => "after-snapshot-write",
+            FaultPoint::AfterSnapshotRename => "after-snapshot-rename",
         }
     }
 
@@ -360,7 +378,13 @@ pub struct Config {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) faults: Faults,
     pub(crate) read_only: bool,
+    pub(crate) retention: BTreeMap<String, Retention>,
+    pub(crate) compaction: Compaction,
+    pub(crate) checkpoint_bytes: u64,
 }
+
+/// The manifest size past which a new generation starts with a snapshot (the default).
+pub const CHECKPOINT_BYTES: u64 = 8 << 20;
 
 impl Default for Config {
     fn default() -> Self {
@@ -369,6 +393,9 @@ impl Default for Config {
             clock: Arc::new(SystemClock),
             faults: Faults::default(),
             read_only: false,
+            retention: BTreeMap::new(),
+            compaction: Compaction::default(),
+            checkpoint_bytes: CHECKPOINT_BYTES,
         }
     }
 }
@@ -406,6 +433,26 @@ impl Config {
     /// Opens without the write lock, without repairing and without writing anything.
     pub fn read_only(mut self, read_only: bool) -> Self {
         self.read_only = read_only;
+        self
+    }
+
+    /// Declares `stream`'s lifetimes (checked against its declaration at open). A stream
+    /// without a declaration keeps everything.
+    pub fn retention(mut self, stream: impl Into<String>, retention: Retention) -> Self {
+        self.retention.insert(stream.into(), retention);
+        self
+    }
+
+    /// How compaction shapes files (every stream).
+    pub fn compaction(mut self, compaction: Compaction) -> Self {
+        self.compaction = compaction;
+        self
+    }
+
+    /// The manifest size past which [`crate::archive::Archive::maintain`] starts a new
+    /// generation with a snapshot ([`CHECKPOINT_BYTES`] unless told).
+    pub fn checkpoint_bytes(mut self, bytes: u64) -> Self {
+        self.checkpoint_bytes = bytes;
         self
     }
 }

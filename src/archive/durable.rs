@@ -29,6 +29,20 @@ pub(crate) fn rename(from: &Path, to: &Path) -> Result<()> {
     fs::rename(from, to).map_err(ArchiveError::io("rename into place", to))
 }
 
+/// Removes a file the manifest no longer names (already absent is fine), then syncs its
+/// directory.
+pub(crate) fn remove(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(ArchiveError::io("remove", path)(e)),
+    }
+    if let Some(parent) = path.parent() {
+        sync_dir(parent)?;
+    }
+    Ok(())
+}
+
 /// Creates a directory and its missing parents, syncing the parent of each one created so
 /// the new entries survive a power cut (a file the manifest names must keep its directory).
 pub(crate) fn create_dir(dir: &Path) -> Result<()> {

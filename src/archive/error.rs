@@ -26,7 +26,7 @@ pub enum ArchiveError {
         path: PathBuf,
     },
     /// The manifest was written by a format this build does not know.
-    #[error("manifest {path} at byte {offset} is format version {found}; this build reads version {supported} only and will not migrate or modify it — use a build that knows version {found}")]
+    #[error("manifest {path} at byte {offset} is format version {found}; this build reads versions 1 to {supported} only and will not migrate or modify it — use a build that knows version {found}")]
     UnknownVersion {
         /// The manifest generation file.
         path: PathBuf,

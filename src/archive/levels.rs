@@ -395,12 +395,18 @@ pub struct Plan {
 /// `cells_per_field`; past the coarsest level, the smallest grid-aligned merge that fits.
 /// The bound comes from the span alone: no read.
 pub fn plan(ladder: &Ladder, lo: u64, hi: u64, cells_per_field: u64) -> Plan {
+    plan_from(ladder, lo, hi, cells_per_field, 0)
+}
+
+/// [`plan`], choosing among levels `from` and coarser only (a finer level's floor is above the
+/// span).
+pub fn plan_from(ladder: &Ladder, lo: u64, hi: u64, cells_per_field: u64, from: usize) -> Plan {
     assert!(
         cells_per_field >= 1 && lo <= hi,
         "plan needs a budget and a span"
     );
     let touched = |w: u64| hi / w - lo / w + 1;
-    for k in 0..ladder.levels as usize {
+    for k in from.min(ladder.levels as usize - 1)..ladder.levels as usize {
         let w = ladder.width(k);
         if touched(w) <= cells_per_field {
             return Plan {

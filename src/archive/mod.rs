@@ -12,8 +12,9 @@ mod describe;
 mod durable;
 pub mod error;
 pub mod levels;
+pub mod lifecycle;
 pub mod manifest;
-mod read;
+pub(crate) mod read;
 mod segment;
 mod series;
 mod stage;
@@ -43,9 +44,9 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 
-const MANIFEST_DIR: &str = "manifest";
-const STREAMS_DIR: &str = "streams";
-const TMP_DIR: &str = ".tmp";
+pub(crate) const MANIFEST_DIR: &str = "manifest";
+pub(crate) const STREAMS_DIR: &str = "streams";
+pub(crate) const TMP_DIR: &str = ".tmp";
 const QUARANTINE_DIR: &str = ".quarantine";
 const LOCK_FILE: &str = "LOCK";
 
@@ -112,6 +113,8 @@ pub struct Archive {
     poisoned: Option<String>,
     cursor: Position,
     recovery: Recovery,
+    /// The highest generation number the archive ever held (live or evidence).
+    highest_generation: u64,
     /// The in-memory view of each stream's level tables, built from the files on first use.
     level_views: std::sync::Mutex<BTreeMap<String, levels::LevelView>>,
 }
@@ -142,7 +145,7 @@ fn relative(root: &Path, path: &Path) -> String {
 }
 
 /// Rebuilds the stored Arrow schema (row columns + `_position` + `_seq`) from a declaration.
-fn stored_schema(decl: &StreamDecl) -> std::result::Result<SchemaRef, String> {
+pub(crate) fn stored_schema(decl: &StreamDecl) -> std::result::Result<SchemaRef, String> {
     let mut fields = Vec::with_capacity(decl.columns.len() + 2);
     for c in &decl.columns {
         let t = DataType::from_str(&c.data_type)
@@ -210,10 +213,12 @@ impl Archive {
             poisoned: None,
             cursor: Position::ORIGIN,
             recovery: Recovery::default(),
+            highest_generation: 0,
             level_views: std::sync::Mutex::new(BTreeMap::new()),
         };
         archive.recover()?;
         archive.declare()?;
+        archive.check_retention()?;
         Ok(archive)
     }
 
@@ -241,6 +246,7 @@ impl Archive {
             .chain(evidence.iter().filter_map(|p| generation_of(p)))
             .max()
             .unwrap_or(0);
+        self.highest_generation = highest_generation_ever;
         let Some((current, current_path)) = generations.last().cloned() else {
             let data = durable::walk_files(&self.root.join(STREAMS_DIR))?;
             if !data.is_empty() {
@@ -257,6 +263,7 @@ impl Archive {
                     &manifest_dir,
                     generation,
                     &self.state,
+                    &self.config.faults,
                 )?);
             }
             self.recovery.quarantined = moved.iter().map(|p| relative(&self.root, p)).collect();
@@ -288,7 +295,14 @@ impl Archive {
         let named: std::collections::BTreeSet<&str> =
             self.state.live_files().map(|f| f.path.as_str()).collect();
         for path in durable::walk_files(&self.root.join(STREAMS_DIR))? {
-            if !named.contains(relative(&self.root, &path).as_str()) {
+            let rel = relative(&self.root, &path);
+            if named.contains(rel.as_str()) {
+                continue;
+            }
+            if self.state.obsolete.contains(&rel) {
+                // A record took it out of the live set; a crash came before its deletion.
+                durable::remove(&path)?;
+            } else {
                 moved.push(durable::quarantine(&self.root, &quarantine, &path)?);
             }
         }
@@ -302,6 +316,7 @@ impl Archive {
                 &manifest_dir,
                 generation,
                 &self.state,
+                &self.config.faults,
             )?);
             self.state.generation = generation;
             self.recovery.repaired_generation = Some(generation);
@@ -835,6 +850,17 @@ pub enum ReadError {
         stream: String,
         /// Why not.
         why: String,
+    },
+    /// The range reaches beneath a floor: retired, on purpose. Answers the contract's
+    /// `Floor { floor }` with the axis to narrow to.
+    #[error("floor: {tier} retains nothing beneath position {floor} (axis {axis}) for the selected tracks; narrow the range to start at axis {axis} or later")]
+    Floor {
+        /// Which tier refused (`raw`, or `levels`).
+        tier: &'static str,
+        /// The contract's floor: no row beneath this position is retained in that tier.
+        floor: Position,
+        /// The same floor on the axis (for axis reads).
+        axis: u64,
     },
     /// The budget buys no bucket.
     #[error("a budget of {budget} points buys no bucket: each of the {fields} measured field(s) needs 4 points per bucket, so the budget must be at least {needed}")]

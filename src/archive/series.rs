@@ -77,6 +77,7 @@ impl<A: Application> StreamConsumer<A> for Archive {
 fn refusal(e: ReadError) -> BeneathWindow {
     match e {
         ReadError::Refused(r) => r,
+        ReadError::Floor { floor, .. } => BeneathWindow::Floor { floor },
         // Nothing is stored under a stream the archive never recorded: the tier holds no
         // history for it, which is the unattached answer.
         ReadError::UnknownStream(_) => BeneathWindow::Unserved,

@@ -216,7 +216,12 @@ pub(crate) fn stage(
                 .tracks
                 .get(key)
                 .and_then(|t| t.axis.map(|a| a[1]))
-                .or_else(|| durable.tracks.get(key).and_then(|t| t.last_axis));
+                .or_else(|| {
+                    durable
+                        .tracks
+                        .get(key)
+                        .and_then(|t| t.last_axis.or_else(|| t.retired_axis()))
+                });
             for &row in rows {
                 let value = axis.value(row as usize);
                 if let Some(l) = last {

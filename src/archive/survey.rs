@@ -41,13 +41,74 @@ pub struct Folded {
     pub kind: Aggregate,
     /// Measured fields in declared order.
     pub fields: Vec<String>,
-    /// Where the answer comes from: `level 0` for level folds, `raw` for percentiles.
+    /// Where the answer comes from: `level 0` (or the finest level retention left) for level
+    /// folds, `raw` for percentiles.
     pub source: &'static str,
     /// The axis span covered, `[from, to)`: whole level-0 cells for a level fold, exactly
     /// the range for a percentile. `None` when the range holds nothing.
     pub span: Option<[u64; 2]>,
     /// One answer per measured field, in declared order.
     pub answers: Vec<Aggregated>,
+}
+
+/// Where a level fold's answer comes from, by level.
+const LEVEL_SOURCES: [&str; 16] = [
+    "level 0", "level 1", "level 2", "level 3", "level 4", "level 5", "level 6", "level 7",
+    "level 8", "level 9", "level 10", "level 11", "level 12", "level 13", "level 14", "level 15",
+];
+
+/// The highest level-`k` floor (axis) of the selected tracks: where the level is whole.
+fn lowest_start(tracks: &[(&TrackKey, &TrackState)], k: usize) -> u64 {
+    tracks
+        .iter()
+        .map(|(_, t)| t.level_floor(k).axis)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The refusal when no level at or above `from` holds the range: the lowest floor any of
+/// them offers (narrowing to it is answered).
+fn level_floor_refusal(
+    tracks: &[(&TrackKey, &TrackState)],
+    ladder: &levels::Ladder,
+    from: usize,
+) -> ReadError {
+    let best = (from..ladder.levels as usize)
+        .map(|k| {
+            let axis = lowest_start(tracks, k);
+            let position = tracks
+                .iter()
+                .map(|(_, t)| t.level_floor(k).position)
+                .max()
+                .unwrap_or(0);
+            (axis, position)
+        })
+        .min()
+        .unwrap_or((0, 0));
+    ReadError::Floor {
+        tier: "levels",
+        floor: crate::contract::Position(best.1),
+        axis: best.0,
+    }
+}
+
+/// The survey plan: the finest level that fits the budget and whose floor lies at or beneath
+/// the first answered cell, so no answered bucket is short.
+fn level_plan(
+    ladder: &levels::Ladder,
+    tracks: &[(&TrackKey, &TrackState)],
+    lo: u64,
+    hi: u64,
+    cells_per_field: u64,
+) -> Result<Plan, ReadError> {
+    let fitting = levels::plan(ladder, lo, hi, cells_per_field);
+    for k in fitting.level..ladder.levels as usize {
+        let plan = levels::plan_from(ladder, lo, hi, cells_per_field, k);
+        if lowest_start(tracks, plan.level) <= plan.cells[0].saturating_mul(plan.cell_width) {
+            return Ok(plan);
+        }
+    }
+    Err(level_floor_refusal(tracks, ladder, fitting.level))
 }
 
 /// The inclusive axis span `[lo, hi]` of a request over the selected tracks; `None` if empty.
@@ -59,12 +120,17 @@ fn span(
     let lo = match start {
         Bound::Included(a) => a,
         Bound::Excluded(a) => a.checked_add(1)?,
-        Bound::Unbounded => tracks.iter().filter_map(|(_, t)| t.first_axis).min()?,
+        Bound::Unbounded => tracks.iter().filter_map(|(_, t)| t.origin_axis).min()?,
     };
     let hi = match end {
         Bound::Included(b) => b,
         Bound::Excluded(b) => b.checked_sub(1)?,
-        Bound::Unbounded => tracks.iter().filter_map(|(_, t)| t.last_axis).max()?,
+        // A track retired whole still spans up to where it was retired, so a read of it meets
+        // its floor rather than an empty answer.
+        Bound::Unbounded => tracks
+            .iter()
+            .filter_map(|(_, t)| t.last_axis.or_else(|| t.retired_axis()))
+            .max()?,
     };
     (lo <= hi).then_some((lo, hi))
 }
@@ -180,7 +246,7 @@ impl Archive {
         let Some((lo, hi)) = span(&tracks, start, end) else {
             return Ok(survey);
         };
-        let plan = levels::plan(&ladder, lo, hi, cells_per_field as u64);
+        let plan = level_plan(&ladder, &tracks, lo, hi, cells_per_field as u64)?;
         // Whole answer cells: every level cell of every answer cell the span touches.
         let first = plan.cells[0] * plan.merge;
         let last = plan.cells[1]
@@ -253,8 +319,15 @@ impl Archive {
             return Ok(folded);
         };
         if kind.folds_levels() {
-            let (first, last) = (lo / ladder.base, hi / ladder.base);
-            let per_field: BTreeMap<u32, Bucket> = self.with_level(state, 0, |view| {
+            // The finest level whose floor the range does not reach beneath (level 0 unless
+            // retention retired it there); whole cells of it.
+            let k = (0..ladder.levels as usize)
+                .find(|&k| lowest_start(&tracks, k) <= lo / ladder.width(k) * ladder.width(k))
+                .ok_or_else(|| level_floor_refusal(&tracks, &ladder, 0))?;
+            let w = ladder.width(k);
+            folded.source = LEVEL_SOURCES[k.min(LEVEL_SOURCES.len() - 1)];
+            let (first, last) = (lo / w, hi / w);
+            let per_field: BTreeMap<u32, Bucket> = self.with_level(state, k, |view| {
                 let mut out = BTreeMap::new();
                 for (key, _) in &tracks {
                     if let Some(cells) = view.get(*key) {
@@ -276,8 +349,26 @@ impl Archive {
                     answer.count = b.count;
                 }
             }
-            folded.span = Some([first * ladder.base, (last + 1).saturating_mul(ladder.base)]);
+            folded.span = Some([first * w, (last + 1).saturating_mul(w)]);
         } else {
+            let raw = tracks
+                .iter()
+                .map(|(_, t)| t.raw)
+                .max_by_key(|f| f.axis)
+                .unwrap_or_default();
+            if raw.axis > lo {
+                return Err(ReadError::Floor {
+                    tier: "raw",
+                    floor: crate::contract::Position(
+                        tracks
+                            .iter()
+                            .map(|(_, t)| t.raw.position)
+                            .max()
+                            .unwrap_or(0),
+                    ),
+                    axis: raw.axis,
+                });
+            }
             let mut values: Vec<Vec<f64>> = vec![Vec::new(); folded.fields.len()];
             self.scan_axis(state, &tracks, lo, hi, |measured| {
                 for (f, column) in measured.iter().enumerate() {

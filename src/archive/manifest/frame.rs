@@ -3,7 +3,7 @@
 //! ```text
 //! offset  size  field
 //! 0       4     magic  b"SAmr"
-//! 4       2     format version, u16 little-endian (this build: 1)
+//! 4       2     format version, u16 little-endian (1, or 2 for the lifecycle records)
 //! 6       2     reserved, zero
 //! 8       4     payload length in bytes, u32 little-endian
 //! 12      4     CRC-32C (Castagnoli) of bytes 4..12 followed by the payload, u32 LE
@@ -12,19 +12,29 @@
 
 /// The four bytes every record starts with.
 pub const MAGIC: [u8; 4] = *b"SAmr";
-/// The record format this build writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+/// The highest record format this build writes and reads. Version 1 records (declarations,
+/// barriers, snapshots without lifecycle state) are still written as version 1, so an archive
+/// that never retires or compacts stays readable by a version-1 build; the lifecycle records
+/// are version 2, which a version-1 build refuses rather than misreads.
+pub const FORMAT_VERSION: u16 = 2;
+/// The lowest record format this build reads.
+pub const OLDEST_VERSION: u16 = 1;
 /// Bytes before the payload.
 pub const HEADER_LEN: usize = 16;
 /// Largest payload accepted (a snapshot of a very large archive still fits).
 pub const MAX_PAYLOAD: u32 = 1 << 30;
 
-/// Frames `payload` as one record.
+/// Frames `payload` as one version-1 record.
 pub fn encode(payload: &[u8]) -> Vec<u8> {
+    encode_version(OLDEST_VERSION, payload)
+}
+
+/// Frames `payload` as one record of format `version`.
+pub fn encode_version(version: u16, payload: &[u8]) -> Vec<u8> {
     let len = u32::try_from(payload.len()).expect("a record payload is far below 4 GiB");
     let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
     out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&0u16.to_le_bytes());
     out.extend_from_slice(&len.to_le_bytes());
     let crc = crc32c::crc32c_append(crc32c::crc32c(&out[4..12]), payload);
@@ -71,7 +81,7 @@ pub fn decode(bytes: &[u8], offset: usize) -> Decoded<'_> {
     if crc != word(12) {
         return Decoded::Failed;
     }
-    if version != FORMAT_VERSION {
+    if !(OLDEST_VERSION..=FORMAT_VERSION).contains(&version) {
         return Decoded::UnknownVersion(version);
     }
     Decoded::Record {

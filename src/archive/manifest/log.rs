@@ -156,15 +156,18 @@ impl LogWriter {
         manifest_dir: &Path,
         generation: u64,
         state: &State,
+        faults: &Faults,
     ) -> Result<LogWriter> {
         let name = generation_name(generation);
         let staged = tmp.join(&name);
         let framed = encode(&Record::Snapshot(state.snapshot(generation)));
         durable::write_synced(&staged, &framed)?;
         durable::sync_dir(tmp)?;
+        faults.hit(FaultPoint::AfterSnapshotWrite);
         let path = manifest_dir.join(&name);
         durable::rename(&staged, &path)?;
         durable::sync_dir(manifest_dir)?;
+        faults.hit(FaultPoint::AfterSnapshotRename);
         Self::append_to(&path, framed.len() as u64)
     }
 
@@ -201,5 +204,5 @@ impl LogWriter {
 /// Frames a record.
 pub fn encode(record: &Record) -> Vec<u8> {
     let payload = serde_json::to_vec(record).expect("manifest records always serialize");
-    frame::encode(&payload)
+    frame::encode_version(record.version(), &payload)
 }

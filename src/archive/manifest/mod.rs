@@ -6,7 +6,7 @@ pub mod record;
 pub mod state;
 
 pub use record::{
-    Barrier, BarrierStream, ColumnDecl, GroupEntry, Record, SegmentFile, Snapshot, Span,
-    StreamDecl, StreamSnapshot,
+    Barrier, BarrierStream, ColumnDecl, Compact, GroupEntry, LevelFloor, RawFloor, Record, Retire,
+    SegmentFile, Snapshot, Span, StreamDecl, StreamSnapshot, TrackRetire, TrackSnapshot,
 };
 pub use state::{GroupRef, State, StreamState, TrackState};

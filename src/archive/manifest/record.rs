@@ -16,6 +16,133 @@ pub enum Record {
     Declare(StreamDecl),
     /// One barrier: every stream it wrote, committed together.
     Barrier(Barrier),
+    /// Retirement of one stream's rows or levels: floors move, wholly retired files leave the
+    /// live set. Format version 2.
+    Retire(Retire),
+    /// A compaction swap of one stream: files added and removed together. Format version 2.
+    Compact(Compact),
+}
+
+impl Record {
+    /// The frame version a record needs: 1 for everything version 1 knew, 2 for the
+    /// lifecycle records (and a snapshot carrying track floors), so a version-1 reader
+    /// refuses what it cannot understand instead of misreading it.
+    pub fn version(&self) -> u16 {
+        match self {
+            Record::Retire(_) | Record::Compact(_) => 2,
+            Record::Snapshot(s) if s.streams.iter().any(|s| !s.tracks.is_empty()) => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// One stream's retirement: the floors it moves and the files it takes out of the live set.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Retire {
+    /// The stream.
+    pub stream: String,
+    /// When the retirement was decided, ns since the Unix epoch (the archive's clock).
+    pub retired_at_ns: u64,
+    /// Why: `sweep` (declared lifetimes), `idle` (a track's declared idle time) or
+    /// `explicit` (`retire_track`).
+    pub reason: String,
+    /// The tracks whose floors move, each to its new floors.
+    pub tracks: Vec<TrackRetire>,
+    /// Names of live files (data or level) every row or cell of which is now beneath a floor:
+    /// they leave the live set with this record and are deleted after it is synced.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<u64>,
+}
+
+/// One track's new floors.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrackRetire {
+    /// The track's labels.
+    pub track: Vec<String>,
+    /// The new raw floor, when it moves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<RawFloor>,
+    /// New level floors by level index; `None` where a level's floor does not move.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub levels: Vec<Option<LevelFloor>>,
+    /// The whole track is retired: nothing of it is served any more.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub whole: bool,
+}
+
+/// A track's raw floor: every row beneath it is retired. Rows are retired a whole row group at
+/// a time, so the three coordinates are one more than the retired groups' highest values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFloor {
+    /// No row beneath this position is retained.
+    pub position: u64,
+    /// No row beneath this axis value is retained (0 for a stream without an axis).
+    pub axis: u64,
+    /// No row beneath this `_seq` is retained; a row group whose last `_seq` is beneath it
+    /// is retired.
+    pub seq: u64,
+}
+
+/// A track's floor in one level: every cell starting beneath `axis` is retired.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LevelFloor {
+    /// A multiple of the level's cell width: cells beneath it are retired.
+    pub axis: u64,
+    /// A position no retained cell's rows lie beneath (a lower bound, taken from the level
+    /// files' recorded position ranges): the floor a refusal reports.
+    pub position: u64,
+}
+
+/// One compaction swap.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Compact {
+    /// The stream.
+    pub stream: String,
+    /// The next file name to claim after this record.
+    pub next_name: u64,
+    /// Data files written: single-track segments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added: Vec<SegmentFile>,
+    /// Data files replaced, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<u64>,
+    /// Level files written (each with every level, cells whole).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added_levels: Vec<SegmentFile>,
+    /// Level files replaced, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed_levels: Vec<u64>,
+}
+
+/// A track's lifecycle state as a snapshot carries it (only tracks with any).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrackSnapshot {
+    /// The track's labels.
+    pub track: Vec<String>,
+    /// Its raw floor.
+    pub raw: RawFloor,
+    /// Its level floors by level index.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub levels: Vec<LevelFloor>,
+    /// Whether the whole track is retired.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub whole: bool,
+    /// The newest barrier time that wrote the track, ns.
+    pub last_sealed_ns: u64,
+    /// Its age marks, `[sealed_ns, axis]`: the track's rows beneath `axis` were all sealed by
+    /// `sealed_ns`. (Marks of live files are derived from them again; these keep what
+    /// retired files knew, for the levels' age lifetimes.)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub marks: Vec<[u64; 2]>,
+    /// The lowest axis value the track ever stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin_axis: Option<u64>,
 }
 
 /// The live state at the start of a generation.
@@ -48,6 +175,10 @@ pub struct StreamSnapshot {
     /// stream without levels.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub levels: Vec<SegmentFile>,
+    /// Tracks with lifecycle state (floors, age marks, retirement). Format version 2; absent
+    /// in a version-1 snapshot.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tracks: Vec<TrackSnapshot>,
 }
 
 /// A stream's declaration: its columns, track, axis and measured fields.

@@ -3,9 +3,19 @@
 //! Replay and seal share [`State::apply`]: a barrier changes what the archive claims only by
 //! being a record that was appended and synced, and then applied exactly as replay would.
 
-use super::record::{Barrier, Record, SegmentFile, Snapshot, StreamDecl, StreamSnapshot};
+use super::record::{
+    Barrier, Compact, LevelFloor, RawFloor, Record, Retire, SegmentFile, Snapshot, StreamDecl,
+    StreamSnapshot, TrackSnapshot,
+};
 use crate::contract::{Position, TrackKey};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Age marks are kept one per this many nanoseconds of sealing time (an hour): a level's age
+/// lifetime is honoured to within it, never early.
+pub const MARK_GRAIN_NS: u64 = 3_600_000_000_000;
+/// At most this many age marks per track; past it the oldest are thinned, which only ever
+/// delays a retirement.
+pub const MAX_MARKS: usize = 256;
 
 /// A reference to one row group: index of the file in its stream, index of the group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,13 +35,95 @@ pub struct TrackState {
     pub groups: Vec<GroupRef>,
     /// Rows stored.
     pub rows: u64,
-    /// The lowest axis value stored.
+    /// The lowest axis value of the live raw rows.
     pub first_axis: Option<u64>,
+    /// The lowest axis value ever stored (levels may outlive the raw rows beneath it).
+    pub origin_axis: Option<u64>,
     /// The highest axis value stored.
     pub last_axis: Option<u64>,
     /// The raw floor: nothing beneath it is retained. Derived from retirement records only;
     /// the origin while nothing has been retired.
     pub floor: Position,
+    /// The whole raw floor (position, axis, `_seq`).
+    pub raw: RawFloor,
+    /// Floors per level (empty: every level at the origin).
+    pub level_floors: Vec<LevelFloor>,
+    /// The whole track is retired.
+    pub whole: bool,
+    /// The newest barrier time that wrote this track, ns since the epoch.
+    pub last_sealed_ns: u64,
+    /// Age marks by hour of sealing: `[sealed_ns, axis]`, this track's rows beneath `axis`
+    /// were all sealed by `sealed_ns`.
+    pub marks: BTreeMap<u64, [u64; 2]>,
+}
+
+impl TrackState {
+    /// The floor of level `k`.
+    pub fn level_floor(&self, k: usize) -> LevelFloor {
+        self.level_floors.get(k).copied().unwrap_or_default()
+    }
+
+    /// For a track with nothing live: the highest axis value its raw retirement passed, which
+    /// new rows may not go beneath. (Rows landing in a level cell a floor has passed are kept
+    /// raw; that cell stays retired, and reads of it answer the floor.)
+    pub fn retired_axis(&self) -> Option<u64> {
+        self.raw.axis.checked_sub(1)
+    }
+
+    /// Whether anything of this track has ever been retired.
+    pub fn has_lifecycle(&self) -> bool {
+        self.whole
+            || self.raw != RawFloor::default()
+            || self
+                .level_floors
+                .iter()
+                .any(|f| *f != LevelFloor::default())
+    }
+
+    fn mark(&mut self, sealed_ns: u64, axis_end: u64) {
+        let slot = self
+            .marks
+            .entry(sealed_ns / MARK_GRAIN_NS)
+            .or_insert([0, 0]);
+        slot[0] = slot[0].max(sealed_ns);
+        slot[1] = slot[1].max(axis_end);
+        while self.marks.len() > MAX_MARKS {
+            // Drop the second oldest: the oldest stays, so a cutoff between them answers from
+            // it, which retires less, never more.
+            let second = self.marks.keys().nth(1).copied();
+            if let Some(k) = second {
+                self.marks.remove(&k);
+            }
+        }
+    }
+
+    /// The highest axis beneath which every row of this track was sealed at or before
+    /// `cutoff_ns` (0 when none is known).
+    pub fn sealed_axis_by(&self, cutoff_ns: u64) -> u64 {
+        self.marks
+            .values()
+            .filter(|[t, _]| *t <= cutoff_ns)
+            .map(|[_, a]| *a)
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn snapshot(&self) -> TrackSnapshot {
+        TrackSnapshot {
+            track: self.labels.clone(),
+            raw: self.raw,
+            levels: self.level_floors.clone(),
+            whole: self.whole,
+            last_sealed_ns: self.last_sealed_ns,
+            marks: self.marks.values().copied().collect(),
+            origin_axis: self.origin_axis,
+        }
+    }
+
+    /// Whether a row group whose last `_seq` is `seq_hi` is retired.
+    pub fn retires(&self, seq_hi: u64) -> bool {
+        seq_hi < self.raw.seq
+    }
 }
 
 /// A stream's durable state.
@@ -84,13 +176,29 @@ impl StreamState {
     }
 
     fn add_file(&mut self, file: SegmentFile) -> Result<(), String> {
-        let index = self.files.len();
+        self.index_file(self.files.len(), &file)?;
+        self.files.push(file);
+        Ok(())
+    }
+
+    /// Catalogs the groups of the file at `index` (not yet retired ones).
+    fn index_file(&mut self, index: usize, file: &SegmentFile) -> Result<(), String> {
         for (g, group) in file.groups.iter().enumerate() {
             let key = TrackKey::encode(&group.track).map_err(|e| e.to_string())?;
             let track = self.tracks.entry(key).or_insert_with(|| TrackState {
                 labels: group.track.clone(),
                 ..TrackState::default()
             });
+            track.last_sealed_ns = track.last_sealed_ns.max(file.sealed_at_ns);
+            if let Some([low, high]) = group.axis {
+                track.mark(file.sealed_at_ns, high.saturating_add(1));
+                track.origin_axis = Some(track.origin_axis.map_or(low, |o| o.min(low)));
+            }
+            if track.retires(group.seq[1]) {
+                continue;
+            }
+            // Rows after a whole retirement bring the track back.
+            track.whole = false;
             if let (Some(last), Some([low, _])) = (track.last_axis, group.axis) {
                 if low < last {
                     return Err(format!(
@@ -107,9 +215,165 @@ impl StreamState {
             track.last_axis = group.axis.map(|[_, high]| high).or(track.last_axis);
             track.first_axis = track.first_axis.or(group.axis.map(|[low, _]| low));
         }
-        self.files.push(file);
         Ok(())
     }
+
+    /// Rebuilds the catalog's groups from `files` (kept in order of their first `_seq`),
+    /// keeping every track's lifecycle state.
+    fn reindex(&mut self) -> Result<(), String> {
+        self.files.sort_by_key(first_seq);
+        for track in self.tracks.values_mut() {
+            track.groups.clear();
+            track.rows = 0;
+            track.first_axis = None;
+            track.last_axis = None;
+        }
+        let files = std::mem::take(&mut self.files);
+        for (i, file) in files.iter().enumerate() {
+            self.index_file(i, file)?;
+        }
+        self.files = files;
+        Ok(())
+    }
+
+    fn apply_retire(&mut self, retire: &Retire) -> Result<Vec<String>, String> {
+        let levels = self.decl.ladder.map_or(0, |l| l.levels as usize);
+        for t in &retire.tracks {
+            let key = TrackKey::encode(&t.track).map_err(|e| e.to_string())?;
+            let track = self
+                .tracks
+                .get_mut(&key)
+                .ok_or_else(|| format!("retirement names unknown track {:?}", t.track))?;
+            if let Some(raw) = t.raw {
+                if raw.position < track.raw.position
+                    || raw.axis < track.raw.axis
+                    || raw.seq < track.raw.seq
+                {
+                    return Err(format!(
+                        "retirement moves track {:?}'s raw floor back",
+                        t.track
+                    ));
+                }
+                track.raw = raw;
+                track.floor = Position(raw.position);
+            }
+            if t.levels.len() > levels {
+                return Err(format!(
+                    "retirement names {} levels; the stream declares {levels}",
+                    t.levels.len()
+                ));
+            }
+            for (k, floor) in t.levels.iter().enumerate() {
+                if let Some(floor) = floor {
+                    if track.level_floors.len() <= k {
+                        track.level_floors.resize(k + 1, LevelFloor::default());
+                    }
+                    if *floor < track.level_floors[k] || floor.axis < track.level_floors[k].axis {
+                        return Err(format!(
+                            "retirement moves track {:?}'s level {k} floor back",
+                            t.track
+                        ));
+                    }
+                    track.level_floors[k] = *floor;
+                }
+            }
+            track.whole |= t.whole;
+            prune_marks(track, levels);
+        }
+        let removed = self.remove_files(&retire.dropped, true)?;
+        self.reindex()?;
+        Ok(removed)
+    }
+
+    /// Takes the named files out of the live set (data files, and level files if asked);
+    /// answers their paths.
+    fn remove_files(&mut self, names: &[u64], levels_too: bool) -> Result<Vec<String>, String> {
+        let mut missing: BTreeSet<u64> = names.iter().copied().collect();
+        let mut removed = Vec::new();
+        let mut take = |f: &SegmentFile| {
+            let gone = missing.remove(&f.name);
+            if gone {
+                removed.push(f.path.clone());
+            }
+            !gone
+        };
+        self.files.retain(&mut take);
+        if levels_too {
+            self.levels.retain(&mut take);
+        }
+        match missing.first() {
+            Some(name) => Err(format!("a record removes file {name}, which is not live")),
+            None => Ok(removed),
+        }
+    }
+
+    fn apply_compact(&mut self, compact: &Compact) -> Result<Vec<String>, String> {
+        let mut removed = self.remove_files(&compact.removed, false)?;
+        for file in &compact.added {
+            let tracks: BTreeSet<&Vec<String>> = file.groups.iter().map(|g| &g.track).collect();
+            if tracks.len() > 1 {
+                return Err(format!(
+                    "compacted file {} holds more than one track",
+                    file.path
+                ));
+            }
+            self.files.push(file.clone());
+        }
+        // Level files keep publish order: the compacted ones take the place of the first
+        // file they replace.
+        let mut missing: BTreeSet<u64> = compact.removed_levels.iter().copied().collect();
+        let mut kept = Vec::with_capacity(self.levels.len());
+        let mut placed = false;
+        for file in std::mem::take(&mut self.levels) {
+            if missing.remove(&file.name) {
+                removed.push(file.path.clone());
+                if !placed {
+                    kept.extend(compact.added_levels.iter().cloned());
+                    placed = true;
+                }
+            } else {
+                kept.push(file);
+            }
+        }
+        if !placed {
+            kept.extend(compact.added_levels.iter().cloned());
+        }
+        if let Some(name) = missing.first() {
+            return Err(format!(
+                "compaction removes level file {name}, which is not live"
+            ));
+        }
+        let ladder_levels = self.decl.ladder.map(|l| l.levels as usize);
+        for file in &compact.added_levels {
+            if Some(file.groups.len()) != ladder_levels {
+                return Err(format!(
+                    "compacted level file {} does not hold every level",
+                    file.path
+                ));
+            }
+        }
+        self.levels = kept;
+        self.reindex()?;
+        Ok(removed)
+    }
+}
+
+/// The first `_seq` a file holds (files are kept in this order).
+fn first_seq(file: &SegmentFile) -> u64 {
+    file.groups
+        .iter()
+        .map(|g| g.seq[0])
+        .min()
+        .unwrap_or(u64::MAX)
+}
+
+/// Drops marks no age lifetime can use: those at or beneath every level's floor.
+fn prune_marks(track: &mut TrackState, levels: usize) {
+    if levels == 0 || track.level_floors.len() < levels {
+        return;
+    }
+    let lowest = track.level_floors.iter().map(|f| f.axis).min().unwrap_or(0);
+    track.marks.retain(|_, [_, axis]| *axis > lowest);
 }
 
 /// The whole archive's durable state.
@@ -123,6 +387,9 @@ pub struct State {
     pub barriers: u64,
     /// Streams by id.
     pub streams: BTreeMap<String, StreamState>,
+    /// Files this generation's records took out of the live set (paths relative to the
+    /// root): recovery deletes what a crash left of them instead of keeping it as evidence.
+    pub obsolete: BTreeSet<String>,
 }
 
 impl State {
@@ -141,7 +408,41 @@ impl State {
                 }
             },
             Record::Barrier(barrier) => self.apply_barrier(barrier),
+            Record::Retire(retire) => {
+                let removed = self.stream_mut(&retire.stream)?.apply_retire(retire)?;
+                self.obsolete.extend(removed);
+                Ok(())
+            }
+            Record::Compact(compact) => {
+                if compact.next_name < self.next_name {
+                    return Err("a compaction moves next_name back".into());
+                }
+                // Names were reserved when the compaction was planned, so barriers recorded
+                // since may hold higher ones; a name must still be new to the live set.
+                let live: BTreeSet<u64> = self.live_files().map(|f| f.name).collect();
+                for file in compact.added.iter().chain(&compact.added_levels) {
+                    if live.contains(&file.name) {
+                        return Err(format!("compacted file name {} is already live", file.name));
+                    }
+                    if file.name >= compact.next_name {
+                        return Err(format!(
+                            "compacted file name {} is not below the record's next_name",
+                            file.name
+                        ));
+                    }
+                }
+                let removed = self.stream_mut(&compact.stream)?.apply_compact(compact)?;
+                self.obsolete.extend(removed);
+                self.next_name = compact.next_name;
+                Ok(())
+            }
         }
+    }
+
+    fn stream_mut(&mut self, id: &str) -> Result<&mut StreamState, String> {
+        self.streams
+            .get_mut(id)
+            .ok_or_else(|| format!("record names undeclared stream {id:?}"))
     }
 
     fn apply_snapshot(&mut self, snapshot: &Snapshot) -> Result<(), String> {
@@ -155,6 +456,22 @@ impl State {
             let mut stream = StreamState::new(s.decl.clone());
             stream.watermark = Position(s.watermark);
             stream.next_seq = s.next_seq;
+            for t in &s.tracks {
+                let key = TrackKey::encode(&t.track).map_err(|e| e.to_string())?;
+                let track = stream.tracks.entry(key).or_insert_with(|| TrackState {
+                    labels: t.track.clone(),
+                    ..TrackState::default()
+                });
+                track.raw = t.raw;
+                track.floor = Position(t.raw.position);
+                track.level_floors = t.levels.clone();
+                track.whole = t.whole;
+                track.last_sealed_ns = t.last_sealed_ns;
+                track.origin_axis = t.origin_axis;
+                for &[sealed, axis] in &t.marks {
+                    track.mark(sealed, axis);
+                }
+            }
             for file in &s.files {
                 stream.add_file(file.clone())?;
             }
@@ -234,6 +551,12 @@ impl State {
                     next_seq: s.next_seq,
                     files: s.files.clone(),
                     levels: s.levels.clone(),
+                    tracks: s
+                        .tracks
+                        .values()
+                        .filter(|t| t.has_lifecycle())
+                        .map(TrackState::snapshot)
+                        .collect(),
                 })
                 .collect(),
         }

@@ -207,6 +207,10 @@ pub(crate) fn refused(e: ReadError) -> Failure {
             code: 3,
             message: format!("refused: {r}"),
         },
+        e @ ReadError::Floor { .. } => Failure {
+            code: 3,
+            message: format!("refused: {e}"),
+        },
         other => Failure {
             code: 1,
             message: other.to_string(),

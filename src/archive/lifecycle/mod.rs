@@ -1,0 +1,722 @@
+//! The lifecycle: retention (floors that only move forward), whole-track retirement,
+//! compaction and manifest checkpoints.
+//!
+//! ```text
+//! plan    ──► pure: state + declaration + now → Retire / CompactPlan (plan.rs)
+//! retire  ──► ONE record (floors + dropped files) ─► fsync ─► delete dropped files
+//! compact ──► job (no archive borrowed; may run on another thread): read + verify sources,
+//!             write segments under .tmp/ ─► fsync ─► rename ─► fsync dir
+//!         ──► finish: inputs still live and floors unmoved? ONE record (added + removed)
+//!             ─► fsync ─► delete replaced files
+//! checkpoint ──► new generation = snapshot of the live state ─► fsync ─► rename ─► drop old
+//! ```
+//!
+//! A crash anywhere leaves the old set or the new set served: files a record never named are
+//! quarantined at the next open, files a record removed are deleted by it.
+
+pub mod plan;
+pub mod retention;
+
+pub use plan::{
+    plan_compaction, plan_retirement, plan_track_retirement, CompactPlan, PlannedSegment,
+};
+pub use retention::{parse_duration, parse_size, Compaction, Lifetime, Retention};
+
+use super::config::{FaultPoint, Faults};
+use super::error::{ArchiveError, Result};
+use super::levels::{self, Cells};
+use super::manifest::log::LogWriter;
+use super::manifest::{Compact, LevelFloor, RawFloor, Record, Retire, SegmentFile, StreamDecl};
+use super::segment::{self, OpenSegment, TrackRows};
+use super::{durable, Archive, STREAMS_DIR, TMP_DIR};
+use crate::contract::{BeneathWindow, TrackKey};
+use arrow::array::{Array, RecordBatch, StringArray, UInt64Array};
+use arrow::datatypes::SchemaRef;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What one retirement did.
+#[derive(Clone, Debug, Serialize)]
+pub struct RetireReport {
+    /// The stream.
+    pub stream: String,
+    /// Why (`sweep`, `explicit`).
+    pub reason: String,
+    /// Tracks whose floors moved.
+    pub tracks: usize,
+    /// Tracks retired whole.
+    pub whole: usize,
+    /// Files deleted.
+    pub files_deleted: usize,
+    /// Bytes deleted.
+    pub bytes_deleted: u64,
+}
+
+/// What one compaction did.
+#[derive(Clone, Debug, Serialize)]
+pub struct CompactReport {
+    /// The stream.
+    pub stream: String,
+    /// Data files replaced and their bytes.
+    pub files_in: usize,
+    /// Bytes of the data files replaced.
+    pub bytes_in: u64,
+    /// Segments written.
+    pub files_out: usize,
+    /// Bytes of the segments written.
+    pub bytes_out: u64,
+    /// Level files merged.
+    pub level_files_in: usize,
+    /// Bytes of the level files merged.
+    pub level_bytes_in: u64,
+    /// Bytes of the merged level file (0 when every cell was retired).
+    pub level_bytes_out: u64,
+}
+
+/// What [`Archive::maintain`] did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Maintenance {
+    /// Retirements committed.
+    pub retired: Vec<RetireReport>,
+    /// Compactions committed.
+    pub compacted: Vec<CompactReport>,
+    /// The generation a checkpoint started, if one did.
+    pub checkpoint: Option<u64>,
+}
+
+/// A track's lifecycle state when a job was planned; the swap is refused if it moved.
+type Floors = BTreeMap<TrackKey, (RawFloor, Vec<LevelFloor>, bool)>;
+
+fn floors_of(stream: &super::manifest::StreamState) -> Floors {
+    stream
+        .tracks
+        .iter()
+        .map(|(k, t)| (k.clone(), (t.raw, t.level_floors.clone(), t.whole)))
+        .collect()
+}
+
+/// A compaction to carry out: everything it needs, owned, so it can run on another thread
+/// while the archive keeps sealing. Obtained from [`Archive::plan_compaction`].
+pub struct CompactionJob {
+    root: PathBuf,
+    decl: StreamDecl,
+    schema: SchemaRef,
+    plan: CompactPlan,
+    files: BTreeMap<u64, SegmentFile>,
+    level_files: Vec<SegmentFile>,
+    floors: Floors,
+    names: std::ops::Range<u64>,
+    group_rows: usize,
+    faults: Faults,
+}
+
+/// A compaction's files, written and in place, not yet recorded. Hand it to
+/// [`Archive::finish_compaction`].
+pub struct CompactedFiles {
+    stream: String,
+    record: Compact,
+    placed: Vec<PathBuf>,
+    floors: Floors,
+}
+
+impl std::fmt::Debug for CompactionJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompactionJob")
+            .field("stream", &self.decl.id)
+            .field("inputs", &self.plan.inputs.len())
+            .field("outputs", &self.plan.outputs.len())
+            .field("level_inputs", &self.plan.level_inputs.len())
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for CompactedFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompactedFiles")
+            .field("stream", &self.stream)
+            .field("placed", &self.placed.len())
+            .finish()
+    }
+}
+
+fn unreadable(e: BeneathWindow) -> ArchiveError {
+    ArchiveError::Encode {
+        stream: String::new(),
+        message: format!("compaction could not read its input: {e}"),
+    }
+}
+
+fn u64_range(batch: &RecordBatch, name: &str) -> Option<[u64; 2]> {
+    let c = batch
+        .column_by_name(name)?
+        .as_any()
+        .downcast_ref::<UInt64Array>()?;
+    (!c.is_empty()).then(|| [c.value(0), c.value(c.len() - 1)])
+}
+
+impl CompactionJob {
+    /// Units of work [`CompactionJob::run`] reports progress in (segments plus the level
+    /// merge).
+    pub fn steps(&self) -> usize {
+        self.plan.outputs.len() + usize::from(!self.plan.level_inputs.is_empty())
+    }
+
+    /// The plan being carried out.
+    pub fn plan(&self) -> &CompactPlan {
+        &self.plan
+    }
+
+    /// Reads every source (digests verified), writes the segments and the merged level file
+    /// under `.tmp/`, syncs them, renames them into place and syncs their directories.
+    /// Touches no manifest: until [`Archive::finish_compaction`] records them, a crash leaves
+    /// them as unrecorded files the next open quarantines. `progress(done, total)` after each
+    /// step.
+    pub fn run(self, mut progress: impl FnMut(usize, usize)) -> Result<CompactedFiles> {
+        let id = self.decl.id.clone();
+        let fail = |m: String| ArchiveError::Encode {
+            stream: id.clone(),
+            message: m,
+        };
+        let tmp = self.root.join(TMP_DIR);
+        let mut names = self.names.clone();
+        let mut claim = || {
+            names
+                .next()
+                .ok_or_else(|| fail("compaction ran out of reserved names".into()))
+        };
+        let mut staged: Vec<(PathBuf, PathBuf)> = Vec::new();
+        let mut added = Vec::new();
+        let mut added_levels = Vec::new();
+        let total = self.steps();
+        let mut done = 0;
+        let mut place = |dir: String, name: u64, bytes: &[u8]| -> Result<String> {
+            let file_name = segment::data_file_name(name);
+            let at = tmp.join(&file_name);
+            durable::write_synced(&at, bytes)?;
+            let dir_path = self.root.join(&dir);
+            durable::create_dir(&dir_path)?;
+            staged.push((at, dir_path.join(&file_name)));
+            Ok(format!("{dir}/{file_name}"))
+        };
+        // Raw segments: one track each, row groups of at most `group_rows`.
+        let axis = self.decl.axis.clone();
+        let mut open: BTreeMap<u64, OpenSegment<'_>> = BTreeMap::new();
+        for out in &self.plan.outputs {
+            let mut parts = Vec::with_capacity(out.sources.len());
+            let (mut sealed_at, mut barrier) = (0u64, 0u64);
+            for &(name, group) in &out.sources {
+                let file = self
+                    .files
+                    .get(&name)
+                    .ok_or_else(|| fail(format!("planned source file {name} is unknown")))?;
+                sealed_at = sealed_at.max(file.sealed_at_ns);
+                barrier = barrier.max(file.barrier);
+                let segment = match open.entry(name) {
+                    std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                    std::collections::btree_map::Entry::Vacant(v) => {
+                        v.insert(OpenSegment::open(&self.root, file).map_err(unreadable)?)
+                    }
+                };
+                parts.push(segment.read_group(group).map_err(unreadable)?);
+            }
+            let batch = arrow::compute::concat_batches(&self.schema, &parts)
+                .map_err(|e| fail(e.to_string()))?;
+            let rows_per_group = self.group_rows.max(1);
+            let mut groups = Vec::new();
+            let mut offset = 0;
+            while offset < batch.num_rows() {
+                let len = rows_per_group.min(batch.num_rows() - offset);
+                let slice = batch.slice(offset, len);
+                let range = |n: &str| u64_range(&slice, n).unwrap_or([0, 0]);
+                groups.push(TrackRows {
+                    labels: out.track.clone(),
+                    position: range(super::POSITION_COLUMN),
+                    seq: range(super::SEQ_COLUMN),
+                    axis: axis.as_deref().map(range),
+                    batch: slice,
+                });
+                offset += len;
+            }
+            let name = claim()?;
+            let (bytes, footer, entries) = segment::encode(&id, &self.schema, name, &groups)?;
+            let path = place(format!("{STREAMS_DIR}/{id}/rows"), name, &bytes)?;
+            added.push(SegmentFile {
+                name,
+                path,
+                bytes: bytes.len() as u64,
+                barrier,
+                sealed_at_ns: sealed_at,
+                footer,
+                groups: entries,
+            });
+            done += 1;
+            progress(done, total);
+        }
+        drop(open);
+        // Levels: every input's level k folded in publish order, cells whole, retired cells
+        // (beneath a level floor, or of a track retired whole) dropped.
+        if !self.plan.level_inputs.is_empty() {
+            if let Some(file) = self.merge_levels(&mut claim, &mut place)? {
+                added_levels.push(file);
+            }
+            done += 1;
+            progress(done, total);
+        }
+        self.faults.hit(FaultPoint::AfterDataWrite);
+        let mut dirs = std::collections::BTreeSet::new();
+        let mut placed = Vec::new();
+        for (from, to) in &staged {
+            durable::rename(from, to)?;
+            if let Some(parent) = to.parent() {
+                dirs.insert(parent.to_path_buf());
+            }
+            placed.push(to.clone());
+        }
+        for dir in &dirs {
+            durable::sync_dir(dir)?;
+        }
+        self.faults.hit(FaultPoint::AfterDataRename);
+        Ok(CompactedFiles {
+            stream: id.clone(),
+            record: Compact {
+                stream: id,
+                next_name: self.names.end,
+                added,
+                removed: self.plan.inputs.clone(),
+                added_levels,
+                removed_levels: self.plan.level_inputs.clone(),
+            },
+            placed,
+            floors: self.floors,
+        })
+    }
+
+    fn merge_levels(
+        &self,
+        claim: &mut impl FnMut() -> Result<u64>,
+        place: &mut impl FnMut(String, u64, &[u8]) -> Result<String>,
+    ) -> Result<Option<SegmentFile>> {
+        let id = &self.decl.id;
+        let fail = |m: String| ArchiveError::Encode {
+            stream: id.clone(),
+            message: format!("level merge: {m}"),
+        };
+        let Some(ladder) = self.decl.ladder else {
+            return Ok(None);
+        };
+        let schema = levels::level_schema(&self.decl).map_err(fail)?;
+        let opened: Vec<OpenSegment<'_>> = self
+            .level_files
+            .iter()
+            .map(|f| OpenSegment::open(&self.root, f).map_err(unreadable))
+            .collect::<Result<_>>()?;
+        let mut groups = Vec::with_capacity(ladder.levels as usize);
+        let (mut sealed_at, mut barrier) = (0u64, 0u64);
+        for f in &self.level_files {
+            sealed_at = sealed_at.max(f.sealed_at_ns);
+            barrier = barrier.max(f.barrier);
+        }
+        for k in 0..ladder.levels as usize {
+            let w = ladder.width(k);
+            let mut merged: BTreeMap<TrackKey, Cells> = BTreeMap::new();
+            let mut range: Option<([u64; 2], [u64; 2], [u64; 2])> = None;
+            for (file, segment) in self.level_files.iter().zip(&opened) {
+                let Some(entry) = file.groups.get(k) else {
+                    continue;
+                };
+                let widen = |a: [u64; 2], b: [u64; 2]| [a[0].min(b[0]), a[1].max(b[1])];
+                let axis = entry.axis.unwrap_or([0, 0]);
+                range = Some(match range {
+                    None => (entry.position, axis, entry.seq),
+                    Some((p, a, s)) => (
+                        widen(p, entry.position),
+                        widen(a, axis),
+                        widen(s, entry.seq),
+                    ),
+                });
+                let batch = segment.read_group(k).map_err(unreadable)?;
+                let tracks = levels::decode_level(&self.decl, &batch)
+                    .map_err(|m| fail(format!("{}: {m}", file.path)))?;
+                for (key, cells) in tracks {
+                    let into = merged.entry(key).or_default();
+                    for (at, bucket) in cells {
+                        levels::fold_into(into, at, bucket);
+                    }
+                }
+            }
+            let mut parts = Vec::new();
+            for (key, mut cells) in merged {
+                let (floor, whole) = match self.floors.get(&key) {
+                    Some((_, levels, whole)) => (levels.get(k).map_or(0, |f| f.axis), *whole),
+                    None => (0, false),
+                };
+                if whole {
+                    continue;
+                }
+                cells.retain(|&(_, cell), _| cell.saturating_mul(w) >= floor);
+                if cells.is_empty() {
+                    continue;
+                }
+                let labels = key.labels();
+                let track_row = track_row(&self.decl, &labels).map_err(fail)?;
+                parts.push(levels::encode_cells(
+                    &self.decl, &schema, k, &track_row, &cells,
+                )?);
+            }
+            let batch =
+                arrow::compute::concat_batches(&schema, &parts).map_err(|e| fail(e.to_string()))?;
+            let (position, axis, seq) = range.unwrap_or(([0, 0], [0, 0], [0, 0]));
+            groups.push(TrackRows {
+                labels: Vec::new(),
+                batch,
+                position,
+                axis: Some(axis),
+                seq,
+            });
+        }
+        if groups.iter().all(|g| g.batch.num_rows() == 0) {
+            return Ok(None);
+        }
+        let name = claim()?;
+        let (bytes, footer, entries) = segment::encode(id, &schema, name, &groups)?;
+        let path = place(format!("{STREAMS_DIR}/{id}/levels"), name, &bytes)?;
+        Ok(Some(SegmentFile {
+            name,
+            path,
+            bytes: bytes.len() as u64,
+            barrier,
+            sealed_at_ns: sealed_at,
+            footer,
+            groups: entries,
+        }))
+    }
+}
+
+/// A one-row batch of a track's component columns, rebuilt from its labels (which render
+/// the columns' values exactly).
+fn track_row(decl: &StreamDecl, labels: &[&str]) -> std::result::Result<RecordBatch, String> {
+    let mut fields = Vec::new();
+    let mut columns = Vec::new();
+    for (name, label) in decl.track.iter().zip(labels) {
+        let column = decl
+            .columns
+            .iter()
+            .find(|c| &c.name == name)
+            .ok_or_else(|| format!("track column {name:?} is not declared"))?;
+        let t: arrow::datatypes::DataType = column
+            .data_type
+            .parse()
+            .map_err(|e| format!("{name}: {e}"))?;
+        let text: Arc<dyn Array> = Arc::new(StringArray::from(vec![*label]));
+        columns.push(arrow::compute::cast(&text, &t).map_err(|e| format!("{name}: {e}"))?);
+        fields.push(arrow::datatypes::Field::new(name, t, false));
+    }
+    RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)
+        .map_err(|e| e.to_string())
+}
+
+impl Archive {
+    fn writable(&self) -> Result<()> {
+        if let Some(reason) = &self.poisoned {
+            return Err(ArchiveError::Poisoned(reason.clone()));
+        }
+        if self.log.is_none() {
+            return Err(ArchiveError::ReadOnly("retire or compact"));
+        }
+        Ok(())
+    }
+
+    /// Checks the declared lifetimes against the recorded streams (at open).
+    pub(crate) fn check_retention(&self) -> Result<()> {
+        for (id, retention) in &self.config.retention {
+            let Some(stream) = self.state.streams.get(id) else {
+                return Err(ArchiveError::declaration(
+                    id,
+                    "a lifetime is declared for a stream the archive neither records nor selects",
+                ));
+            };
+            let levels = stream.decl.ladder.map_or(0, |l| l.levels as usize);
+            retention
+                .validate(id, stream.decl.axis.is_some(), levels)
+                .map_err(|m| ArchiveError::declaration(id, m))?;
+        }
+        Ok(())
+    }
+
+    /// Commits one retirement and deletes the files it dropped.
+    fn execute_retire(&mut self, retire: Retire) -> Result<RetireReport> {
+        self.writable()?;
+        let stream = self
+            .state
+            .streams
+            .get(&retire.stream)
+            .ok_or_else(|| ArchiveError::UnknownStream(retire.stream.clone()))?;
+        let doomed: Vec<(PathBuf, u64)> = stream
+            .files
+            .iter()
+            .chain(&stream.levels)
+            .filter(|f| retire.dropped.contains(&f.name))
+            .map(|f| (self.root.join(&f.path), f.bytes))
+            .collect();
+        let report = RetireReport {
+            stream: retire.stream.clone(),
+            reason: retire.reason.clone(),
+            tracks: retire.tracks.len(),
+            whole: retire.tracks.iter().filter(|t| t.whole).count(),
+            files_deleted: doomed.len(),
+            bytes_deleted: doomed.iter().map(|(_, b)| b).sum(),
+        };
+        let id = retire.stream.clone();
+        self.commit(&Record::Retire(retire))?;
+        self.forget_level_view(&id);
+        self.delete(doomed.iter().map(|(p, _)| p.as_path()))?;
+        tracing::info!(stream = %id, tracks = report.tracks, whole = report.whole, files = report.files_deleted, "retired");
+        Ok(report)
+    }
+
+    fn delete<'p>(&mut self, paths: impl Iterator<Item = &'p Path>) -> Result<()> {
+        for path in paths {
+            if let Err(e) = durable::remove(path) {
+                self.poisoned = Some(e.to_string());
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn forget_level_view(&self, stream: &str) {
+        let mut views = self.level_views.lock().unwrap_or_else(|p| p.into_inner());
+        views.remove(stream);
+    }
+
+    /// Applies every stream's declared lifetimes and idle time at `now_ns`: one retirement
+    /// record per stream whose floors move. Floors only move forward.
+    pub fn sweep(&mut self, now_ns: u64) -> Result<Vec<RetireReport>> {
+        self.writable()?;
+        let mut reports = Vec::new();
+        let ids: Vec<String> = self.config.retention.keys().cloned().collect();
+        for id in ids {
+            let retention = &self.config.retention[&id];
+            let Some(stream) = self.state.streams.get(&id) else {
+                continue;
+            };
+            if let Some(retire) = plan_retirement(stream, retention, now_ns) {
+                reports.push(self.execute_retire(retire)?);
+            }
+        }
+        Ok(reports)
+    }
+
+    /// Retires every track of `stream` beneath `prefix` whole (an empty prefix: every track):
+    /// nothing of them is served afterwards, and reads of them answer their floor. The one
+    /// way a track's last row group goes. `None` when nothing is left to retire.
+    pub fn retire_track(
+        &mut self,
+        stream: &str,
+        prefix: &[String],
+    ) -> Result<Option<RetireReport>> {
+        self.writable()?;
+        let state = self
+            .state
+            .streams
+            .get(stream)
+            .ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
+        if prefix.len() > state.decl.track.len() {
+            return Err(ArchiveError::declaration(
+                stream,
+                format!(
+                    "is tracked by {} component(s) ({}); {} label(s) were given",
+                    state.decl.track.len(),
+                    state.decl.track.join(", "),
+                    prefix.len()
+                ),
+            ));
+        }
+        let key = TrackKey::encode(prefix)
+            .map_err(|e| ArchiveError::declaration(stream, e.to_string()))?;
+        let now = self.config.clock.now_ns();
+        match plan_track_retirement(state, &key, now) {
+            Some(retire) => self.execute_retire(retire).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Plans a compaction of `stream` and reserves its file names; `None` when nothing is
+    /// worth rewriting (`force`: rewrite whatever can be, regardless of the thresholds).
+    pub fn plan_compaction(&mut self, stream: &str, force: bool) -> Result<Option<CompactionJob>> {
+        self.writable()?;
+        let state = self
+            .state
+            .streams
+            .get(stream)
+            .ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
+        let Some(plan) = plan_compaction(state, &self.config.compaction, force) else {
+            return Ok(None);
+        };
+        let schema = match self.selected.get(stream) {
+            Some(s) => s.full_schema.clone(),
+            None => super::stored_schema(&state.decl)
+                .map_err(|m| ArchiveError::declaration(stream, m))?,
+        };
+        let names = plan.outputs.len() as u64 + u64::from(!plan.level_inputs.is_empty());
+        let first = self.next_name;
+        self.next_name += names;
+        let files = state
+            .files
+            .iter()
+            .filter(|f| plan.inputs.contains(&f.name))
+            .map(|f| (f.name, f.clone()))
+            .collect();
+        let level_files = state
+            .levels
+            .iter()
+            .filter(|f| plan.level_inputs.contains(&f.name))
+            .cloned()
+            .collect();
+        Ok(Some(CompactionJob {
+            root: self.root.clone(),
+            decl: state.decl.clone(),
+            schema,
+            floors: floors_of(state),
+            plan,
+            files,
+            level_files,
+            names: first..first + names,
+            group_rows: self.config.compaction.group_rows,
+            faults: self.config.faults.clone(),
+        }))
+    }
+
+    /// Records a finished compaction: one record adds the new files and removes the replaced
+    /// ones together; the replaced files are deleted after it is synced. Refused (and the new
+    /// files deleted, nothing recorded) when an input left the live set or a floor moved
+    /// since the plan: the next compaction plans again.
+    pub fn finish_compaction(&mut self, done: CompactedFiles) -> Result<Option<CompactReport>> {
+        self.writable()?;
+        let Some(state) = self.state.streams.get(&done.stream) else {
+            return Err(ArchiveError::UnknownStream(done.stream));
+        };
+        let live = |names: &[u64], files: &[SegmentFile]| {
+            names.iter().all(|n| files.iter().any(|f| f.name == *n))
+        };
+        let still = live(&done.record.removed, &state.files)
+            && live(&done.record.removed_levels, &state.levels)
+            && floors_of(state) == done.floors;
+        if !still {
+            tracing::warn!(stream = %done.stream, "compaction overtaken by a retirement; its files are discarded");
+            self.delete(done.placed.iter().map(PathBuf::as_path))?;
+            return Ok(None);
+        }
+        let bytes_of = |names: &[u64], files: &[SegmentFile]| -> (Vec<PathBuf>, u64) {
+            let picked: Vec<&SegmentFile> =
+                files.iter().filter(|f| names.contains(&f.name)).collect();
+            (
+                picked.iter().map(|f| self.root.join(&f.path)).collect(),
+                picked.iter().map(|f| f.bytes).sum(),
+            )
+        };
+        let (raw_paths, bytes_in) = bytes_of(&done.record.removed, &state.files);
+        let (level_paths, level_bytes_in) = bytes_of(&done.record.removed_levels, &state.levels);
+        let report = CompactReport {
+            stream: done.stream.clone(),
+            files_in: raw_paths.len(),
+            bytes_in,
+            files_out: done.record.added.len(),
+            bytes_out: done.record.added.iter().map(|f| f.bytes).sum(),
+            level_files_in: level_paths.len(),
+            level_bytes_in,
+            level_bytes_out: done.record.added_levels.iter().map(|f| f.bytes).sum(),
+        };
+        let mut record = done.record;
+        record.next_name = record.next_name.max(self.next_name);
+        self.next_name = record.next_name;
+        self.commit(&Record::Compact(record))?;
+        self.forget_level_view(&done.stream);
+        self.delete(raw_paths.iter().chain(&level_paths).map(PathBuf::as_path))?;
+        tracing::info!(stream = %report.stream, files_in = report.files_in, files_out = report.files_out, "compacted");
+        Ok(Some(report))
+    }
+
+    /// Compacts every stream now (plan, run, finish in turn; `force` ignores the thresholds).
+    /// `progress(stream, done, total)` after each step.
+    pub fn compact(
+        &mut self,
+        force: bool,
+        mut progress: impl FnMut(&str, usize, usize),
+    ) -> Result<Vec<CompactReport>> {
+        let ids: Vec<String> = self.state.streams.keys().cloned().collect();
+        let mut reports = Vec::new();
+        for id in ids {
+            if let Some(job) = self.plan_compaction(&id, force)? {
+                let files = match job.run(|d, t| progress(&id, d, t)) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        self.poisoned.get_or_insert_with(|| e.to_string());
+                        return Err(e);
+                    }
+                };
+                if let Some(report) = self.finish_compaction(files)? {
+                    reports.push(report);
+                }
+            }
+        }
+        Ok(reports)
+    }
+
+    /// Starts a new manifest generation holding a snapshot of the live state, then removes
+    /// the old one. Open time then depends on the live state, not on history. Answers the
+    /// new generation.
+    pub fn checkpoint(&mut self) -> Result<u64> {
+        self.writable()?;
+        let old = self.log.as_ref().map(|l| l.path().to_path_buf());
+        let generation = self.state.generation.max(self.highest_generation) + 1;
+        let manifest_dir = self.root.join(super::MANIFEST_DIR);
+        let mut next = self.state.clone();
+        next.next_name = next.next_name.max(self.next_name);
+        next.generation = generation;
+        next.obsolete.clear();
+        let log = match LogWriter::create(
+            &self.root.join(TMP_DIR),
+            &manifest_dir,
+            generation,
+            &next,
+            &self.config.faults,
+        ) {
+            Ok(log) => log,
+            Err(e) => {
+                self.poisoned = Some(e.to_string());
+                return Err(e);
+            }
+        };
+        self.log = Some(log);
+        self.state = next;
+        self.highest_generation = generation;
+        if let Some(old) = old {
+            self.delete(std::iter::once(old.as_path()))?;
+        }
+        tracing::info!(generation, "checkpoint");
+        Ok(generation)
+    }
+
+    /// The manifest's current size in bytes (0 read-only).
+    pub fn manifest_bytes(&self) -> u64 {
+        self.log.as_ref().map_or(0, LogWriter::bytes)
+    }
+
+    /// Everything the lifecycle owes at `now_ns`, in order: the declared retirements, the
+    /// compactions past their thresholds, and a checkpoint once the manifest is past its
+    /// size. A host calls it from its sealing service, off the publishing thread.
+    pub fn maintain(&mut self, now_ns: u64) -> Result<Maintenance> {
+        let mut done = Maintenance {
+            retired: self.sweep(now_ns)?,
+            ..Maintenance::default()
+        };
+        done.compacted = self.compact(false, |_, _, _| {})?;
+        if self.manifest_bytes() > self.config.checkpoint_bytes {
+            done.checkpoint = Some(self.checkpoint()?);
+        }
+        Ok(done)
+    }
+}

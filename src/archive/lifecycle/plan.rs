@@ -1,0 +1,414 @@
+//! Pure planners: state + declaration + now → a plan. No I/O, no clock: tests run days of
+//! cadence in microseconds, and the executor only carries a plan out.
+
+use super::retention::{Compaction, Lifetime, Retention};
+use crate::archive::manifest::{
+    LevelFloor, RawFloor, Retire, SegmentFile, StreamState, TrackRetire, TrackState,
+};
+use crate::contract::TrackKey;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Floors one track would move to.
+#[derive(Default)]
+struct Moves {
+    raw: Option<RawFloor>,
+    levels: Vec<Option<LevelFloor>>,
+    whole: bool,
+}
+
+/// The retirement the stream's declared lifetimes and idle time call for at `now_ns`, if any.
+/// A duration or size sweep never retires a track's newest row group nor its newest level
+/// cell; only the idle time retires a track whole.
+pub fn plan_retirement(stream: &StreamState, retention: &Retention, now_ns: u64) -> Option<Retire> {
+    let mut moves: BTreeMap<&TrackKey, Moves> = BTreeMap::new();
+    // Raw rows: per track, the longest prefix of row groups the lifetime lets go.
+    let retirable = raw_retirable(stream, retention.raw, now_ns);
+    for (key, track) in &stream.tracks {
+        if track.whole {
+            continue;
+        }
+        let n = retirable.get(key).copied().unwrap_or(0);
+        if n > 0 {
+            let floor = raw_floor_after(stream, track, n);
+            if floor != track.raw {
+                moves.entry(key).or_default().raw = Some(floor);
+            }
+        }
+    }
+    // Levels: per track and level, a cell-aligned axis floor.
+    if let Some(ladder) = stream.decl.ladder {
+        for (key, track) in &stream.tracks {
+            let Some(last) = track.last_axis.filter(|_| !track.whole) else {
+                continue;
+            };
+            for k in 0..ladder.levels as usize {
+                let w = ladder.width(k);
+                let end = match retention.level_lifetime(k) {
+                    Lifetime::Forever | Lifetime::Bytes(_) => continue,
+                    Lifetime::Age(d) => {
+                        track.sealed_axis_by(now_ns.saturating_sub(d.as_nanos() as u64))
+                    }
+                    Lifetime::Behind(d) => last.saturating_sub(d),
+                };
+                // Whole cells only, and never the cell holding the newest axis value.
+                let axis = (end / w * w).min(last / w * w);
+                if axis > track.level_floor(k).axis {
+                    let floor = LevelFloor {
+                        axis,
+                        position: level_position_floor(stream, track, k, axis),
+                    };
+                    let m = moves.entry(key).or_default();
+                    if m.levels.len() <= k {
+                        m.levels.resize(k + 1, None);
+                    }
+                    m.levels[k] = Some(floor);
+                }
+            }
+        }
+    }
+    // Idle tracks retire whole.
+    if let Some(idle) = retention.idle {
+        let cutoff = now_ns.saturating_sub(idle.as_nanos() as u64);
+        for (key, track) in &stream.tracks {
+            if !track.whole && track.last_sealed_ns < cutoff {
+                moves.insert(key, whole_moves(stream, track));
+            }
+        }
+    }
+    finish(stream, moves, now_ns, "sweep")
+}
+
+/// The retirement of every track beneath `prefix`, whole: nothing of them is served after.
+pub fn plan_track_retirement(
+    stream: &StreamState,
+    prefix: &TrackKey,
+    now_ns: u64,
+) -> Option<Retire> {
+    let tracks = crate::archive::read::select(stream, prefix);
+    let moves = tracks
+        .into_iter()
+        .filter(|(_, t)| !t.whole)
+        .map(|(key, track)| (key, whole_moves(stream, track)))
+        .collect();
+    finish(stream, moves, now_ns, "explicit")
+}
+
+fn whole_moves(stream: &StreamState, track: &TrackState) -> Moves {
+    let n = track.groups.len();
+    let raw = if n > 0 {
+        raw_floor_after(stream, track, n)
+    } else {
+        track.raw
+    };
+    let levels = match (stream.decl.ladder, track.last_axis) {
+        (Some(ladder), Some(last)) => (0..ladder.levels as usize)
+            .map(|k| {
+                let w = ladder.width(k);
+                Some(LevelFloor {
+                    axis: (last / w).saturating_add(1).saturating_mul(w),
+                    position: raw.position,
+                })
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    Moves {
+        raw: Some(raw),
+        levels,
+        whole: true,
+    }
+}
+
+fn finish(
+    stream: &StreamState,
+    moves: BTreeMap<&TrackKey, Moves>,
+    now_ns: u64,
+    reason: &str,
+) -> Option<Retire> {
+    if moves.is_empty() {
+        return None;
+    }
+    // A data file leaves the live set when every group in it is retired under the new floors.
+    let retired = |track: &[String], seq_hi: u64| -> bool {
+        let Ok(key) = TrackKey::encode(track) else {
+            return false;
+        };
+        let Some(state) = stream.tracks.get(&key) else {
+            return false;
+        };
+        match moves.get(&key) {
+            Some(m) if m.whole => true,
+            Some(Moves { raw: Some(f), .. }) => seq_hi < f.seq,
+            _ => state.retires(seq_hi),
+        }
+    };
+    let dropped = stream
+        .files
+        .iter()
+        .filter(|f| f.groups.iter().all(|g| retired(&g.track, g.seq[1])))
+        .map(|f| f.name)
+        .collect();
+    let tracks = moves
+        .into_iter()
+        .map(|(key, m)| TrackRetire {
+            track: stream.tracks[key].labels.clone(),
+            raw: m.raw,
+            levels: m.levels,
+            whole: m.whole,
+        })
+        .collect();
+    Some(Retire {
+        stream: stream.decl.id.clone(),
+        retired_at_ns: now_ns,
+        reason: reason.to_owned(),
+        tracks,
+        dropped,
+    })
+}
+
+/// The raw floor after retiring the first `n` live groups of `track`.
+fn raw_floor_after(stream: &StreamState, track: &TrackState, n: usize) -> RawFloor {
+    let mut floor = track.raw;
+    for g in &track.groups[..n] {
+        let entry = &stream.files[g.file].groups[g.group];
+        floor.position = floor.position.max(entry.position[1].saturating_add(1));
+        floor.seq = floor.seq.max(entry.seq[1].saturating_add(1));
+        if let Some([_, hi]) = entry.axis {
+            floor.axis = floor.axis.max(hi.saturating_add(1));
+        }
+    }
+    floor
+}
+
+/// How many leading live groups of each track the raw lifetime retires (never the newest).
+fn raw_retirable(
+    stream: &StreamState,
+    lifetime: Lifetime,
+    now_ns: u64,
+) -> BTreeMap<&TrackKey, usize> {
+    let mut out = BTreeMap::new();
+    match lifetime {
+        Lifetime::Forever => {}
+        Lifetime::Age(d) => {
+            let cutoff = now_ns.saturating_sub(d.as_nanos() as u64);
+            for (key, track) in &stream.tracks {
+                let n = track
+                    .groups
+                    .iter()
+                    .take(track.groups.len().saturating_sub(1))
+                    .take_while(|g| stream.files[g.file].sealed_at_ns < cutoff)
+                    .count();
+                out.insert(key, n);
+            }
+        }
+        Lifetime::Behind(d) => {
+            for (key, track) in &stream.tracks {
+                let Some(last) = track.last_axis else {
+                    continue;
+                };
+                let horizon = last.saturating_sub(d);
+                let n = track
+                    .groups
+                    .iter()
+                    .take(track.groups.len().saturating_sub(1))
+                    .take_while(|g| {
+                        stream.files[g.file].groups[g.group]
+                            .axis
+                            .is_some_and(|[_, hi]| hi < horizon)
+                    })
+                    .count();
+                out.insert(key, n);
+            }
+        }
+        Lifetime::Bytes(budget) => {
+            // Oldest first across tracks (by `_seq`), each track's newest group kept.
+            let mut groups: Vec<(u64, u64, &TrackKey, usize)> = Vec::new();
+            let mut total = 0u64;
+            for (key, track) in &stream.tracks {
+                for (i, g) in track.groups.iter().enumerate() {
+                    let entry = &stream.files[g.file].groups[g.group];
+                    total += entry.span.len;
+                    if i + 1 < track.groups.len() {
+                        groups.push((entry.seq[0], entry.span.len, key, i));
+                    }
+                }
+            }
+            groups.sort_unstable();
+            let mut counts: BTreeMap<&TrackKey, usize> = BTreeMap::new();
+            for (_, bytes, key, i) in groups {
+                if total <= budget {
+                    break;
+                }
+                // Prefixes only: a track's group retires after every older one of it.
+                let n = counts.entry(key).or_insert(0);
+                if *n == i {
+                    *n += 1;
+                    total -= bytes;
+                }
+            }
+            out.extend(counts);
+        }
+    }
+    out
+}
+
+/// A lower bound on the position of any row a retained cell of level `k` at or above
+/// `axis` folds: the least first position of the level files that may hold such cells.
+fn level_position_floor(stream: &StreamState, track: &TrackState, k: usize, axis: u64) -> u64 {
+    let known = stream
+        .levels
+        .iter()
+        .filter_map(|f| f.groups.get(k))
+        .filter(|g| g.axis.is_none_or(|[_, hi]| hi >= axis))
+        .map(|g| g.position[0])
+        .min();
+    let previous = track.level_floor(k).position;
+    known.unwrap_or(track.raw.position).max(previous)
+}
+
+/// What one compaction of a stream rewrites and writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompactPlan {
+    /// The stream.
+    pub stream: String,
+    /// Data files rewritten (removed by the swap), by name.
+    pub inputs: Vec<u64>,
+    /// The single-track segments to write: each a track and its source groups in order
+    /// (`(file name, group index)`), split into files of about the target size.
+    pub outputs: Vec<PlannedSegment>,
+    /// Level files merged into one (removed by the swap), by name, in publish order.
+    pub level_inputs: Vec<u64>,
+}
+
+/// One compacted segment to write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedSegment {
+    /// The track's labels.
+    pub track: Vec<String>,
+    /// Source row groups, in `_seq` order: `(file name, group index)`.
+    pub sources: Vec<(u64, usize)>,
+}
+
+/// The compaction `stream` calls for under `policy`, if any (`force`: whenever anything can
+/// be rewritten at all). A data file is rewritten when it holds several tracks, is smaller
+/// than half the target, or holds retired groups; every later group of each track it holds is
+/// rewritten with it, so a track's segments stay in `_seq` order. All level files are merged
+/// into one, cells whole and retired cells dropped.
+pub fn plan_compaction(
+    stream: &StreamState,
+    policy: &Compaction,
+    force: bool,
+) -> Option<CompactPlan> {
+    let small = |f: &SegmentFile| {
+        let tracks: BTreeSet<&Vec<String>> = f.groups.iter().map(|g| &g.track).collect();
+        tracks.len() > 1 || f.bytes < policy.target_bytes / 2
+    };
+    let small_multi = |f: &SegmentFile| {
+        let first = f.groups.first().map(|g| &g.track);
+        f.groups.iter().any(|g| Some(&g.track) != first)
+    };
+    let has_retired = |f: &SegmentFile| {
+        f.groups.iter().any(|g| {
+            TrackKey::encode(&g.track)
+                .ok()
+                .and_then(|k| stream.tracks.get(&k))
+                .is_some_and(|t| t.retires(g.seq[1]))
+        })
+    };
+    let mut inputs: BTreeSet<u64> = stream
+        .files
+        .iter()
+        .filter(|f| small(f) || has_retired(f))
+        .map(|f| f.name)
+        .collect();
+    // Closure: for every track an input holds, every later file holding that track.
+    let by_name: BTreeMap<u64, &SegmentFile> = stream.files.iter().map(|f| (f.name, f)).collect();
+    loop {
+        let mut from: BTreeMap<&Vec<String>, usize> = BTreeMap::new();
+        for (i, f) in stream.files.iter().enumerate() {
+            if inputs.contains(&f.name) {
+                for g in &f.groups {
+                    from.entry(&g.track).or_insert(i);
+                }
+            }
+        }
+        let before = inputs.len();
+        for (i, f) in stream.files.iter().enumerate() {
+            if f.groups
+                .iter()
+                .any(|g| from.get(&g.track).is_some_and(|&s| i > s))
+            {
+                inputs.insert(f.name);
+            }
+        }
+        if inputs.len() == before {
+            break;
+        }
+    }
+    // Levels: merge them all once there are several, or rewrite a lone one to drop cells
+    // a level floor has passed.
+    let floors_moved = stream
+        .tracks
+        .values()
+        .any(|t| t.level_floors.iter().any(|f| f.axis > 0));
+    let level_inputs: Vec<u64> =
+        if stream.levels.len() >= 2 || (force && floors_moved && !stream.levels.is_empty()) {
+            stream.levels.iter().map(|f| f.name).collect()
+        } else {
+            Vec::new()
+        };
+    // A lone single-track file without retired groups would be rewritten as itself.
+    let trivial = inputs.len() == 1
+        && inputs
+            .first()
+            .and_then(|n| by_name.get(n))
+            .is_some_and(|f| !small_multi(f) && !has_retired(f));
+    if trivial {
+        inputs.clear();
+    }
+    let worth = if force {
+        !inputs.is_empty() || !level_inputs.is_empty()
+    } else {
+        inputs.len() >= policy.min_inputs || level_inputs.len() >= policy.min_inputs
+    };
+    if !worth {
+        return None;
+    }
+    // Per track, its live groups in the input files, split at about the target size.
+    let mut outputs = Vec::new();
+    for track in stream.tracks.values() {
+        let mut current = PlannedSegment {
+            track: track.labels.clone(),
+            sources: Vec::new(),
+        };
+        let mut bytes = 0u64;
+        for g in &track.groups {
+            let file = &stream.files[g.file];
+            if !inputs.contains(&file.name) {
+                continue;
+            }
+            let len = file.groups[g.group].span.len;
+            if !current.sources.is_empty() && bytes + len > policy.target_bytes {
+                outputs.push(std::mem::replace(
+                    &mut current,
+                    PlannedSegment {
+                        track: track.labels.clone(),
+                        sources: Vec::new(),
+                    },
+                ));
+                bytes = 0;
+            }
+            current.sources.push((file.name, g.group));
+            bytes += len;
+        }
+        if !current.sources.is_empty() {
+            outputs.push(current);
+        }
+    }
+    Some(CompactPlan {
+        stream: stream.decl.id.clone(),
+        inputs: inputs.into_iter().collect(),
+        outputs,
+        level_inputs,
+    })
+}

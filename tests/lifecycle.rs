@@ -1,0 +1,547 @@
+//! The lifecycle end to end: retention floors, levels outliving raw rows, whole-track
+//! retirement, compaction equal row for row and cell for cell, background compaction beside
+//! sealing, and checkpoints.
+
+mod common;
+
+use common::{batch, capture_config, rows_of, workload, Row};
+use series_archive::archive::lifecycle::{Compaction, Lifetime, Retention};
+use series_archive::archive::{Archive, Clock, Config, ReadError};
+use series_archive::{Aggregate, BeneathWindow, Position};
+use std::ops::Bound::{Included, Unbounded};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const HOUR: u64 = 3_600_000_000_000;
+
+/// A clock the test moves by hand.
+#[derive(Debug, Default)]
+struct Hand(AtomicU64);
+
+impl Clock for Hand {
+    fn now_ns(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl Hand {
+    fn set(&self, ns: u64) {
+        self.0.store(ns, Ordering::SeqCst);
+    }
+}
+
+fn config(clock: &Arc<Hand>, retention: Retention) -> Config {
+    capture_config()
+        .clock(clock.clone())
+        .retention("capture", retention)
+}
+
+/// Seals `barriers` barriers of `ticks` ticks each, one an hour of the hand clock, starting
+/// at tick 0 and hour 0. Answers every row published, with its position.
+fn fill(archive: &mut Archive, clock: &Hand, barriers: u64, ticks: u64) -> Vec<(u64, Row)> {
+    let mut all = Vec::new();
+    for b in 0..barriers {
+        clock.set(b * HOUR);
+        let (rows, positions) = workload(2, 2, ticks, b * ticks);
+        archive
+            .stage_batch("capture", &batch(&rows), &positions)
+            .expect("stage");
+        archive.seal_all().expect("seal").expect("a barrier");
+        all.extend(positions.into_iter().zip(rows));
+    }
+    all
+}
+
+fn track(run: &str, probe: &str) -> Vec<String> {
+    vec![run.to_owned(), probe.to_owned()]
+}
+
+fn all_rows(archive: &Archive, from: Option<u64>) -> Vec<(u64, Row)> {
+    let start = from.map_or(Unbounded, |p| Included(Position(p)));
+    rows_of(
+        &archive
+            .read_rows("capture", &[], start, Unbounded)
+            .expect("rows"),
+    )
+}
+
+fn survey_text(archive: &Archive, from: u64, budget: usize) -> String {
+    let s = archive
+        .survey(
+            "capture",
+            &track("run_0", "probe.0"),
+            Included(from),
+            Unbounded,
+            budget,
+        )
+        .expect("survey");
+    format!("{:?} {:?}", s.plan, s.buckets)
+}
+
+fn data_files(root: &Path) -> usize {
+    walk(&root.join("streams/capture/rows"))
+}
+
+fn walk(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |d| d.count())
+}
+
+#[test]
+fn raw_rows_retire_by_age_while_levels_still_answer_a_mean() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(Hand::default());
+    let retention = Retention::forever().raw(Lifetime::Age(Duration::from_secs(2 * 3600)));
+    let mut archive = Archive::open(dir.path(), config(&clock, retention)).expect("open");
+    let published = fill(&mut archive, &clock, 6, 300);
+    let whole = track("run_0", "probe.0");
+    let mean_before = archive
+        .fold("capture", &whole, Unbounded, Unbounded, Aggregate::Mean)
+        .expect("mean");
+    let survey_before = survey_text(&archive, 0, 400);
+    let files_before = data_files(dir.path());
+
+    // At hour 7, barriers sealed before hour 5 are past two hours.
+    let reports = archive.sweep(7 * HOUR).expect("sweep");
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert_eq!(reports[0].files_deleted, 5, "{reports:?}");
+    assert_eq!(data_files(dir.path()), files_before - 5);
+
+    // The raw floor is the first position of the sixth barrier; rows beneath it are refused.
+    let floor = 5 * 300 + 1;
+    for t in archive.state().streams["capture"].tracks.values() {
+        assert_eq!(t.floor, Position(floor), "{:?}", t.labels);
+        assert_eq!(t.groups.len(), 1, "the newest group stays");
+    }
+    let err = archive
+        .read_rows("capture", &[], Unbounded, Unbounded)
+        .expect_err("beneath the floor");
+    assert!(
+        matches!(err, ReadError::Refused(BeneathWindow::Floor { floor: f }) if f == Position(floor)),
+        "{err:?}"
+    );
+    let kept: Vec<_> = published
+        .iter()
+        .filter(|(p, _)| *p >= floor)
+        .cloned()
+        .collect();
+    assert_eq!(all_rows(&archive, Some(floor)), kept);
+
+    // Levels still answer the whole range; a percentile over it is refused at the raw floor.
+    let mean_after = archive
+        .fold("capture", &whole, Unbounded, Unbounded, Aggregate::Mean)
+        .expect("a mean from levels outlives the raw rows");
+    assert_eq!(
+        format!("{:?}", mean_after.answers),
+        format!("{:?}", mean_before.answers)
+    );
+    assert_eq!(survey_text(&archive, 0, 400), survey_before);
+    let p95 = archive
+        .fold(
+            "capture",
+            &whole,
+            Unbounded,
+            Unbounded,
+            Aggregate::parse("p95").expect("p95"),
+        )
+        .expect_err("a percentile needs the raw rows");
+    assert!(
+        matches!(p95, ReadError::Floor { tier: "raw", floor: Position(f), .. } if f == floor),
+        "{p95:?}"
+    );
+
+    // Floors only move forward, and survive a reopen.
+    assert!(archive.sweep(7 * HOUR).expect("again").is_empty());
+    drop(archive);
+    let archive = Archive::open(dir.path(), capture_config()).expect("reopen");
+    assert_eq!(all_rows(&archive, Some(floor)), kept);
+    assert!(archive
+        .read_rows("capture", &[], Unbounded, Unbounded)
+        .is_err());
+}
+
+#[test]
+fn a_sweep_never_retires_a_tracks_newest_group_and_idle_tracks_retire_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(Hand::default());
+    let retention = Retention::forever()
+        .raw(Lifetime::Age(Duration::from_secs(1)))
+        .idle(Duration::from_secs(10 * 3600));
+    let mut archive = Archive::open(dir.path(), config(&clock, retention)).expect("open");
+    fill(&mut archive, &clock, 3, 50);
+    // Only run_1 keeps publishing.
+    for b in 3..6u64 {
+        clock.set(b * HOUR);
+        let (rows, positions) = workload(2, 2, 50, b * 50);
+        let (rows, positions): (Vec<Row>, Vec<u64>) = rows
+            .into_iter()
+            .zip(positions)
+            .filter(|(r, _)| r.run == "run_1")
+            .unzip();
+        archive
+            .stage_batch("capture", &batch(&rows), &positions)
+            .expect("stage");
+        archive.seal_all().expect("seal");
+    }
+    archive.sweep(6 * HOUR).expect("sweep");
+    let tracks = &archive.state().streams["capture"].tracks;
+    for t in tracks.values() {
+        assert_eq!(t.groups.len(), 1, "{:?} keeps its newest group", t.labels);
+        assert!(!t.whole);
+    }
+    // Twelve hours after run_0 went quiet (its last barrier at hour 2), it retires whole.
+    let reports = archive.sweep(13 * HOUR).expect("sweep");
+    assert_eq!(
+        reports.iter().map(|r| r.whole).sum::<usize>(),
+        2,
+        "{reports:?}"
+    );
+    let run0 = archive
+        .read_rows("capture", &["run_0".into()], Unbounded, Unbounded)
+        .expect_err("retired");
+    assert!(
+        matches!(run0, ReadError::Refused(BeneathWindow::Floor { .. })),
+        "{run0:?}"
+    );
+    let run1 = archive
+        .read_rows(
+            "capture",
+            &["run_1".into()],
+            Included(Position(5 * 50 + 1)),
+            Unbounded,
+        )
+        .expect("run_1 lives");
+    assert_eq!(run1.num_rows(), 2 * 50);
+}
+
+#[test]
+fn retire_track_is_explicit_and_leaves_other_tracks_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(Hand::default());
+    let mut archive =
+        Archive::open(dir.path(), config(&clock, Retention::forever())).expect("open");
+    let published = fill(&mut archive, &clock, 3, 100);
+    let report = archive
+        .retire_track("capture", &["run_0".into()])
+        .expect("retire")
+        .expect("something retired");
+    assert_eq!((report.tracks, report.whole), (2, 2));
+    assert!(archive
+        .retire_track("capture", &["run_0".into()])
+        .expect("again")
+        .is_none());
+    // Survey and rows of run_0 are refused at its floor; run_1 reads whole from the origin.
+    let s = archive.survey(
+        "capture",
+        &track("run_0", "probe.0"),
+        Unbounded,
+        Unbounded,
+        400,
+    );
+    assert!(
+        matches!(s, Err(ReadError::Floor { tier: "levels", .. })),
+        "{s:?}"
+    );
+    let run1: Vec<_> = published
+        .iter()
+        .filter(|(_, r)| r.run == "run_1")
+        .cloned()
+        .collect();
+    let got = rows_of(
+        &archive
+            .read_rows("capture", &["run_1".into()], Unbounded, Unbounded)
+            .expect("run_1"),
+    );
+    assert_eq!(got, run1);
+    // Compaction drops run_0's groups for good; the floors hold across a reopen.
+    archive.compact(true, |_, _, _| {}).expect("compact");
+    drop(archive);
+    let archive = Archive::open(dir.path(), capture_config()).expect("reopen");
+    let t = &archive.state().streams["capture"].tracks;
+    assert!(t
+        .values()
+        .filter(|t| t.labels[0] == "run_0")
+        .all(|t| t.whole && t.groups.is_empty()));
+    assert_eq!(data_files(dir.path()), 2, "one segment per live track");
+    // A retired track may come back: its new rows are served above its floor.
+    drop(archive);
+    let mut archive =
+        Archive::open(dir.path(), config(&clock, Retention::forever())).expect("reopen");
+    let (rows, positions) = workload(2, 2, 10, 1000);
+    archive
+        .stage_batch("capture", &batch(&rows), &positions)
+        .expect("stage");
+    archive.seal_all().expect("seal");
+    let back = archive
+        .read_rows(
+            "capture",
+            &["run_0".into()],
+            Included(Position(1001)),
+            Unbounded,
+        )
+        .expect("back");
+    assert_eq!(back.num_rows(), 20);
+}
+
+#[test]
+fn compaction_is_equal_row_for_row_and_cell_for_cell_and_bounds_the_file_count() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(Hand::default());
+    let mut archive =
+        Archive::open(dir.path(), config(&clock, Retention::forever())).expect("open");
+    let published = fill(&mut archive, &clock, 40, 64);
+    let surveys: Vec<String> = [16, 64, 400, 4000]
+        .into_iter()
+        .map(|b| survey_text(&archive, 0, b))
+        .collect();
+    let whole = track("run_1", "probe.1");
+    let stats: Vec<String> = ["mean", "min", "max", "sum", "count", "p50", "p95"]
+        .into_iter()
+        .map(|a| {
+            let f = archive
+                .fold(
+                    "capture",
+                    &whole,
+                    Unbounded,
+                    Unbounded,
+                    Aggregate::parse(a).expect(a),
+                )
+                .expect("fold");
+            format!("{:?}", f.answers)
+        })
+        .collect();
+    assert_eq!(data_files(dir.path()), 40);
+    assert_eq!(walk(&dir.path().join("streams/capture/levels")), 40);
+
+    let reports = archive.compact(false, |_, _, _| {}).expect("compact");
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert_eq!((reports[0].files_in, reports[0].files_out), (40, 4));
+    assert_eq!(reports[0].level_files_in, 40);
+    assert!(
+        reports[0].level_bytes_out < reports[0].level_bytes_in,
+        "{reports:?}"
+    );
+    assert_eq!(data_files(dir.path()), 4, "one segment per track");
+    assert_eq!(walk(&dir.path().join("streams/capture/levels")), 1);
+
+    let check = |archive: &Archive| {
+        assert_eq!(all_rows(archive, None), published, "rows, in publish order");
+        let again: Vec<String> = [16, 64, 400, 4000]
+            .into_iter()
+            .map(|b| survey_text(archive, 0, b))
+            .collect();
+        assert_eq!(again, surveys);
+        let again: Vec<String> = ["mean", "min", "max", "sum", "count", "p50", "p95"]
+            .into_iter()
+            .map(|a| {
+                let f = archive
+                    .fold(
+                        "capture",
+                        &whole,
+                        Unbounded,
+                        Unbounded,
+                        Aggregate::parse(a).expect(a),
+                    )
+                    .expect("fold");
+                format!("{:?}", f.answers)
+            })
+            .collect();
+        assert_eq!(again, stats);
+        assert!(archive.verify(|_, _| {}).is_empty());
+    };
+    check(&archive);
+    // More barriers then compaction again: the small tail segments are rewritten with them.
+    let more = fill_from(&mut archive, &clock, 40, 8, 64);
+    let mut published = published;
+    published.extend(more);
+    archive.compact(true, |_, _, _| {}).expect("compact");
+    assert_eq!(data_files(dir.path()), 4);
+    assert_eq!(all_rows(&archive, None), published);
+    drop(archive);
+    let archive = Archive::open(dir.path(), capture_config()).expect("reopen");
+    assert_eq!(all_rows(&archive, None), published);
+    assert!(
+        archive.recovery().quarantined.is_empty(),
+        "{:?}",
+        archive.recovery()
+    );
+}
+
+fn fill_from(
+    archive: &mut Archive,
+    clock: &Hand,
+    first: u64,
+    barriers: u64,
+    ticks: u64,
+) -> Vec<(u64, Row)> {
+    let mut all = Vec::new();
+    for b in first..first + barriers {
+        clock.set(b * HOUR);
+        let (rows, positions) = workload(2, 2, ticks, b * ticks);
+        archive
+            .stage_batch("capture", &batch(&rows), &positions)
+            .expect("stage");
+        archive.seal_all().expect("seal");
+        all.extend(positions.into_iter().zip(rows));
+    }
+    all
+}
+
+#[test]
+fn a_compaction_runs_beside_sealing_and_one_overtaken_by_a_retirement_is_discarded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(Hand::default());
+    let mut archive =
+        Archive::open(dir.path(), config(&clock, Retention::forever())).expect("open");
+    let mut published = fill(&mut archive, &clock, 20, 32);
+    let job = archive
+        .plan_compaction("capture", true)
+        .expect("plan")
+        .expect("a job");
+    // The job runs on another thread while barriers keep coming.
+    let worker = std::thread::spawn(move || job.run(|_, _| {}));
+    published.extend(fill_from(&mut archive, &clock, 20, 3, 32));
+    let files = worker.join().expect("join").expect("run");
+    archive
+        .finish_compaction(files)
+        .expect("finish")
+        .expect("recorded");
+    assert_eq!(all_rows(&archive, None), published);
+    assert_eq!(
+        data_files(dir.path()),
+        4 + 3,
+        "segments plus the barriers sealed meanwhile"
+    );
+
+    // A retirement between plan and finish: the swap is refused, its files removed.
+    let job = archive
+        .plan_compaction("capture", true)
+        .expect("plan")
+        .expect("job");
+    let files = job.run(|_, _| {}).expect("run");
+    archive
+        .retire_track("capture", &["run_0".into()])
+        .expect("retire");
+    assert!(archive.finish_compaction(files).expect("finish").is_none());
+    drop(archive);
+    let archive = Archive::open(dir.path(), capture_config()).expect("reopen");
+    assert!(
+        archive.recovery().quarantined.is_empty(),
+        "{:?}",
+        archive.recovery()
+    );
+    let run1: Vec<_> = published
+        .iter()
+        .filter(|(_, r)| r.run == "run_1")
+        .cloned()
+        .collect();
+    let got = rows_of(
+        &archive
+            .read_rows("capture", &["run_1".into()], Unbounded, Unbounded)
+            .expect("run_1"),
+    );
+    assert_eq!(got, run1);
+}
+
+#[test]
+fn level_floors_follow_their_own_lifetimes_and_compaction_drops_retired_cells() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(Hand::default());
+    // Ticks advance the axis by 10; 3 000 ticks a barrier = 30 000 axis units (about 29
+    // level-0 cells of 1 024).
+    let retention = Retention::forever()
+        .raw(Lifetime::Age(Duration::from_secs(3600)))
+        .level(0, Lifetime::Behind(60_000));
+    let mut archive = Archive::open(dir.path(), config(&clock, retention)).expect("open");
+    fill(&mut archive, &clock, 5, 3000);
+    archive.sweep(5 * HOUR).expect("sweep");
+    let t = &archive.state().streams["capture"].tracks;
+    let t0 = t.values().next().expect("a track");
+    let last = t0.last_axis.expect("axis");
+    let floor0 = t0.level_floor(0);
+    assert_eq!(floor0.axis, (last - 60_000) / 1024 * 1024);
+    assert_eq!(t0.level_floor(1).axis, 0, "level 1 lives forever");
+    let whole = track("run_0", "probe.0");
+    // A mean over the whole range comes from level 1 (level 0 is retired beneath its floor).
+    let mean = archive
+        .fold("capture", &whole, Unbounded, Unbounded, Aggregate::Mean)
+        .expect("from level 1");
+    assert_eq!(mean.source, "level 1");
+    // From level 0's floor up, level 0 answers again.
+    let mean = archive
+        .fold(
+            "capture",
+            &whole,
+            Included(floor0.axis),
+            Unbounded,
+            Aggregate::Mean,
+        )
+        .expect("level 0");
+    assert_eq!(mean.source, "level 0");
+    // A fine survey beneath level 0's floor plans a coarser level instead of refusing.
+    let s = archive
+        .survey("capture", &whole, Unbounded, Unbounded, 100_000)
+        .expect("survey");
+    assert!(s.plan.expect("plan").level >= 1, "{:?}", s.plan);
+    let before = survey_text(&archive, floor0.axis, 100_000);
+    let level_bytes = |a: &Archive| {
+        a.state().streams["capture"]
+            .levels
+            .iter()
+            .map(|f| f.bytes)
+            .sum::<u64>()
+    };
+    let bytes_before = level_bytes(&archive);
+    archive.compact(true, |_, _, _| {}).expect("compact");
+    assert!(level_bytes(&archive) < bytes_before);
+    assert_eq!(survey_text(&archive, floor0.axis, 100_000), before);
+}
+
+#[test]
+fn a_checkpoint_starts_a_generation_from_the_live_state() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(Hand::default());
+    let retention = Retention::forever().raw(Lifetime::Age(Duration::from_secs(3600)));
+    let config = || {
+        config(&clock, retention.clone())
+            .checkpoint_bytes(64 << 10)
+            .compaction(Compaction {
+                min_inputs: 4,
+                ..Compaction::default()
+            })
+    };
+    let mut archive = Archive::open(dir.path(), config()).expect("open");
+    let mut published = Vec::new();
+    let mut checkpoints = 0;
+    for b in 0..60u64 {
+        published.extend(fill_from(&mut archive, &clock, b, 1, 16));
+        let done = archive.maintain(b * HOUR).expect("maintain");
+        checkpoints += usize::from(done.checkpoint.is_some());
+        assert!(archive.manifest_bytes() <= 64 << 10 || done.checkpoint.is_none());
+    }
+    assert!(checkpoints >= 1, "the manifest passed 64 KiB at least once");
+    let generations = walk(&dir.path().join("manifest"));
+    assert_eq!(generations, 1, "the old generation is removed");
+    let floor = archive.state().streams["capture"]
+        .tracks
+        .values()
+        .map(|t| t.floor)
+        .max()
+        .expect("tracks");
+    let expected: Vec<_> = published
+        .iter()
+        .filter(|(p, _)| *p >= floor.0)
+        .cloned()
+        .collect();
+    let state = archive.state().clone();
+    drop(archive);
+    let archive = Archive::open(dir.path(), config()).expect("reopen");
+    assert_eq!(archive.state().streams, state.streams);
+    assert_eq!(all_rows(&archive, Some(floor.0)), expected);
+    assert!(
+        archive.recovery().quarantined.is_empty(),
+        "{:?}",
+        archive.recovery()
+    );
+}
