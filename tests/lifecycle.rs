@@ -545,3 +545,43 @@ fn a_checkpoint_starts_a_generation_from_the_live_state() {
         archive.recovery()
     );
 }
+
+#[test]
+fn compaction_cuts_segments_at_retention_slices_so_retention_still_retires_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(Hand::default());
+    // Age 8 h: segments are cut at each hour of sealing time (an eighth of the lifetime).
+    let retention = Retention::forever().raw(Lifetime::Age(Duration::from_secs(8 * 3600)));
+    let mut archive = Archive::open(dir.path(), config(&clock, retention)).expect("open");
+    let mut published = Vec::new();
+    for b in 0..16u64 {
+        clock.set(b * HOUR / 4);
+        let (rows, positions) = workload(2, 2, 25, b * 25);
+        archive
+            .stage_batch("capture", &batch(&rows), &positions)
+            .expect("stage");
+        archive.seal_all().expect("seal");
+        published.extend(positions.into_iter().zip(rows));
+    }
+    archive.compact(true, |_, _, _| {}).expect("compact");
+    assert_eq!(
+        data_files(dir.path()),
+        4 * 4,
+        "4 tracks × 4 hours of sealing"
+    );
+    // Nothing new to join: a second compaction leaves every segment alone.
+    assert!(archive
+        .compact(true, |_, _, _| {})
+        .expect("again")
+        .is_empty());
+    // At hour 10 the segments of hours 0 and 1 are past eight hours.
+    let reports = archive.sweep(10 * HOUR).expect("sweep");
+    assert_eq!(reports[0].files_deleted, 8, "{reports:?}");
+    let floor = 8 * 25 + 1;
+    let kept: Vec<_> = published
+        .iter()
+        .filter(|(p, _)| *p >= floor)
+        .cloned()
+        .collect();
+    assert_eq!(all_rows(&archive, Some(floor)), kept);
+}

@@ -13,6 +13,9 @@ pub struct Description {
     pub generation: u64,
     /// Barriers recorded.
     pub barriers: u64,
+    /// Bytes of the current manifest generation (a checkpoint starts a new one past the
+    /// configured size).
+    pub manifest_bytes: u64,
     /// Streams by id.
     pub streams: Vec<StreamDescription>,
     /// Evidence kept in `.quarantine/`.
@@ -65,8 +68,14 @@ pub struct TrackDescription {
     pub groups: usize,
     /// Highest axis value stored.
     pub last_axis: Option<u64>,
-    /// Raw floor.
+    /// Raw floor: no row beneath this position is retained.
     pub floor: Position,
+    /// The raw floor on the axis.
+    pub raw_axis_floor: u64,
+    /// Each level's floor on the axis (cells beneath it are retired), by level.
+    pub level_floors: Vec<u64>,
+    /// Retired whole (`retire` or the idle time).
+    pub retired: bool,
 }
 
 /// One file of evidence.
@@ -118,6 +127,11 @@ impl Archive {
                         groups: t.groups.len(),
                         last_axis: t.last_axis,
                         floor: t.floor,
+                        raw_axis_floor: t.raw.axis,
+                        level_floors: (0..s.decl.ladder.map_or(0, |l| l.levels as usize))
+                            .map(|k| t.level_floor(k).axis)
+                            .collect(),
+                        retired: t.whole,
                     })
                     .collect(),
             })
@@ -126,6 +140,12 @@ impl Archive {
             root: self.root.display().to_string(),
             generation: self.state.generation,
             barriers: self.state.barriers,
+            manifest_bytes: std::fs::metadata(
+                self.root
+                    .join(super::MANIFEST_DIR)
+                    .join(super::manifest::log::generation_name(self.state.generation)),
+            )
+            .map_or(0, |m| m.len()),
             streams,
             quarantine: self
                 .quarantine()?

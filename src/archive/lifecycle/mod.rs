@@ -18,7 +18,7 @@ pub mod plan;
 pub mod retention;
 
 pub use plan::{
-    plan_compaction, plan_retirement, plan_track_retirement, CompactPlan, PlannedSegment,
+    plan_compaction, plan_retirement, plan_track_retirement, CompactPlan, PlannedSegment, Split,
 };
 pub use retention::{parse_duration, parse_size, Compaction, Lifetime, Retention};
 
@@ -552,7 +552,12 @@ impl Archive {
             .streams
             .get(stream)
             .ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
-        let Some(plan) = plan_compaction(state, &self.config.compaction, force) else {
+        let split = self
+            .config
+            .retention
+            .get(stream)
+            .map_or(Split::None, |r| Split::for_lifetime(r.raw));
+        let Some(plan) = plan_compaction(state, &self.config.compaction, split, force) else {
             return Ok(None);
         };
         let schema = match self.selected.get(stream) {

@@ -266,6 +266,30 @@ fn level_position_floor(stream: &StreamState, track: &TrackState, k: usize, axis
     known.unwrap_or(track.raw.position).max(previous)
 }
 
+/// Where compacted segments are cut besides their size, so compaction never merges rows
+/// the raw lifetime would retire at different times into one segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Split {
+    /// Size only (raw rows kept forever, or by a byte budget).
+    None,
+    /// At multiples of this many ns of sealing time (an age lifetime: an eighth of it).
+    Sealed(u64),
+    /// At multiples of this many axis units (an axis-distance lifetime: an eighth of it).
+    Axis(u64),
+}
+
+impl Split {
+    /// The cut a raw lifetime calls for: an eighth of it, so a segment retires at most an
+    /// eighth of a lifetime late.
+    pub fn for_lifetime(raw: Lifetime) -> Split {
+        match raw {
+            Lifetime::Age(d) => Split::Sealed((d.as_nanos() as u64 / 8).max(1)),
+            Lifetime::Behind(units) => Split::Axis((units / 8).max(1)),
+            Lifetime::Forever | Lifetime::Bytes(_) => Split::None,
+        }
+    }
+}
+
 /// What one compaction of a stream rewrites and writes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CompactPlan {
@@ -297,8 +321,18 @@ pub struct PlannedSegment {
 pub fn plan_compaction(
     stream: &StreamState,
     policy: &Compaction,
+    split: Split,
     force: bool,
 ) -> Option<CompactPlan> {
+    let key_of = |file: &SegmentFile, group: usize| -> u64 {
+        match split {
+            Split::None => 0,
+            Split::Sealed(ns) => file.sealed_at_ns / ns.max(1),
+            Split::Axis(units) => file.groups[group]
+                .axis
+                .map_or(0, |[lo, _]| lo / units.max(1)),
+        }
+    };
     let small = |f: &SegmentFile| {
         let tracks: BTreeSet<&Vec<String>> = f.groups.iter().map(|g| &g.track).collect();
         tracks.len() > 1 || f.bytes < policy.target_bytes / 2
@@ -315,10 +349,28 @@ pub fn plan_compaction(
                 .is_some_and(|t| t.retires(g.seq[1]))
         })
     };
+    // A lone small segment of a track is left alone until something of the same track and
+    // retention slice can join it; barrier files (several tracks) always go.
+    let mut slices: BTreeMap<(&Vec<String>, u64), usize> = BTreeMap::new();
+    for f in stream.files.iter().filter(|f| small(f)) {
+        let mut seen = BTreeSet::new();
+        for (i, g) in f.groups.iter().enumerate() {
+            if seen.insert((&g.track, key_of(f, i))) {
+                *slices.entry((&g.track, key_of(f, i))).or_default() += 1;
+            }
+        }
+    }
+    let joins = |f: &SegmentFile| {
+        f.groups.iter().enumerate().any(|(i, g)| {
+            slices
+                .get(&(&g.track, key_of(f, i)))
+                .is_some_and(|&n| n > 1)
+        })
+    };
     let mut inputs: BTreeSet<u64> = stream
         .files
         .iter()
-        .filter(|f| small(f) || has_retired(f))
+        .filter(|f| small_multi(f) || has_retired(f) || (small(f) && joins(f)))
         .map(|f| f.name)
         .collect();
     // Closure: for every track an input holds, every later file holding that track.
@@ -382,13 +434,17 @@ pub fn plan_compaction(
             sources: Vec::new(),
         };
         let mut bytes = 0u64;
+        let mut slice = None;
         for g in &track.groups {
             let file = &stream.files[g.file];
             if !inputs.contains(&file.name) {
                 continue;
             }
             let len = file.groups[g.group].span.len;
-            if !current.sources.is_empty() && bytes + len > policy.target_bytes {
+            let key = key_of(file, g.group);
+            let crosses = slice.is_some_and(|s| s != key);
+            slice = Some(key);
+            if !current.sources.is_empty() && (crosses || bytes + len > policy.target_bytes) {
                 outputs.push(std::mem::replace(
                     &mut current,
                     PlannedSegment {

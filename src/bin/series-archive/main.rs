@@ -17,6 +17,7 @@ macro_rules! out {
 
 mod demo;
 mod input;
+mod lifecycle;
 mod output;
 mod survey;
 
@@ -167,6 +168,66 @@ enum Command {
         #[arg(long)]
         stream: String,
     },
+    /// Apply lifetimes now: retire raw rows and level cells past them, and idle tracks whole.
+    ///
+    /// Floors only move forward and are recorded before any file is deleted. A duration or
+    /// size lifetime never retires a track's newest row group; only --idle retires a track
+    /// whole. Lifetimes are policy, not recorded: pass them each time (or declare them in
+    /// code with `Config::retention`).
+    Sweep {
+        /// The archive directory.
+        archive: PathBuf,
+        /// The stream id.
+        #[arg(long)]
+        stream: String,
+        #[command(flatten)]
+        lifetimes: lifecycle::Lifetimes,
+        /// Judge ages at this instant (ns since the Unix epoch) instead of now.
+        #[arg(long)]
+        now: Option<u64>,
+        /// Show what would be retired; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Retire tracks whole: nothing of them is served afterwards; reads answer their floor.
+    Retire {
+        /// The archive directory.
+        archive: PathBuf,
+        /// The stream id.
+        #[arg(long)]
+        stream: String,
+        /// Track labels, outermost first: a prefix retires every track beneath it.
+        #[arg(long, num_args = 1..)]
+        track: Vec<String>,
+        /// Retire every track of the stream (instead of naming one).
+        #[arg(long, conflicts_with = "track")]
+        all_tracks: bool,
+    },
+    /// Rewrite barrier files into per-track segments and level partials into whole cells.
+    ///
+    /// Equal row for row and cell for cell; one manifest record swaps the files, and the
+    /// replaced ones are deleted only after it is durable.
+    Compact {
+        /// The archive directory.
+        archive: PathBuf,
+        /// Only these streams (every stream when absent).
+        #[arg(long, num_args = 1..)]
+        stream: Vec<String>,
+        /// Target size of a compacted segment (e.g. 64MiB).
+        #[arg(long, default_value = "64MiB", value_parser = series_archive::archive::lifecycle::parse_size)]
+        target_size: u64,
+        /// Rows per row group inside a segment, at most.
+        #[arg(long, default_value_t = 131_072, value_parser = clap::value_parser!(u64).range(1..))]
+        group_rows: u64,
+        /// Only when a stream is past the automatic thresholds (16 files to rewrite).
+        #[arg(long)]
+        auto: bool,
+    },
+    /// Start a new manifest generation from a snapshot of the live state.
+    Checkpoint {
+        /// The archive directory.
+        archive: PathBuf,
+    },
     /// Run a synthetic capture workload (runs × probes, sealed on a cadence) and read it back.
     Demo {
         /// The archive directory (created, or appended to when it already holds the demo).
@@ -290,6 +351,27 @@ fn main() -> ExitCode {
         Command::Inspect { archive, json } => inspect(&archive, json),
         Command::Verify { archive } => verify(&archive),
         Command::Files { archive, stream } => files(&archive, &stream),
+        Command::Sweep {
+            archive,
+            stream,
+            lifetimes,
+            now,
+            dry_run,
+        } => lifecycle::sweep(&archive, &stream, &lifetimes, now, dry_run),
+        Command::Retire {
+            archive,
+            stream,
+            track,
+            all_tracks,
+        } => lifecycle::retire(&archive, &stream, &track, all_tracks),
+        Command::Compact {
+            archive,
+            stream,
+            target_size,
+            group_rows,
+            auto,
+        } => lifecycle::compact(&archive, &stream, target_size, group_rows as usize, auto),
+        Command::Checkpoint { archive } => lifecycle::checkpoint(&archive),
         Command::Demo {
             dir,
             runs,
@@ -590,9 +672,10 @@ fn inspect(archive: &Path, json: bool) -> Result<(), Failure> {
         return Ok(());
     }
     out!(
-        "archive {} (manifest generation {}, {} barriers)",
+        "archive {} (manifest generation {}, {} bytes; {} barriers)",
         d.root,
         d.generation,
+        d.manifest_bytes,
         d.barriers
     );
     for s in &d.streams {
@@ -619,12 +702,20 @@ fn inspect(archive: &Path, json: bool) -> Result<(), Failure> {
         }
         out!("  watermark {}   raw floor {}", s.watermark, s.floor);
         out!(
-            "  {:<32} {:>10} {:>7} {:>14} {:>8}",
+            "  tiers     raw: {} file(s), {} bytes; levels: {} file(s), {} bytes",
+            s.files,
+            s.bytes,
+            s.level_files,
+            s.level_bytes
+        );
+        out!(
+            "  {:<32} {:>10} {:>7} {:>14} {:>10} {:>12}  level floors (axis)",
             "track",
             "rows",
             "groups",
             "last axis",
-            "floor"
+            "raw floor",
+            "raw axis ≥"
         );
         for t in &s.tracks {
             let label = if t.labels.is_empty() {
@@ -632,13 +723,25 @@ fn inspect(archive: &Path, json: bool) -> Result<(), Failure> {
             } else {
                 t.labels.join(" / ")
             };
+            let levels = if t.level_floors.iter().all(|&f| f == 0) {
+                "-".to_owned()
+            } else {
+                t.level_floors
+                    .iter()
+                    .enumerate()
+                    .map(|(k, f)| format!("L{k}≥{f}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
             out!(
-                "  {:<32} {:>10} {:>7} {:>14} {:>8}",
+                "  {:<32} {:>10} {:>7} {:>14} {:>10} {:>12}  {levels}{}",
                 label,
                 t.rows,
                 t.groups,
                 t.last_axis.map_or("-".into(), |a| a.to_string()),
-                t.floor
+                t.floor,
+                t.raw_axis_floor,
+                if t.retired { "  (retired)" } else { "" }
             );
         }
     }

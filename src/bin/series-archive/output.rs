@@ -27,7 +27,15 @@ pub fn write(batch: &RecordBatch, format: Format, out: Option<&Path>) -> Result<
         }
         None => Box::new(std::io::BufWriter::new(std::io::stdout())),
     };
-    let fail = |e: &dyn std::fmt::Display| format!("writing rows: {e}");
+    // A reader that stops early (`| head`) closes the pipe: that ends the program quietly.
+    let to_stdout = out.is_none();
+    let fail = |e: &dyn std::fmt::Display| {
+        let text = e.to_string();
+        if to_stdout && (text.contains("Broken pipe") || text.contains("os error 32")) {
+            std::process::exit(0);
+        }
+        format!("writing rows: {text}")
+    };
     match format {
         Format::Csv => {
             let mut w = arrow::csv::WriterBuilder::new()

@@ -1,0 +1,246 @@
+//! `sweep`, `retire`, `compact` and `checkpoint`: the lifecycle from the command line.
+
+use crate::Failure;
+use indicatif::{ProgressBar, ProgressStyle};
+use series_archive::archive::lifecycle::{
+    plan_retirement, Compaction, Lifetime, Retention, RetireReport,
+};
+use series_archive::archive::{Archive, Config};
+use std::path::Path;
+use std::time::Instant;
+
+/// Lifetimes given on the command line for one stream.
+#[derive(clap::Args)]
+pub(crate) struct Lifetimes {
+    /// How long raw rows live: forever, age:7d (or just 7d), behind:AXIS_UNITS, bytes:10GiB.
+    #[arg(long, value_parser = Lifetime::parse)]
+    raw: Option<Lifetime>,
+    /// How long every level lives (forever, age:30d, behind:AXIS_UNITS).
+    #[arg(long, value_parser = Lifetime::parse)]
+    levels: Option<Lifetime>,
+    /// One level's lifetime, K=LIFETIME (e.g. 0=age:30d); repeatable, wins over --levels.
+    #[arg(long = "level", value_parser = parse_level)]
+    level: Vec<(usize, Lifetime)>,
+    /// Retire a track whole once it has had no rows for this long (e.g. 2d).
+    #[arg(long, value_parser = series_archive::archive::lifecycle::parse_duration)]
+    idle: Option<std::time::Duration>,
+}
+
+fn parse_level(text: &str) -> Result<(usize, Lifetime), String> {
+    let (k, lifetime) = text
+        .split_once('=')
+        .ok_or_else(|| format!("--level {text:?}: write K=LIFETIME, e.g. 0=age:30d"))?;
+    let k: usize = k
+        .trim()
+        .parse()
+        .map_err(|_| format!("--level {text:?}: {k:?} is not a level number"))?;
+    Ok((k, Lifetime::parse(lifetime)?))
+}
+
+impl Lifetimes {
+    fn retention(&self, levels: usize) -> Retention {
+        let mut r = Retention::forever();
+        if let Some(raw) = self.raw {
+            r = r.raw(raw);
+        }
+        if let Some(all) = self.levels {
+            r = r.all_levels(levels, all);
+        }
+        for &(k, l) in &self.level {
+            r = r.level(k, l);
+        }
+        if let Some(idle) = self.idle {
+            r = r.idle(idle);
+        }
+        r
+    }
+}
+
+fn open(archive: &Path, config: Config) -> Result<Archive, Failure> {
+    if !archive.join("manifest").is_dir() {
+        return Err(format!(
+            "{} is not an archive (no manifest directory)",
+            archive.display()
+        )
+        .into());
+    }
+    Ok(Archive::open(archive, config)?)
+}
+
+fn show_retirement(r: &RetireReport, verb: &str) {
+    out!(
+        "{verb} {}: {} track(s) moved their floors ({} retired whole); {} file(s), {} bytes deleted",
+        r.stream,
+        r.tracks,
+        r.whole,
+        r.files_deleted,
+        r.bytes_deleted
+    );
+}
+
+/// `sweep`: applies lifetimes now (or at `--now`), or shows what they would retire.
+pub(crate) fn sweep(
+    archive: &Path,
+    stream: &str,
+    lifetimes: &Lifetimes,
+    now_ns: Option<u64>,
+    dry_run: bool,
+) -> Result<(), Failure> {
+    // The declaration is checked against the recorded stream before anything is written.
+    let probe = open(archive, Config::new().read_only(true))?;
+    let state = probe
+        .state()
+        .streams
+        .get(stream)
+        .ok_or_else(|| format!("the archive records no stream {stream:?}"))?;
+    let levels = state.decl.ladder.map_or(0, |l| l.levels as usize);
+    let retention = lifetimes.retention(levels);
+    retention
+        .validate(stream, state.decl.axis.is_some(), levels)
+        .map_err(Failure::from)?;
+    if retention.is_forever() {
+        return Err("no lifetime given: pass --raw, --levels, --level K=LIFETIME or --idle".into());
+    }
+    let now = now_ns.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    });
+    if dry_run {
+        match plan_retirement(state, &retention, now) {
+            None => out!("nothing to retire in {stream}"),
+            Some(plan) => {
+                out!(
+                    "would retire in {stream}: {} track(s), {} file(s) dropped",
+                    plan.tracks.len(),
+                    plan.dropped.len()
+                );
+                for t in &plan.tracks {
+                    let raw = t.raw.map_or("-".to_owned(), |f| {
+                        format!("position {} axis {}", f.position, f.axis)
+                    });
+                    let levels: Vec<String> = t
+                        .levels
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(k, f)| f.map(|f| format!("L{k}≥{}", f.axis)))
+                        .collect();
+                    out!(
+                        "  {:<32} raw floor {raw}{}{}",
+                        t.track.join(" / "),
+                        if levels.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; levels {}", levels.join(" "))
+                        },
+                        if t.whole { "; WHOLE TRACK" } else { "" }
+                    );
+                }
+            }
+        }
+        return Ok(());
+    }
+    drop(probe);
+    let mut archive = open(archive, Config::new().retention(stream, retention))?;
+    let reports = archive.sweep(now)?;
+    if reports.is_empty() {
+        out!("nothing to retire in {stream}");
+    }
+    for r in &reports {
+        show_retirement(r, "retired in");
+    }
+    Ok(())
+}
+
+/// `retire`: one or more tracks, whole.
+pub(crate) fn retire(
+    archive: &Path,
+    stream: &str,
+    track: &[String],
+    all: bool,
+) -> Result<(), Failure> {
+    if track.is_empty() && !all {
+        return Err("name the track to retire with --track LABEL.. (a prefix retires every track beneath it), or pass --all-tracks".into());
+    }
+    let mut archive = open(archive, Config::new())?;
+    match archive.retire_track(stream, track)? {
+        None => out!("nothing left to retire under {}", track.join(" / ")),
+        Some(r) => show_retirement(&r, "retired in"),
+    }
+    Ok(())
+}
+
+/// `compact`: every stream (or the named ones), with a progress bar.
+pub(crate) fn compact(
+    archive: &Path,
+    streams: &[String],
+    target: u64,
+    group_rows: usize,
+    auto: bool,
+) -> Result<(), Failure> {
+    let compaction = Compaction {
+        target_bytes: target,
+        group_rows,
+        ..Compaction::default()
+    };
+    let mut archive = open(archive, Config::new().compaction(compaction))?;
+    let ids: Vec<String> = if streams.is_empty() {
+        archive.state().streams.keys().cloned().collect()
+    } else {
+        for s in streams {
+            if !archive.state().streams.contains_key(s) {
+                return Err(format!("the archive records no stream {s:?}").into());
+            }
+        }
+        streams.to_vec()
+    };
+    let began = Instant::now();
+    let mut any = false;
+    for id in ids {
+        let Some(job) = archive.plan_compaction(&id, !auto)? else {
+            continue;
+        };
+        any = true;
+        let bar = ProgressBar::new(job.steps() as u64);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "compacting {prefix} {bar:40} {pos}/{len} segments [{elapsed}]",
+            )
+            .expect("a valid template"),
+        );
+        bar.set_prefix(id.clone());
+        let files = job.run(|done, _| bar.set_position(done as u64))?;
+        bar.finish_and_clear();
+        match archive.finish_compaction(files)? {
+            None => out!("{id}: overtaken by a retirement; nothing changed"),
+            Some(r) => out!(
+                "{id}: {} data file(s), {} bytes → {} segment(s), {} bytes; {} level file(s), {} bytes → {} bytes",
+                r.files_in,
+                r.bytes_in,
+                r.files_out,
+                r.bytes_out,
+                r.level_files_in,
+                r.level_bytes_in,
+                r.level_bytes_out
+            ),
+        }
+    }
+    if !any {
+        out!("nothing to compact");
+    } else {
+        eprintln!("compacted in {:.2} s", began.elapsed().as_secs_f64());
+    }
+    Ok(())
+}
+
+/// `checkpoint`: a new manifest generation from the live state.
+pub(crate) fn checkpoint(archive: &Path) -> Result<(), Failure> {
+    let mut archive = open(archive, Config::new())?;
+    let before = archive.manifest_bytes();
+    let generation = archive.checkpoint()?;
+    out!(
+        "manifest generation {generation}: {} bytes (was {before})",
+        archive.manifest_bytes()
+    );
+    Ok(())
+}
