@@ -290,6 +290,10 @@ impl Split {
     }
 }
 
+/// A track's older segment joins a compaction while it is at most this many times the bytes
+/// newer than it (size-tiered merging).
+pub const MERGE_RATIO: u64 = 4;
+
 /// What one compaction of a stream rewrites and writes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CompactPlan {
@@ -337,6 +341,7 @@ pub fn plan_compaction(
         let tracks: BTreeSet<&Vec<String>> = f.groups.iter().map(|g| &g.track).collect();
         tracks.len() > 1 || f.bytes < policy.target_bytes / 2
     };
+    let by_name: BTreeMap<u64, &SegmentFile> = stream.files.iter().map(|f| (f.name, f)).collect();
     let small_multi = |f: &SegmentFile| {
         let first = f.groups.first().map(|g| &g.track);
         f.groups.iter().any(|g| Some(&g.track) != first)
@@ -349,32 +354,53 @@ pub fn plan_compaction(
                 .is_some_and(|t| t.retires(g.seq[1]))
         })
     };
-    // A lone small segment of a track is left alone until something of the same track and
-    // retention slice can join it; barrier files (several tracks) always go.
-    let mut slices: BTreeMap<(&Vec<String>, u64), usize> = BTreeMap::new();
-    for f in stream.files.iter().filter(|f| small(f)) {
-        let mut seen = BTreeSet::new();
-        for (i, g) in f.groups.iter().enumerate() {
-            if seen.insert((&g.track, key_of(f, i))) {
-                *slices.entry((&g.track, key_of(f, i))).or_default() += 1;
-            }
-        }
-    }
-    let joins = |f: &SegmentFile| {
-        f.groups.iter().enumerate().any(|(i, g)| {
-            slices
-                .get(&(&g.track, key_of(f, i)))
-                .is_some_and(|&n| n > 1)
-        })
-    };
+    // Barrier files (several tracks) and files holding retired groups always go. A track's
+    // small single-track segments are merged size-tiered, per retention slice: from the newest
+    // back, an older segment joins while it is at most `MERGE_RATIO` times what is newer than
+    // it, so each byte is rewritten a logarithmic number of times and a slice keeps a
+    // logarithmic number of segments.
+    let always = |f: &SegmentFile| small_multi(f) || has_retired(f);
     let mut inputs: BTreeSet<u64> = stream
         .files
         .iter()
-        .filter(|f| small_multi(f) || has_retired(f) || (small(f) && joins(f)))
+        .filter(|f| always(f))
         .map(|f| f.name)
         .collect();
+    for track in stream.tracks.values() {
+        // This track's pieces per slice, in `_seq` order: (file name, bytes, always).
+        let mut slices: BTreeMap<u64, Vec<(u64, u64, bool)>> = BTreeMap::new();
+        for g in &track.groups {
+            let file = &stream.files[g.file];
+            let piece = (file.name, file.groups[g.group].span.len, always(file));
+            let list = slices.entry(key_of(file, g.group)).or_default();
+            match list.last_mut() {
+                Some(last) if last.0 == file.name => last.1 += piece.1,
+                _ => list.push(piece),
+            }
+        }
+        for pieces in slices.values() {
+            let (mut newer, mut pending) = (0u64, None);
+            for &(name, bytes, forced) in pieces.iter().rev() {
+                let file_small = by_name.get(&name).is_some_and(|f| small(f));
+                if forced {
+                    newer += bytes;
+                } else if !file_small {
+                    break;
+                } else if newer == 0 {
+                    // The newest segment waits for an older one to join it.
+                    newer = bytes;
+                    pending = Some(name);
+                } else if bytes <= MERGE_RATIO * newer {
+                    inputs.insert(name);
+                    inputs.extend(pending.take());
+                    newer += bytes;
+                } else {
+                    break;
+                }
+            }
+        }
+    }
     // Closure: for every track an input holds, every later file holding that track.
-    let by_name: BTreeMap<u64, &SegmentFile> = stream.files.iter().map(|f| (f.name, f)).collect();
     loop {
         let mut from: BTreeMap<&Vec<String>, usize> = BTreeMap::new();
         for (i, f) in stream.files.iter().enumerate() {
