@@ -27,6 +27,11 @@
 //!   every read: a flipped byte answers `Unreadable`, never wrong rows.
 //! - The files stay plain Parquet: DuckDB, Polars or pyarrow read them without this crate
 //!   (`docs/format.md` says how to find exactly the committed ones).
+//! - The [`archive::lifecycle`] retires raw rows and each level on declared lifetimes
+//!   (floors derived from `retire` records only, moving only forward), retires tracks whole,
+//!   compacts barrier files into per-track segments and level partials into whole cells (one
+//!   record swaps them), and checkpoints the manifest; its planners are pure functions of
+//!   state, declaration and a time passed in.
 //!
 //! ## Example
 //!

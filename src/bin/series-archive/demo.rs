@@ -150,6 +150,35 @@ pub fn run(
         100.0 * s.level_bytes as f64 / s.bytes.max(1) as f64
     );
 
+    // The lifecycle: barrier files (every track, small row groups) become per-track
+    // segments, level partials become whole cells; one manifest record swaps them.
+    let began = Instant::now();
+    let compacted = archive.compact(false, |_, _, _| {})?;
+    for c in &compacted {
+        out!(
+            "compaction: {} barrier files ({} bytes) → {} segments ({} bytes); {} level files ({} bytes) → {} bytes, in {:.2?}",
+            c.files_in,
+            c.bytes_in,
+            c.files_out,
+            c.bytes_out,
+            c.level_files_in,
+            c.level_bytes_in,
+            c.level_bytes_out,
+            began.elapsed()
+        );
+    }
+    if !compacted.is_empty() {
+        let d = archive.describe()?;
+        if let Some(s) = d.streams.iter().find(|s| s.id == Capture::ID) {
+            out!(
+                "after compaction: {} files, {:.1} bytes/row; levels {:.1}% on top of the raw rows",
+                s.files + s.level_files,
+                s.bytes as f64 / s.rows.max(1) as f64,
+                100.0 * s.level_bytes as f64 / s.bytes.max(1) as f64
+            );
+        }
+    }
+
     // Reads, through the contract (typed rows back) and the Arrow path.
     out!();
     let wm = archive.watermark(Capture::ID).0;
