@@ -591,3 +591,43 @@ fn compaction_cuts_segments_at_retention_slices_so_retention_still_retires_them(
         .collect();
     assert_eq!(all_rows(&archive, Some(floor)), kept);
 }
+
+#[test]
+fn a_maintainer_compacts_on_its_own_threads_while_barriers_keep_sealing() {
+    use series_archive::archive::lifecycle::Maintainer;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(Hand::default());
+    let config = config(&clock, Retention::forever()).compaction(Compaction {
+        min_inputs: 8,
+        ..Compaction::default()
+    });
+    let mut archive = Archive::open(dir.path(), config).expect("open");
+    let mut maintainer = Maintainer::new();
+    let mut published = Vec::new();
+    let (mut started, mut recorded) = (0, 0);
+    for b in 0..64u64 {
+        published.extend(fill_from(&mut archive, &clock, b, 1, 32));
+        let before = maintainer.running();
+        let done = maintainer.step(&mut archive, b * HOUR).expect("step");
+        recorded += done.compacted.len();
+        started += usize::from(maintainer.running() > before.saturating_sub(done.compacted.len()));
+        // Every barrier is readable at once, whatever is in flight.
+        assert_eq!(all_rows(&archive, None).len(), published.len());
+    }
+    recorded += maintainer.finish(&mut archive).expect("finish").len();
+    assert!(
+        started >= 4 && recorded >= 4,
+        "started {started}, recorded {recorded}"
+    );
+    assert_eq!(all_rows(&archive, None), published);
+    let files = data_files(dir.path());
+    assert!(files < 64 / 2, "{files} data files after 64 barriers");
+    drop(archive);
+    let archive = Archive::open(dir.path(), capture_config()).expect("reopen");
+    assert!(
+        archive.recovery().quarantined.is_empty(),
+        "{:?}",
+        archive.recovery()
+    );
+    assert_eq!(all_rows(&archive, None), published);
+}

@@ -725,3 +725,81 @@ impl Archive {
         Ok(done)
     }
 }
+
+/// Runs the lifecycle from a sealing service without making publish or reads wait for a
+/// compaction: each [`Maintainer::step`] sweeps, records the compactions that have finished,
+/// starts the ones that are due on their own threads, and checkpoints, so the archive is
+/// held for one manifest commit at a time, never for a rewrite.
+#[derive(Debug, Default)]
+pub struct Maintainer {
+    running: Vec<(String, std::thread::JoinHandle<Result<CompactedFiles>>)>,
+}
+
+impl Maintainer {
+    /// Nothing running.
+    pub fn new() -> Self {
+        Maintainer::default()
+    }
+
+    /// Compactions in flight.
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// One step at `now_ns`; never waits for a compaction to finish.
+    pub fn step(&mut self, archive: &mut Archive, now_ns: u64) -> Result<Maintenance> {
+        let mut done = Maintenance {
+            retired: archive.sweep(now_ns)?,
+            ..Maintenance::default()
+        };
+        let (finished, running): (Vec<_>, Vec<_>) = std::mem::take(&mut self.running)
+            .into_iter()
+            .partition(|(_, handle)| handle.is_finished());
+        self.running = running;
+        for (stream, handle) in finished {
+            done.compacted
+                .extend(Self::record(archive, &stream, handle)?);
+        }
+        let ids: Vec<String> = archive.state.streams.keys().cloned().collect();
+        for id in ids {
+            if self.running.iter().any(|(s, _)| *s == id) {
+                continue;
+            }
+            if let Some(job) = archive.plan_compaction(&id, false)? {
+                let handle = std::thread::Builder::new()
+                    .name(format!("compact-{id}"))
+                    .spawn(move || job.run(|_, _| {}))
+                    .map_err(ArchiveError::io(
+                        "start a compaction thread",
+                        archive.root(),
+                    ))?;
+                self.running.push((id, handle));
+            }
+        }
+        if archive.manifest_bytes() > archive.config.checkpoint_bytes {
+            done.checkpoint = Some(archive.checkpoint()?);
+        }
+        Ok(done)
+    }
+
+    /// Waits for every compaction in flight and records it (a clean stop).
+    pub fn finish(&mut self, archive: &mut Archive) -> Result<Vec<CompactReport>> {
+        let mut reports = Vec::new();
+        for (stream, handle) in std::mem::take(&mut self.running) {
+            reports.extend(Self::record(archive, &stream, handle)?);
+        }
+        Ok(reports)
+    }
+
+    fn record(
+        archive: &mut Archive,
+        stream: &str,
+        handle: std::thread::JoinHandle<Result<CompactedFiles>>,
+    ) -> Result<Option<CompactReport>> {
+        let files = handle.join().map_err(|_| ArchiveError::Encode {
+            stream: stream.to_owned(),
+            message: "the compaction thread panicked".into(),
+        })??;
+        archive.finish_compaction(files)
+    }
+}
