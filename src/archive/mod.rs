@@ -187,13 +187,25 @@ impl Archive {
                 .write(true)
                 .open(&path)
                 .map_err(ArchiveError::io("open lock file", &path))?;
-            match file.try_lock() {
-                Ok(()) => {}
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    return Err(ArchiveError::Locked { path: root.clone() })
-                }
-                Err(std::fs::TryLockError::Error(e)) => {
-                    return Err(ArchiveError::io("lock", &path)(e))
+            // A lock is held by an open file description, which a child process forked by
+            // any thread of this process shares until it execs: an archive just closed can
+            // look locked for that instant. A writer that really holds it holds it far longer
+            // than the quarter second given here.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_millis(250);
+            loop {
+                match file.try_lock() {
+                    Ok(()) => break,
+                    Err(std::fs::TryLockError::WouldBlock)
+                        if std::time::Instant::now() < deadline =>
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    }
+                    Err(std::fs::TryLockError::WouldBlock) => {
+                        return Err(ArchiveError::Locked { path: root.clone() })
+                    }
+                    Err(std::fs::TryLockError::Error(e)) => {
+                        return Err(ArchiveError::io("lock", &path)(e))
+                    }
                 }
             }
             for dir in [MANIFEST_DIR, STREAMS_DIR, TMP_DIR, QUARANTINE_DIR] {

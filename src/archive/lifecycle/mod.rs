@@ -86,7 +86,8 @@ pub struct Maintenance {
     pub checkpoint: Option<u64>,
 }
 
-/// A track's lifecycle state when a job was planned; the swap is refused if it moved.
+/// Tracks' lifecycle state when a job was planned; the swap is refused if a rewritten track's
+/// moved.
 type Floors = BTreeMap<TrackKey, (RawFloor, Vec<LevelFloor>, bool)>;
 
 fn floors_of(stream: &super::manifest::StreamState) -> Floors {
@@ -289,7 +290,18 @@ impl CompactionJob {
                 removed_levels: self.plan.level_inputs.clone(),
             },
             placed,
-            floors: self.floors,
+            // The swap is refused if a rewritten track's floors move before it is recorded
+            // (new tracks, and other tracks' floors, do not matter to it).
+            floors: self
+                .floors
+                .into_iter()
+                .filter(|(key, _)| {
+                    self.plan
+                        .outputs
+                        .iter()
+                        .any(|o| TrackKey::encode(&o.track).is_ok_and(|k| k == *key))
+                })
+                .collect(),
         })
     }
 
@@ -608,7 +620,12 @@ impl Archive {
         };
         let still = live(&done.record.removed, &state.files)
             && live(&done.record.removed_levels, &state.levels)
-            && floors_of(state) == done.floors;
+            && done.floors.iter().all(|(key, floors)| {
+                state
+                    .tracks
+                    .get(key)
+                    .is_some_and(|t| (t.raw, t.level_floors.clone(), t.whole) == *floors)
+            });
         if !still {
             tracing::warn!(stream = %done.stream, "compaction overtaken by a retirement; its files are discarded");
             self.delete(done.placed.iter().map(PathBuf::as_path))?;
