@@ -32,13 +32,25 @@ pub(crate) fn rename(from: &Path, to: &Path) -> Result<()> {
 /// Removes a file the manifest no longer names (already absent is fine), then syncs its
 /// directory.
 pub(crate) fn remove(path: &Path) -> Result<()> {
-    match fs::remove_file(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(ArchiveError::io("remove", path)(e)),
+    remove_all(std::iter::once(path))
+}
+
+/// Removes files the manifest no longer names (already absent is fine), then syncs each
+/// directory they were in once.
+pub(crate) fn remove_all<'p>(paths: impl IntoIterator<Item = &'p Path>) -> Result<()> {
+    let mut dirs = std::collections::BTreeSet::new();
+    for path in paths {
+        match fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(ArchiveError::io("remove", path)(e)),
+        }
+        if let Some(parent) = path.parent() {
+            dirs.insert(parent.to_path_buf());
+        }
     }
-    if let Some(parent) = path.parent() {
-        sync_dir(parent)?;
+    for dir in &dirs {
+        sync_dir(dir)?;
     }
     Ok(())
 }

@@ -489,11 +489,9 @@ impl Archive {
     }
 
     fn delete<'p>(&mut self, paths: impl Iterator<Item = &'p Path>) -> Result<()> {
-        for path in paths {
-            if let Err(e) = durable::remove(path) {
-                self.poisoned = Some(e.to_string());
-                return Err(e);
-            }
+        if let Err(e) = durable::remove_all(paths) {
+            self.poisoned = Some(e.to_string());
+            return Err(e);
         }
         Ok(())
     }
