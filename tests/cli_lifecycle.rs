@@ -48,7 +48,8 @@ fn count(root: &Path, dir: &str) -> usize {
     std::fs::read_dir(root.join(dir)).map_or(0, |d| d.count())
 }
 
-/// A demo archive: 2 runs × 2 probes, 4 000 ticks sealed every 200 (20 barriers).
+/// A demo archive: 2 runs × 2 probes, 4 000 ticks sealed every 200 (20 barriers), left
+/// uncompacted.
 fn demo(name: &str) -> (tempfile::TempDir, String) {
     let dir = scratch(name);
     let root = dir.path().join("archive");
@@ -64,6 +65,7 @@ fn demo(name: &str) -> (tempfile::TempDir, String) {
         "4000",
         "--cadence",
         "200",
+        "--no-compact",
     ]);
     (dir, root_s)
 }

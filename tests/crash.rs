@@ -11,11 +11,12 @@
 
 mod common;
 
+use common::tree::{listing, recorded_paths, tree, Tree};
 use common::*;
 use series_archive::archive::manifest::log::parse_generation;
 use series_archive::archive::{Archive, ArchiveError, Config, FaultPoint, Faults};
 use series_archive::Position;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::ops::Bound::Unbounded;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -120,41 +121,6 @@ fn crash_at(root: &Path, point: FaultPoint) {
     );
 }
 
-/// What a directory holds: every directory and file, relative, with each file's bytes.
-type Tree = BTreeMap<String, Option<Vec<u8>>>;
-
-fn tree(root: &Path) -> Tree {
-    fn walk(root: &Path, dir: &Path, out: &mut Tree) {
-        for entry in std::fs::read_dir(dir).expect("read dir") {
-            let path = entry.expect("entry").path();
-            let rel = path
-                .strip_prefix(root)
-                .expect("under root")
-                .to_string_lossy()
-                .into_owned();
-            if path.is_dir() {
-                out.insert(format!("{rel}/"), None);
-                walk(root, &path, out);
-            } else {
-                out.insert(rel, Some(std::fs::read(&path).expect("read file")));
-            }
-        }
-    }
-    let mut out = Tree::new();
-    walk(root, root, &mut out);
-    out
-}
-
-/// The tree as a listing of paths and sizes, for readable assertion messages.
-fn listing(tree: &Tree) -> String {
-    tree.iter()
-        .map(|(p, b)| match b {
-            Some(b) => format!("{p} {}\n", b.len()),
-            None => format!("{p}\n"),
-        })
-        .collect()
-}
-
 fn files_under<'a>(tree: &'a Tree, dir: &str) -> Vec<&'a str> {
     tree.iter()
         .filter(|(p, b)| b.is_some() && p.starts_with(dir))
@@ -192,32 +158,6 @@ fn generation_file(root: &Path) -> PathBuf {
         .collect();
     assert_eq!(gens.len(), 1, "one generation expected: {gens:?}");
     gens.into_iter().next().expect("one")
-}
-
-/// Every file the archive's durable state names (data and level files alike), relative to
-/// the root: collected from the snapshot the state would start a generation with.
-fn recorded_paths(archive: &Archive) -> BTreeSet<String> {
-    fn collect(value: &serde_json::Value, out: &mut BTreeSet<String>) {
-        match value {
-            serde_json::Value::Object(map) => {
-                for (key, v) in map {
-                    match (key.as_str(), v) {
-                        ("path", serde_json::Value::String(p)) => {
-                            out.insert(p.clone());
-                        }
-                        _ => collect(v, out),
-                    }
-                }
-            }
-            serde_json::Value::Array(items) => items.iter().for_each(|v| collect(v, out)),
-            _ => {}
-        }
-    }
-    let snapshot =
-        serde_json::to_value(archive.state().snapshot(0)).expect("a snapshot serializes");
-    let mut out = BTreeSet::new();
-    collect(&snapshot, &mut out);
-    out
 }
 
 fn numbers(paths: &BTreeSet<String>) -> BTreeSet<u64> {

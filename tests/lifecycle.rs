@@ -4,33 +4,17 @@
 
 mod common;
 
+use common::hand::Hand;
 use common::{batch, capture_config, rows_of, workload, Row};
 use series_archive::archive::lifecycle::{Compaction, Lifetime, Retention};
-use series_archive::archive::{Archive, Clock, Config, ReadError};
+use series_archive::archive::{Archive, Config, ReadError};
 use series_archive::{Aggregate, BeneathWindow, Position};
 use std::ops::Bound::{Included, Unbounded};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 const HOUR: u64 = 3_600_000_000_000;
-
-/// A clock the test moves by hand.
-#[derive(Debug, Default)]
-struct Hand(AtomicU64);
-
-impl Clock for Hand {
-    fn now_ns(&self) -> u64 {
-        self.0.load(Ordering::SeqCst)
-    }
-}
-
-impl Hand {
-    fn set(&self, ns: u64) {
-        self.0.store(ns, Ordering::SeqCst);
-    }
-}
 
 fn config(clock: &Arc<Hand>, retention: Retention) -> Config {
     capture_config()

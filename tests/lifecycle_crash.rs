@@ -18,18 +18,19 @@
 
 mod common;
 
+use common::hand::Hand;
+use common::tree::{listing, recorded_paths, tree, Tree};
 use common::*;
 use series_archive::archive::lifecycle::{Lifetime, Retention};
 use series_archive::archive::manifest::log::{generation_name, parse_generation};
 use series_archive::archive::manifest::StreamState;
-use series_archive::archive::{Archive, Clock, Config, FaultPoint, Faults, ReadError};
+use series_archive::archive::{Archive, Config, FaultPoint, Faults, ReadError};
 use series_archive::{Aggregate, BeneathWindow, Position};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound::{Included, Unbounded};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -54,26 +55,6 @@ const OP_AT: u64 = BARRIERS as u64 * HOUR;
 const RAW_AGE: Duration = Duration::from_secs(3 * 3600);
 /// When the barrier after recovery is sealed.
 const AFTER_AT: u64 = OP_AT + HOUR;
-
-/// A clock the test moves by hand.
-#[derive(Debug, Default)]
-struct Hand(AtomicU64);
-
-impl Clock for Hand {
-    fn now_ns(&self) -> u64 {
-        self.0.load(Ordering::SeqCst)
-    }
-}
-
-impl Hand {
-    fn at(ns: u64) -> Arc<Hand> {
-        Arc::new(Hand(AtomicU64::new(ns)))
-    }
-
-    fn set(&self, ns: u64) {
-        self.0.store(ns, Ordering::SeqCst);
-    }
-}
 
 fn config(clock: &Arc<Hand>) -> Config {
     capture_config()
@@ -258,44 +239,6 @@ fn crash_at(root: &Path, op: Op, point: FaultPoint) {
     );
 }
 
-/// What a directory holds: every directory and file, relative, with each file's bytes.
-type Tree = BTreeMap<String, Option<Vec<u8>>>;
-
-fn tree(root: &Path) -> Tree {
-    fn walk(root: &Path, dir: &Path, out: &mut Tree) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries {
-            let path = entry.expect("entry").path();
-            let rel = path
-                .strip_prefix(root)
-                .expect("under root")
-                .to_string_lossy()
-                .into_owned();
-            if path.is_dir() {
-                out.insert(format!("{rel}/"), None);
-                walk(root, &path, out);
-            } else {
-                out.insert(rel, Some(std::fs::read(&path).expect("read file")));
-            }
-        }
-    }
-    let mut out = Tree::new();
-    walk(root, root, &mut out);
-    out
-}
-
-/// The tree as a listing of paths and sizes, for readable assertion messages.
-fn listing(tree: &Tree) -> String {
-    tree.iter()
-        .map(|(p, b)| match b {
-            Some(b) => format!("{p} {}\n", b.len()),
-            None => format!("{p}\n"),
-        })
-        .collect()
-}
-
 fn files_under(tree: &Tree, dir: &str) -> BTreeSet<String> {
     tree.iter()
         .filter(|(p, b)| b.is_some() && p.starts_with(dir))
@@ -337,32 +280,6 @@ fn all_generations(tree: &Tree) -> BTreeSet<u64> {
 
 fn gen_path(generation: u64) -> String {
     format!("manifest/{}", generation_name(generation))
-}
-
-/// Every file the archive's durable state names (data and level files alike), relative to
-/// the root: collected from the snapshot the state would start a generation with.
-fn recorded_paths(archive: &Archive) -> BTreeSet<String> {
-    fn collect(value: &serde_json::Value, out: &mut BTreeSet<String>) {
-        match value {
-            serde_json::Value::Object(map) => {
-                for (key, v) in map {
-                    match (key.as_str(), v) {
-                        ("path", serde_json::Value::String(p)) => {
-                            out.insert(p.clone());
-                        }
-                        _ => collect(v, out),
-                    }
-                }
-            }
-            serde_json::Value::Array(items) => items.iter().for_each(|v| collect(v, out)),
-            _ => {}
-        }
-    }
-    let snapshot =
-        serde_json::to_value(archive.state().snapshot(0)).expect("a snapshot serializes");
-    let mut out = BTreeSet::new();
-    collect(&snapshot, &mut out);
-    out
 }
 
 /// Surveys and means over run_1, which no operation here changes: levels outlive the raw

@@ -6,6 +6,9 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use series_archive::archive::{Config, StreamSpec};
 use std::sync::Arc;
 
+pub mod hand;
+pub mod tree;
+
 /// The capture schema: run, probe, ordinal (axis), value, noise.
 pub fn capture_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![

@@ -180,27 +180,16 @@ impl CompactionJob {
             stream: id.clone(),
             message: m,
         };
-        let tmp = self.root.join(TMP_DIR);
-        let mut names = self.names.clone();
-        let mut claim = || {
-            names
-                .next()
-                .ok_or_else(|| fail("compaction ran out of reserved names".into()))
+        let mut placer = Placer {
+            root: &self.root,
+            stream: &id,
+            names: self.names.clone(),
+            staged: Vec::new(),
         };
-        let mut staged: Vec<(PathBuf, PathBuf)> = Vec::new();
         let mut added = Vec::new();
         let mut added_levels = Vec::new();
         let total = self.steps();
         let mut done = 0;
-        let mut place = |dir: String, name: u64, bytes: &[u8]| -> Result<String> {
-            let file_name = segment::data_file_name(name);
-            let at = tmp.join(&file_name);
-            durable::write_synced(&at, bytes)?;
-            let dir_path = self.root.join(&dir);
-            durable::create_dir(&dir_path)?;
-            staged.push((at, dir_path.join(&file_name)));
-            Ok(format!("{dir}/{file_name}"))
-        };
         // Raw segments: one track each, row groups of at most `group_rows`.
         let axis = self.decl.axis.clone();
         let mut open: BTreeMap<u64, OpenSegment<'_>> = BTreeMap::new();
@@ -240,18 +229,7 @@ impl CompactionJob {
                 });
                 offset += len;
             }
-            let name = claim()?;
-            let (bytes, footer, entries) = segment::encode(&id, &self.schema, name, &groups)?;
-            let path = place(format!("{STREAMS_DIR}/{id}/rows"), name, &bytes)?;
-            added.push(SegmentFile {
-                name,
-                path,
-                bytes: bytes.len() as u64,
-                barrier,
-                sealed_at_ns: sealed_at,
-                footer,
-                groups: entries,
-            });
+            added.push(placer.write("rows", &self.schema, &groups, barrier, sealed_at)?);
             done += 1;
             progress(done, total);
         }
@@ -259,7 +237,7 @@ impl CompactionJob {
         // Levels: every input's level k folded in publish order, cells whole, retired cells
         // (beneath a level floor, or of a track retired whole) dropped.
         if !self.plan.level_inputs.is_empty() {
-            if let Some(file) = self.merge_levels(&mut claim, &mut place)? {
+            if let Some(file) = self.merge_levels(&mut placer)? {
                 added_levels.push(file);
             }
             done += 1;
@@ -268,7 +246,7 @@ impl CompactionJob {
         self.faults.hit(FaultPoint::AfterDataWrite);
         let mut dirs = std::collections::BTreeSet::new();
         let mut placed = Vec::new();
-        for (from, to) in &staged {
+        for (from, to) in &placer.staged {
             durable::rename(from, to)?;
             if let Some(parent) = to.parent() {
                 dirs.insert(parent.to_path_buf());
@@ -305,11 +283,7 @@ impl CompactionJob {
         })
     }
 
-    fn merge_levels(
-        &self,
-        claim: &mut impl FnMut() -> Result<u64>,
-        place: &mut impl FnMut(String, u64, &[u8]) -> Result<String>,
-    ) -> Result<Option<SegmentFile>> {
+    fn merge_levels(&self, out: &mut Placer<'_>) -> Result<Option<SegmentFile>> {
         let id = &self.decl.id;
         let fail = |m: String| ArchiveError::Encode {
             stream: id.clone(),
@@ -391,18 +365,52 @@ impl CompactionJob {
         if groups.iter().all(|g| g.batch.num_rows() == 0) {
             return Ok(None);
         }
-        let name = claim()?;
-        let (bytes, footer, entries) = segment::encode(id, &schema, name, &groups)?;
-        let path = place(format!("{STREAMS_DIR}/{id}/levels"), name, &bytes)?;
-        Ok(Some(SegmentFile {
+        out.write("levels", &schema, &groups, barrier, sealed_at)
+            .map(Some)
+    }
+}
+
+/// Writes a compaction's files under `.tmp/` (synced) with the names reserved for it, and
+/// remembers where each goes.
+struct Placer<'a> {
+    root: &'a Path,
+    stream: &'a str,
+    names: std::ops::Range<u64>,
+    staged: Vec<(PathBuf, PathBuf)>,
+}
+
+impl Placer<'_> {
+    /// Encodes `groups` (one row group each) as the next reserved name, bound for
+    /// `streams/<id>/<kind>/`.
+    fn write(
+        &mut self,
+        kind: &str,
+        schema: &SchemaRef,
+        groups: &[TrackRows],
+        barrier: u64,
+        sealed_at_ns: u64,
+    ) -> Result<SegmentFile> {
+        let name = self.names.next().ok_or_else(|| ArchiveError::Encode {
+            stream: self.stream.to_owned(),
+            message: "compaction ran out of reserved names".into(),
+        })?;
+        let (bytes, footer, entries) = segment::encode(self.stream, schema, name, groups)?;
+        let file_name = segment::data_file_name(name);
+        let at = self.root.join(TMP_DIR).join(&file_name);
+        durable::write_synced(&at, &bytes)?;
+        let dir = format!("{STREAMS_DIR}/{}/{kind}", self.stream);
+        let dir_path = self.root.join(&dir);
+        durable::create_dir(&dir_path)?;
+        self.staged.push((at, dir_path.join(&file_name)));
+        Ok(SegmentFile {
             name,
-            path,
+            path: format!("{dir}/{file_name}"),
             bytes: bytes.len() as u64,
             barrier,
-            sealed_at_ns: sealed_at,
+            sealed_at_ns,
             footer,
             groups: entries,
-        }))
+        })
     }
 }
 

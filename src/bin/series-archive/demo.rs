@@ -50,6 +50,7 @@ pub fn run(
     probes: usize,
     ticks: u64,
     cadence: u64,
+    compact: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
     if runs == 0 || probes == 0 || ticks == 0 || cadence == 0 {
         return Err("--runs, --probes, --ticks and --cadence must all be at least 1".into());
@@ -153,7 +154,11 @@ pub fn run(
     // The lifecycle: barrier files (every track, small row groups) become per-track
     // segments, level partials become whole cells; one manifest record swaps them.
     let began = Instant::now();
-    let compacted = archive.compact(false, |_, _, _| {})?;
+    let compacted = if compact {
+        archive.compact(false, |_, _, _| {})?
+    } else {
+        Vec::new()
+    };
     for c in &compacted {
         out!(
             "compaction: {} barrier files ({} bytes) → {} segments ({} bytes); {} level files ({} bytes) → {} bytes, in {:.2?}",

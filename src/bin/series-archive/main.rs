@@ -244,6 +244,9 @@ enum Command {
         /// Seal every this many ticks.
         #[arg(long, default_value_t = 1_000)]
         cadence: u64,
+        /// Keep the barrier files as sealed (skip the compaction at the end).
+        #[arg(long)]
+        no_compact: bool,
     },
 }
 
@@ -378,7 +381,8 @@ fn main() -> ExitCode {
             probes,
             ticks,
             cadence,
-        } => demo::run(&dir, runs, probes, ticks, cadence).map_err(Failure::from),
+            no_compact,
+        } => demo::run(&dir, runs, probes, ticks, cadence, !no_compact).map_err(Failure::from),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
