@@ -454,6 +454,9 @@ def measure(rows: int, args, cli: Cli, helper: Path, con) -> dict:
         problems.append("in-process survey ≠ CLI survey")
     r["plan"] = plan
     r["buckets"] = len(survey["buckets"])
+    if problems:  # no point timing the rest against a disagreement
+        r["problems"] = problems
+        return r
 
     duck_fold = {}
     for kind in FOLDS:
