@@ -238,7 +238,7 @@ fn rows(c: &mut Criterion) {
 
 fn open(c: &mut Criterion) {
     let mut group = c.benchmark_group("open");
-    group.sample_size(20);
+    group.sample_size(10);
     for (barriers, tracks) in open_shapes() {
         let side = (tracks as f64).sqrt() as usize;
         let dir = common::ensure(
