@@ -33,156 +33,29 @@ import argparse
 import json
 import os
 import platform
-import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import duckdb
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchlib import (
+    RUNS,
+    Cli,
+    check_m4,
+    close,
+    criterion_median,
+    fmt,
+    median_time,
+    m4_query,
+    rel_diff,
+    sql_text,
+    target_dir,
+)
+
 STREAM = "capture"
 TRACK = ("run_0", "probe.00")
 TRACK_COLUMNS = ("run", "probe")
-AXIS = "ordinal"
 BUDGET = 400
-RUNS = 5
-REL = 1e-9
-
-
-def target_dir() -> Path:
-    env = os.environ.get("CARGO_TARGET_DIR")
-    return Path(env) if env else ROOT / "target"
-
-
-def median_time(fn, runs: int = RUNS) -> tuple[float, object]:
-    """One untimed warm-up, then the median wall time (seconds) of `runs` calls."""
-    result = fn()
-    times = []
-    for _ in range(runs):
-        began = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times), result
-
-
-def fmt(seconds: float | None) -> str:
-    if seconds is None:
-        return "n/a"
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.1f} µs"
-    if seconds < 1:
-        return f"{seconds * 1e3:.2f} ms"
-    return f"{seconds:.2f} s"
-
-
-def close(a: float, b: float) -> bool:
-    scale = max(abs(a), abs(b))
-    return a == b or abs(a - b) <= REL * scale
-
-
-def rel_diff(a: float, b: float) -> float:
-    scale = max(abs(a), abs(b))
-    return 0.0 if a == b else abs(a - b) / scale
-
-
-def criterion_median(group: str, function: str, rows: int) -> float | None:
-    """Criterion's median estimate in seconds, or None when that benchmark has not run."""
-    path = target_dir() / "criterion" / group / function / f"{rows}_rows" / "new" / "estimates.json"
-    try:
-        return json.loads(path.read_text())["median"]["point_estimate"] / 1e9
-    except (OSError, KeyError, ValueError):
-        return None
-
-
-def sql_text(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
-
-
-class Cli:
-    def __init__(self, path: Path):
-        if not path.is_file():
-            sys.exit(
-                f"bench_survey: {path} not found; build it first: cargo build --release --bin series-archive"
-            )
-        self.path = path
-
-    def run(self, *args: str) -> str:
-        done = subprocess.run(
-            [str(self.path), *args], capture_output=True, text=True, check=False
-        )
-        if done.returncode != 0:
-            sys.exit(
-                f"bench_survey: {self.path.name} {' '.join(args)} failed "
-                f"({done.returncode}): {done.stderr}"
-            )
-        return done.stdout
-
-    def json(self, *args: str):
-        return json.loads(self.run(*args, "--json"))
-
-
-def m4_query(src: str, where: str, fields: list[str], width: int) -> str:
-    cols = [
-        f"{AXIS} // {width} AS cell",
-        "count(*) AS n",
-        f"min({AXIS}) AS first_axis",
-        f"max({AXIS}) AS last_axis",
-    ]
-    key = f"({AXIS}, _seq)"
-    for f in fields:
-        cols += [
-            f"arg_min({f}, {key}) AS {f}_first",
-            f"arg_max({f}, {key}) AS {f}_last",
-            f"min({f}) AS {f}_min",
-            f"max({f}) AS {f}_max",
-            f"count({f}) AS {f}_count",
-            f"sum({f}) AS {f}_sum",
-        ]
-    return f"SELECT {', '.join(cols)} FROM {src} WHERE {where} GROUP BY cell ORDER BY cell"
-
-
-def check_m4(survey: dict, rows: list[tuple], fields: list[str]) -> tuple[list[str], float]:
-    """Mismatches between the archive's buckets and DuckDB's M4 rows; max relative sum diff."""
-    plan = survey["plan"]
-    width = plan["cell_width"]
-    problems: list[str] = []
-    worst = 0.0
-    cells = [r[0] for r in rows]
-    if cells and (cells[0] < plan["cells"][0] or cells[-1] > plan["cells"][1]):
-        problems.append(f"DuckDB cells {cells[0]}..{cells[-1]} outside the plan's {plan['cells']}")
-    for fi, name in enumerate(fields):
-        ours = [b for b in survey["buckets"] if b["field"] == fi]
-        by_cell = {b["first"]["axis"] // width: b for b in ours}
-        if len(by_cell) != len(ours):
-            problems.append(f"{name}: two archive buckets in one cell")
-        if sorted(by_cell) != cells:
-            problems.append(f"{name}: archive cells {sorted(by_cell)[:5]}.. ≠ DuckDB cells {cells[:5]}..")
-            continue
-        base = 4 + 6 * fi
-        for r in rows:
-            cell, n, first_axis, last_axis = r[0], r[1], r[2], r[3]
-            first, last, lo, hi, count, total = r[base : base + 6]
-            b = by_cell[cell]
-            want = {
-                "count": (b["count"], count),
-                "first.axis": (b["first"]["axis"], first_axis),
-                "first": (b["first"]["value"], float(first)),
-                "last.axis": (b["last"]["axis"], last_axis),
-                "last": (b["last"]["value"], float(last)),
-                "min": (b["min"]["value"], float(lo)),
-                "max": (b["max"]["value"], float(hi)),
-            }
-            for what, (a, d) in want.items():
-                if a != d:
-                    problems.append(f"{name} cell {cell}: {what} archive {a!r} ≠ DuckDB {d!r}")
-            if not close(b["sum"], float(total)):
-                problems.append(f"{name} cell {cell}: sum archive {b['sum']!r} ≠ DuckDB {total!r}")
-            worst = max(worst, rel_diff(b["sum"], float(total)))
-            if count != n:
-                problems.append(f"{name} cell {cell}: count {count} ≠ rows {n} (nulls?)")
-    return problems, worst
 
 
 def bench_archive(con, cli: Cli, directory: Path) -> dict:
