@@ -5,7 +5,7 @@ use super::error::{ArchiveError, Result};
 use super::manifest::{GroupEntry, SegmentFile, Span};
 use crate::contract::BeneathWindow;
 use arrow::array::{RecordBatch, RecordBatchReader};
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{DataType, SchemaRef};
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
@@ -56,28 +56,33 @@ pub(crate) struct TrackRows {
     pub seq: [u64; 2],
 }
 
-fn writer_properties() -> WriterProperties {
-    WriterProperties::builder()
+/// How every data and level file is written. Integer columns (positions, `_seq`, the axis,
+/// counts, measured integers) are delta-encoded and float columns byte-stream-split, neither
+/// through a dictionary: a track's rows in publish order are runs of nearby integers and
+/// noisy floats, which a dictionary only inflates. Strings keep parquet-rs's dictionary.
+fn writer_properties(schema: &SchemaRef) -> WriterProperties {
+    let mut builder = WriterProperties::builder()
         .set_compression(Compression::ZSTD(
             ZstdLevel::try_new(1).expect("1 is a valid zstd level"),
         ))
         .set_max_row_group_row_count(None)
         .set_statistics_enabled(EnabledStatistics::Page)
-        .set_column_dictionary_enabled(ColumnPath::from(super::config::POSITION_COLUMN), false)
-        .set_column_encoding(
-            ColumnPath::from(super::config::POSITION_COLUMN),
-            Encoding::DELTA_BINARY_PACKED,
-        )
-        .set_column_dictionary_enabled(ColumnPath::from(super::config::SEQ_COLUMN), false)
-        .set_column_encoding(
-            ColumnPath::from(super::config::SEQ_COLUMN),
-            Encoding::DELTA_BINARY_PACKED,
-        )
         .set_key_value_metadata(Some(vec![parquet::file::metadata::KeyValue::new(
             "series_archive.format".to_owned(),
             "1".to_owned(),
-        )]))
-        .build()
+        )]));
+    for field in schema.fields() {
+        let encoding = match field.data_type() {
+            t if t.is_integer() => Encoding::DELTA_BINARY_PACKED,
+            DataType::Float32 | DataType::Float64 => Encoding::BYTE_STREAM_SPLIT,
+            _ => continue,
+        };
+        let column = ColumnPath::from(field.name().as_str());
+        builder = builder
+            .set_column_dictionary_enabled(column.clone(), false)
+            .set_column_encoding(column, encoding);
+    }
+    builder.build()
 }
 
 /// Encodes one barrier's rows of one stream: one row group per track, in the order given
@@ -93,8 +98,9 @@ pub(crate) fn encode(
         message: e.to_string(),
     };
     let mut bytes = Vec::new();
-    let mut writer = ArrowWriter::try_new(&mut bytes, schema.clone(), Some(writer_properties()))
-        .map_err(fail)?;
+    let mut writer =
+        ArrowWriter::try_new(&mut bytes, schema.clone(), Some(writer_properties(schema)))
+            .map_err(fail)?;
     for track in tracks {
         writer.write(&track.batch).map_err(fail)?;
         writer.flush().map_err(fail)?;
