@@ -177,22 +177,16 @@ pub(crate) fn stage(
             .expect("the declared axis column is UInt64")
             .clone()
     });
-    // Group rows by track, in publish order. A track's key is encoded (and its labels
-    // checked) once per distinct label set, not once per row.
-    let depth = label_columns.len();
+    // Group rows by track, in publish order.
     let mut order: Vec<TrackKey> = Vec::new();
     let mut rows_of: HashMap<TrackKey, Vec<u32>> = HashMap::new();
-    let mut seen: HashMap<[&str; crate::contract::MAX_DEPTH], usize> = HashMap::new();
-    let mut grouped: Vec<Vec<u32>> = Vec::new();
+    let mut previous: Option<(Vec<&str>, TrackKey)> = None;
     for row in 0..n {
-        let mut labels = [""; crate::contract::MAX_DEPTH];
-        for (slot, column) in labels.iter_mut().zip(&label_columns) {
-            *slot = column.value(row);
-        }
-        let index = match seen.get(&labels) {
-            Some(&i) => i,
-            None => {
-                let key = TrackKey::encode(&labels[..depth]).map_err(|e| match e {
+        let labels: Vec<&str> = label_columns.iter().map(|c| c.value(row)).collect();
+        let key = match &previous {
+            Some((prev, key)) if *prev == labels => key.clone(),
+            _ => {
+                let key = TrackKey::encode(&labels).map_err(|e| match e {
                     BadTrack::Label(bad) => ArchiveError::input(
                         id,
                         row,
@@ -201,16 +195,17 @@ pub(crate) fn stage(
                     ),
                     other => ArchiveError::input(id, row, None, other.to_string()),
                 })?;
-                order.push(key);
-                grouped.push(Vec::new());
-                seen.insert(labels, order.len() - 1);
-                order.len() - 1
+                previous = Some((labels, key.clone()));
+                key
             }
         };
-        grouped[index].push(row as u32);
-    }
-    for (key, rows) in order.iter().zip(grouped) {
-        rows_of.insert(key.clone(), rows);
+        match rows_of.get_mut(&key) {
+            Some(rows) => rows.push(row as u32),
+            None => {
+                order.push(key.clone());
+                rows_of.insert(key, vec![row as u32]);
+            }
+        }
     }
     // The axis never goes backwards within a partition.
     let mut axis_ranges: HashMap<TrackKey, [u64; 2]> = HashMap::new();
