@@ -337,13 +337,13 @@ fn compaction_is_equal_row_for_row_and_cell_for_cell_and_bounds_the_file_count()
     check(&archive);
     // New rows of less than a quarter of a segment's bytes: compaction leaves the segments
     // alone and writes the new rows beside them (size-tiered); more, and they merge.
-    let more = fill_from(&mut archive, &clock, 40, 2, 64);
+    let more = fill_from(&mut archive, &clock, 640, 1, 4);
     let mut published = published;
     published.extend(more);
     archive.compact(true, |_, _, _| {}).expect("compact");
     assert_eq!(data_files(dir.path()), 8);
     assert_eq!(all_rows(&archive, None), published);
-    let more = fill_from(&mut archive, &clock, 42, 12, 64);
+    let more = fill_from(&mut archive, &clock, 641, 40, 64);
     published.extend(more);
     archive.compact(true, |_, _, _| {}).expect("compact");
     assert_eq!(data_files(dir.path()), 4);
