@@ -275,26 +275,22 @@ fn compaction_is_equal_row_for_row_and_cell_for_cell_and_bounds_the_file_count()
     let mut archive =
         Archive::open(dir.path(), config(&clock, Retention::forever())).expect("open");
     let published = fill(&mut archive, &clock, 40, 64);
-    let surveys: Vec<String> = [16, 64, 400, 4000]
-        .into_iter()
-        .map(|b| survey_text(&archive, 0, b))
-        .collect();
-    let whole = track("run_1", "probe.1");
-    let stats: Vec<String> = ["mean", "min", "max", "sum", "count", "p50", "p95"]
-        .into_iter()
-        .map(|a| {
+    // Every survey budget and every statistic of one track, as text: what compaction keeps.
+    let answers = |archive: &Archive| -> Vec<String> {
+        let surveys = [16, 64, 400, 4000]
+            .into_iter()
+            .map(|b| survey_text(archive, 0, b));
+        let stats = ["mean", "min", "max", "sum", "count", "p50", "p95"].map(|a| {
+            let kind = Aggregate::parse(a).expect(a);
+            let whole = track("run_1", "probe.1");
             let f = archive
-                .fold(
-                    "capture",
-                    &whole,
-                    Unbounded,
-                    Unbounded,
-                    Aggregate::parse(a).expect(a),
-                )
+                .fold("capture", &whole, Unbounded, Unbounded, kind)
                 .expect("fold");
             format!("{:?}", f.answers)
-        })
-        .collect();
+        });
+        surveys.chain(stats).collect()
+    };
+    let before = answers(&archive);
     assert_eq!(data_files(dir.path()), 40);
     assert_eq!(walk(&dir.path().join("streams/capture/levels")), 40);
 
@@ -311,27 +307,7 @@ fn compaction_is_equal_row_for_row_and_cell_for_cell_and_bounds_the_file_count()
 
     let check = |archive: &Archive| {
         assert_eq!(all_rows(archive, None), published, "rows, in publish order");
-        let again: Vec<String> = [16, 64, 400, 4000]
-            .into_iter()
-            .map(|b| survey_text(archive, 0, b))
-            .collect();
-        assert_eq!(again, surveys);
-        let again: Vec<String> = ["mean", "min", "max", "sum", "count", "p50", "p95"]
-            .into_iter()
-            .map(|a| {
-                let f = archive
-                    .fold(
-                        "capture",
-                        &whole,
-                        Unbounded,
-                        Unbounded,
-                        Aggregate::parse(a).expect(a),
-                    )
-                    .expect("fold");
-                format!("{:?}", f.answers)
-            })
-            .collect();
-        assert_eq!(again, stats);
+        assert_eq!(answers(archive), before);
         assert!(archive.verify(|_, _| {}).is_empty());
     };
     check(&archive);
