@@ -25,7 +25,6 @@
 
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use series_archive::archive::lifecycle::{Compaction, Lifetime, Retention};
 use series_archive::archive::{Archive, Clock, Config, StreamSpec};
 use series_archive::Position;
 use std::ops::Bound::{Included, Unbounded};
@@ -66,21 +65,7 @@ fn config(lifecycle: bool, barriers: u64, clock: Arc<dyn Clock>) -> Config {
     if !lifecycle {
         return config;
     }
-    let (raw, level0, idle) = day::lifetimes(barriers);
-    config
-        .retention(
-            "capture",
-            Retention::forever()
-                .raw(Lifetime::Age(raw))
-                .level(0, Lifetime::Age(level0))
-                .idle(idle),
-        )
-        .compaction(Compaction {
-            target_bytes: day::TARGET_BYTES,
-            group_rows: day::GROUP_ROWS,
-            min_inputs: day::MIN_INPUTS,
-        })
-        .checkpoint_bytes(day::CHECKPOINT_BYTES)
+    day::lifecycle(config, barriers)
 }
 
 fn batch_of(tracks: &[day::Track], rows: &[(usize, u64, u64)]) -> (RecordBatch, Vec<u64>) {
@@ -328,7 +313,7 @@ fn main() {
         s.tracks
             .values()
             .find(|t| t.labels == ["host", "probe.0"])
-            .map_or(Position(0), |t| t.floor)
+            .map_or(Position(0), |t| t.floor())
     };
     let m_none = measure(&without, false, barriers, from);
     let m_before = measure(&with, true, barriers, from);

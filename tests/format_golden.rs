@@ -39,6 +39,10 @@ use std::ops::Bound::{self, Included, Unbounded};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+#[path = "common/tree.rs"]
+mod tree;
+use tree::copy_tree;
+
 /// The barrier clock of every archive written here: 2025-11-29T19:00:00Z.
 const SEALED_AT_NS: u64 = 1_764_442_800_000_000_000;
 const STREAM: &str = "capture";
@@ -288,19 +292,6 @@ fn write_archive(root: &Path) {
             .expect("stage");
         if seal {
             archive.seal_all().expect("seal").expect("a barrier");
-        }
-    }
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("create directory");
-    for entry in std::fs::read_dir(from).expect("list directory") {
-        let entry = entry.expect("directory entry");
-        let (source, target) = (entry.path(), to.join(entry.file_name()));
-        if entry.file_type().expect("file type").is_dir() {
-            copy_tree(&source, &target);
-        } else if entry.file_name() != "LOCK" {
-            std::fs::copy(&source, &target).expect("copy file");
         }
     }
 }

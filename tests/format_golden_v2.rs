@@ -14,6 +14,7 @@
 
 mod common;
 
+use common::tree::copy_tree;
 use common::{batch, capture_schema, rows_of, workload, Row};
 use serde_json::json;
 use series_archive::archive::lifecycle::{Lifetime, Retention};
@@ -112,19 +113,6 @@ fn write_archive(root: &Path) {
         .expect("retired");
     archive.compact(true, |_, _, _| {}).expect("compact");
     seal(&mut archive, 4);
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("create");
-    for entry in std::fs::read_dir(from).expect("list") {
-        let entry = entry.expect("entry");
-        let (source, target) = (entry.path(), to.join(entry.file_name()));
-        if entry.file_type().expect("type").is_dir() {
-            copy_tree(&source, &target);
-        } else if entry.file_name() != "LOCK" {
-            std::fs::copy(&source, &target).expect("copy");
-        }
-    }
 }
 
 fn fixture() -> &'static Path {
@@ -311,7 +299,7 @@ fn the_version_2_fixture_opens_and_answers_its_floors() {
         .map(|t| {
             (
                 t.labels.join("/"),
-                t.floor.0,
+                t.floor().0,
                 t.raw.axis,
                 (0..3).map(|k| t.level_floor(k).axis).collect(),
                 t.whole,

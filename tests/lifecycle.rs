@@ -95,7 +95,7 @@ fn raw_rows_retire_by_age_while_levels_still_answer_a_mean() {
     // The raw floor is the first position of the sixth barrier; rows beneath it are refused.
     let floor = 5 * 300 + 1;
     for t in archive.state().streams["capture"].tracks.values() {
-        assert_eq!(t.floor, Position(floor), "{:?}", t.labels);
+        assert_eq!(t.floor(), Position(floor), "{:?}", t.labels);
         assert_eq!(t.groups.len(), 1, "the newest group stays");
     }
     let err = archive
@@ -492,7 +492,7 @@ fn a_checkpoint_starts_a_generation_from_the_live_state() {
     let floor = archive.state().streams["capture"]
         .tracks
         .values()
-        .map(|t| t.floor)
+        .map(|t| t.floor())
         .max()
         .expect("tracks");
     let expected: Vec<_> = published

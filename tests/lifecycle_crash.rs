@@ -346,7 +346,7 @@ fn assert_floors(streams: &BTreeMap<String, StreamState>, floors: Floors, at: &s
     assert_eq!(tracks.len(), 4, "{at}");
     for t in tracks.values() {
         let run = usize::from(t.labels[0] == "run_1");
-        assert_eq!(t.floor, Position(floors[run]), "{at}: {:?}", t.labels);
+        assert_eq!(t.floor(), Position(floors[run]), "{at}: {:?}", t.labels);
     }
 }
 

@@ -26,7 +26,6 @@
 mod common;
 
 use common::{batch, capture_config, rows_of, Row};
-use series_archive::archive::lifecycle::{Compaction, Lifetime, Retention};
 use series_archive::archive::manifest::TrackState;
 use series_archive::archive::{Archive, Config, ReadError};
 use series_archive::{Aggregate, BeneathWindow, Bucket, TrackKey};
@@ -53,22 +52,7 @@ mod day;
 use common::hand::Hand;
 
 fn config(clock: &Arc<Hand>, barriers: u64) -> Config {
-    let (raw, level0, idle) = day::lifetimes(barriers);
-    capture_config()
-        .clock(clock.clone())
-        .retention(
-            "capture",
-            Retention::forever()
-                .raw(Lifetime::Age(raw))
-                .level(0, Lifetime::Age(level0))
-                .idle(idle),
-        )
-        .compaction(Compaction {
-            target_bytes: day::TARGET_BYTES,
-            group_rows: day::GROUP_ROWS,
-            min_inputs: day::MIN_INPUTS,
-        })
-        .checkpoint_bytes(day::CHECKPOINT_BYTES)
+    day::lifecycle(capture_config().clock(clock.clone()), barriers)
 }
 
 /// The simulated day and what has been published of it.
@@ -275,9 +259,9 @@ fn after_maintain(
         if let Some(b) = within(raw_age) {
             let position = b * day::ROWS_PER_BARRIER + 1;
             assert!(
-                state.floor.0 <= position,
+                state.floor().0 <= position,
                 "{labels:?}: raw floor {} passes position {position}, sealed within the raw lifetime",
-                state.floor.0
+                state.floor().0
             );
         }
         if let Some(b) = within(level0_age) {
@@ -333,7 +317,7 @@ fn deep_check(archive: &Archive, sim: &Sim, t: usize) {
     let labels = sim.labels(t);
     let state = state_of(archive, &labels);
     let all = sim.rows(t);
-    let floor = state.floor;
+    let floor = state.floor();
     let kept: Vec<(u64, Row)> = all.iter().filter(|(p, _)| *p >= floor.0).cloned().collect();
     let got = archive
         .read_rows("capture", &labels, Included(floor), Unbounded)

@@ -115,7 +115,7 @@ impl Archive {
                 floor: s
                     .tracks
                     .values()
-                    .map(|t| t.floor)
+                    .map(|t| t.floor())
                     .max()
                     .unwrap_or(Position::ORIGIN),
                 tracks: s
@@ -126,7 +126,7 @@ impl Archive {
                         rows: t.rows,
                         groups: t.groups.len(),
                         last_axis: t.last_axis,
-                        floor: t.floor,
+                        floor: t.floor(),
                         raw_axis_floor: t.raw.axis,
                         level_floors: (0..s.decl.ladder.map_or(0, |l| l.levels as usize))
                             .map(|k| t.level_floor(k).axis)

@@ -44,7 +44,7 @@ pub(crate) fn floor_refusal(
 ) -> Result<(), BeneathWindow> {
     let floor = tracks
         .iter()
-        .map(|(_, t)| t.floor)
+        .map(|(_, t)| t.floor())
         .max()
         .unwrap_or(Position::ORIGIN);
     if floor == Position::ORIGIN {

@@ -43,19 +43,13 @@ pub struct Folded {
     pub fields: Vec<String>,
     /// Where the answer comes from: `level 0` (or the finest level retention left) for level
     /// folds, `raw` for percentiles.
-    pub source: &'static str,
+    pub source: String,
     /// The axis span covered, `[from, to)`: whole level-0 cells for a level fold, exactly
     /// the range for a percentile. `None` when the range holds nothing.
     pub span: Option<[u64; 2]>,
     /// One answer per measured field, in declared order.
     pub answers: Vec<Aggregated>,
 }
-
-/// Where a level fold's answer comes from, by level.
-const LEVEL_SOURCES: [&str; 16] = [
-    "level 0", "level 1", "level 2", "level 3", "level 4", "level 5", "level 6", "level 7",
-    "level 8", "level 9", "level 10", "level 11", "level 12", "level 13", "level 14", "level 15",
-];
 
 /// The highest level-`k` floor (axis) of the selected tracks: where the level is whole.
 fn lowest_start(tracks: &[(&TrackKey, &TrackState)], k: usize) -> u64 {
@@ -303,7 +297,8 @@ impl Archive {
                 "level 0"
             } else {
                 "raw"
-            },
+            }
+            .to_owned(),
             answers: (0..fields.len() as u32)
                 .map(|field| Aggregated {
                     field,
@@ -325,7 +320,7 @@ impl Archive {
                 .find(|&k| lowest_start(&tracks, k) <= lo / ladder.width(k) * ladder.width(k))
                 .ok_or_else(|| level_floor_refusal(&tracks, &ladder, 0))?;
             let w = ladder.width(k);
-            folded.source = LEVEL_SOURCES[k.min(LEVEL_SOURCES.len() - 1)];
+            folded.source = format!("level {k}");
             let (first, last) = (lo / w, hi / w);
             let per_field: BTreeMap<u32, Bucket> = self.with_level(state, k, |view| {
                 let mut out = BTreeMap::new();

@@ -1,6 +1,8 @@
 //! The simulated day of `tests/soak.rs` and `examples/soak_day.rs`: one workload for both.
 #![allow(dead_code)]
 
+use series_archive::archive::lifecycle::{Compaction, Lifetime, Retention};
+use series_archive::archive::Config;
 use std::time::Duration;
 
 /// Simulated time between barriers.
@@ -125,4 +127,24 @@ pub fn lifetimes(barriers: u64) -> (Duration, Duration, Duration) {
         Duration::from_nanos(span / 2),
         Duration::from_nanos(span / 24),
     )
+}
+
+/// `config` with the day's lifecycle: raw rows and level 0 by age, finished runs retired
+/// whole after the idle time, small compaction targets and checkpoints.
+pub fn lifecycle(config: Config, barriers: u64) -> Config {
+    let (raw, level0, idle) = lifetimes(barriers);
+    config
+        .retention(
+            "capture",
+            Retention::forever()
+                .raw(Lifetime::Age(raw))
+                .level(0, Lifetime::Age(level0))
+                .idle(idle),
+        )
+        .compaction(Compaction {
+            target_bytes: TARGET_BYTES,
+            group_rows: GROUP_ROWS,
+            min_inputs: MIN_INPUTS,
+        })
+        .checkpoint_bytes(CHECKPOINT_BYTES)
 }

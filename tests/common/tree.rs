@@ -68,3 +68,17 @@ pub fn recorded_paths(archive: &Archive) -> BTreeSet<String> {
     collect(&snapshot, &mut out);
     out
 }
+
+/// Copies a directory tree, leaving out `LOCK` (a copy is never locked).
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create directory");
+    for entry in std::fs::read_dir(from).expect("list directory") {
+        let entry = entry.expect("directory entry");
+        let (source, target) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_type().expect("file type").is_dir() {
+            copy_tree(&source, &target);
+        } else if entry.file_name() != "LOCK" {
+            std::fs::copy(&source, &target).expect("copy file");
+        }
+    }
+}

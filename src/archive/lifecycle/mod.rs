@@ -142,9 +142,9 @@ impl std::fmt::Debug for CompactedFiles {
     }
 }
 
-fn unreadable(e: BeneathWindow) -> ArchiveError {
-    ArchiveError::Encode {
-        stream: String::new(),
+fn unreadable(stream: &str) -> impl Fn(BeneathWindow) -> ArchiveError + '_ {
+    move |e| ArchiveError::Encode {
+        stream: stream.to_owned(),
         message: format!("compaction could not read its input: {e}"),
     }
 }
@@ -206,10 +206,10 @@ impl CompactionJob {
                 let segment = match open.entry(name) {
                     std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
                     std::collections::btree_map::Entry::Vacant(v) => {
-                        v.insert(OpenSegment::open(&self.root, file).map_err(unreadable)?)
+                        v.insert(OpenSegment::open(&self.root, file).map_err(unreadable(&id))?)
                     }
                 };
-                parts.push(segment.read_group(group).map_err(unreadable)?);
+                parts.push(segment.read_group(group).map_err(unreadable(&id))?);
             }
             let batch = arrow::compute::concat_batches(&self.schema, &parts)
                 .map_err(|e| fail(e.to_string()))?;
@@ -296,7 +296,7 @@ impl CompactionJob {
         let opened: Vec<OpenSegment<'_>> = self
             .level_files
             .iter()
-            .map(|f| OpenSegment::open(&self.root, f).map_err(unreadable))
+            .map(|f| OpenSegment::open(&self.root, f).map_err(unreadable(id)))
             .collect::<Result<_>>()?;
         let mut groups = Vec::with_capacity(ladder.levels as usize);
         let (mut sealed_at, mut barrier) = (0u64, 0u64);
@@ -322,7 +322,7 @@ impl CompactionJob {
                         widen(s, entry.seq),
                     ),
                 });
-                let batch = segment.read_group(k).map_err(unreadable)?;
+                let batch = segment.read_group(k).map_err(unreadable(id))?;
                 let tracks = levels::decode_level(&self.decl, &batch)
                     .map_err(|m| fail(format!("{}: {m}", file.path)))?;
                 for (key, cells) in tracks {

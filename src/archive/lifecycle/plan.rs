@@ -337,12 +337,9 @@ pub fn plan_compaction(
                 .map_or(0, |[lo, _]| lo / units.max(1)),
         }
     };
-    let small = |f: &SegmentFile| {
-        let tracks: BTreeSet<&Vec<String>> = f.groups.iter().map(|g| &g.track).collect();
-        tracks.len() > 1 || f.bytes < policy.target_bytes / 2
-    };
+    let small = |f: &SegmentFile| f.bytes < policy.target_bytes / 2;
     let by_name: BTreeMap<u64, &SegmentFile> = stream.files.iter().map(|f| (f.name, f)).collect();
-    let small_multi = |f: &SegmentFile| {
+    let several_tracks = |f: &SegmentFile| {
         let first = f.groups.first().map(|g| &g.track);
         f.groups.iter().any(|g| Some(&g.track) != first)
     };
@@ -359,7 +356,7 @@ pub fn plan_compaction(
     // back, an older segment joins while it is at most `MERGE_RATIO` times what is newer than
     // it, so each byte is rewritten a logarithmic number of times and a slice keeps a
     // logarithmic number of segments.
-    let always = |f: &SegmentFile| small_multi(f) || has_retired(f);
+    let always = |f: &SegmentFile| several_tracks(f) || has_retired(f);
     let mut inputs: BTreeSet<u64> = stream
         .files
         .iter()
@@ -435,15 +432,6 @@ pub fn plan_compaction(
         } else {
             Vec::new()
         };
-    // A lone single-track file without retired groups would be rewritten as itself.
-    let trivial = inputs.len() == 1
-        && inputs
-            .first()
-            .and_then(|n| by_name.get(n))
-            .is_some_and(|f| !small_multi(f) && !has_retired(f));
-    if trivial {
-        inputs.clear();
-    }
     let worth = if force {
         !inputs.is_empty() || !level_inputs.is_empty()
     } else {

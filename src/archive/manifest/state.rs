@@ -41,10 +41,8 @@ pub struct TrackState {
     pub origin_axis: Option<u64>,
     /// The highest axis value stored.
     pub last_axis: Option<u64>,
-    /// The raw floor: nothing beneath it is retained. Derived from retirement records only;
-    /// the origin while nothing has been retired.
-    pub floor: Position,
-    /// The whole raw floor (position, axis, `_seq`).
+    /// The raw floor (position, axis, `_seq`): nothing beneath it is retained. Derived from
+    /// retirement records only; the origin while nothing has been retired.
     pub raw: RawFloor,
     /// Floors per level (empty: every level at the origin).
     pub level_floors: Vec<LevelFloor>,
@@ -58,6 +56,11 @@ pub struct TrackState {
 }
 
 impl TrackState {
+    /// The raw floor as a position: no row beneath it is retained.
+    pub fn floor(&self) -> Position {
+        Position(self.raw.position)
+    }
+
     /// The floor of level `k`.
     pub fn level_floor(&self, k: usize) -> LevelFloor {
         self.level_floors.get(k).copied().unwrap_or_default()
@@ -255,7 +258,6 @@ impl StreamState {
                     ));
                 }
                 track.raw = raw;
-                track.floor = Position(raw.position);
             }
             if t.levels.len() > levels {
                 return Err(format!(
@@ -463,7 +465,6 @@ impl State {
                     ..TrackState::default()
                 });
                 track.raw = t.raw;
-                track.floor = Position(t.raw.position);
                 track.level_floors = t.levels.clone();
                 track.whole = t.whole;
                 track.last_sealed_ns = t.last_sealed_ns;
