@@ -64,6 +64,23 @@ fn survey_text(archive: &Archive, from: u64, budget: usize) -> String {
     format!("{:?} {:?}", s.plan, s.buckets)
 }
 
+/// Every row of one run, read back from its origin.
+fn run_rows(archive: &Archive, run: &str) -> Vec<(u64, Row)> {
+    let batch = archive
+        .read_rows("capture", &[run.to_owned()], Unbounded, Unbounded)
+        .expect("the run's rows");
+    rows_of(&batch)
+}
+
+/// What was published of one run, in publish order.
+fn of_run(published: &[(u64, Row)], run: &str) -> Vec<(u64, Row)> {
+    published
+        .iter()
+        .filter(|(_, r)| r.run == run)
+        .cloned()
+        .collect()
+}
+
 fn data_files(root: &Path) -> usize {
     walk(&root.join("streams/capture/rows"))
 }
@@ -227,17 +244,7 @@ fn retire_track_is_explicit_and_leaves_other_tracks_alone() {
         matches!(s, Err(ReadError::Floor { tier: "levels", .. })),
         "{s:?}"
     );
-    let run1: Vec<_> = published
-        .iter()
-        .filter(|(_, r)| r.run == "run_1")
-        .cloned()
-        .collect();
-    let got = rows_of(
-        &archive
-            .read_rows("capture", &["run_1".into()], Unbounded, Unbounded)
-            .expect("run_1"),
-    );
-    assert_eq!(got, run1);
+    assert_eq!(run_rows(&archive, "run_1"), of_run(&published, "run_1"));
     // Compaction drops run_0's groups for good; the floors hold across a reopen.
     archive.compact(true, |_, _, _| {}).expect("compact");
     drop(archive);
@@ -397,17 +404,7 @@ fn a_compaction_runs_beside_sealing_and_one_overtaken_by_a_retirement_is_discard
         "{:?}",
         archive.recovery()
     );
-    let run1: Vec<_> = published
-        .iter()
-        .filter(|(_, r)| r.run == "run_1")
-        .cloned()
-        .collect();
-    let got = rows_of(
-        &archive
-            .read_rows("capture", &["run_1".into()], Unbounded, Unbounded)
-            .expect("run_1"),
-    );
-    assert_eq!(got, run1);
+    assert_eq!(run_rows(&archive, "run_1"), of_run(&published, "run_1"));
 }
 
 #[test]
