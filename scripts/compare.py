@@ -429,7 +429,7 @@ def measure(rows: int, args, cli: Cli, helper: Path, con) -> dict:
     rows_out = root / "rows.parquet"
     r["cli_rows"], _, _ = timed_runs(
         lambda: cli.run("rows", d, *track_args, "--from", str(pos[0]), "--to", str(pos[1]),
-                        "--format", "parquet", "--out", str(rows_out)), runs)
+                        "--format", "parquet", "--out", str(rows_out), "--force"), runs)
     cli_range = checksum_table(pq.read_table(rows_out))
 
     # -- DuckDB over the plain Parquet.

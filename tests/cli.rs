@@ -1170,7 +1170,10 @@ fn files_verify_and_a_flipped_byte() {
     for other in [&files[0], &files[2]] {
         assert!(!out.stdout.contains(&other.display().to_string()));
     }
-    let summary = format!("1 of {} file(s) damaged", files.len() + level_files);
+    let summary = format!(
+        "1 damaged (1 of {} committed file(s))",
+        files.len() + level_files
+    );
     out.stderr_has(&[summary.as_str()], "verify after flip");
 
     let out = sa([

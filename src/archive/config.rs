@@ -12,6 +12,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+/// The longest stream id, in bytes: the id names a directory, and common file systems
+/// (ext4, xfs, btrfs, APFS, NTFS) allow 255 bytes per path component.
+pub const MAX_STREAM_ID: usize = 255;
+
 /// Names of the two columns the archive adds to every stored row.
 pub const POSITION_COLUMN: &str = "_position";
 /// The publish-order column: a stream-wide counter assigned at staging.
@@ -100,15 +104,59 @@ impl FaultPoint {
     }
 }
 
-/// A hook called at each [`FaultPoint`] of the real write path. Production archives have
-/// none; crash tests install one that aborts the process at the chosen point.
+/// One durable operation on the storage seam (`durable.rs`), where an injected failure
+/// can make it fail as a disk would.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Creating a new file.
+    Create,
+    /// Writing a file's bytes (a data, level or generation file, or a manifest append).
+    Write,
+    /// Syncing a file (`fsync`).
+    Sync,
+    /// Renaming a file into place (or into quarantine).
+    Rename,
+    /// Syncing a directory.
+    SyncDir,
+    /// Creating a directory.
+    CreateDir,
+    /// Removing a file.
+    Remove,
+}
+
+impl Op {
+    /// Every operation.
+    pub const ALL: [Op; 7] = [
+        Op::Create,
+        Op::Write,
+        Op::Sync,
+        Op::Rename,
+        Op::SyncDir,
+        Op::CreateDir,
+        Op::Remove,
+    ];
+}
+
+type PointHook = Arc<dyn Fn(FaultPoint) + Send + Sync>;
+type FailHook = Arc<dyn Fn(Op, &std::path::Path) -> Option<std::io::Error> + Send + Sync>;
+
+/// Injected faults. Production archives have none. Crash tests install a hook called at each
+/// [`FaultPoint`] of the real write path (which aborts the process there); failure tests
+/// install one consulted before every durable [`Op`], which answers an error (EIO, ENOSPC, a
+/// timeout) to make that operation fail as a disk would.
 #[derive(Clone, Default)]
-pub struct Faults(Option<Arc<dyn Fn(FaultPoint) + Send + Sync>>);
+pub struct Faults {
+    point: Option<PointHook>,
+    fail: Option<FailHook>,
+}
 
 impl Faults {
-    /// A hook.
+    /// A hook called at each fault point.
     pub fn new(hook: impl Fn(FaultPoint) + Send + Sync + 'static) -> Self {
-        Faults(Some(Arc::new(hook)))
+        Faults {
+            point: Some(Arc::new(hook)),
+            fail: None,
+        }
     }
 
     /// A hook that aborts the process (no unwinding, no destructors) at `point`.
@@ -120,20 +168,38 @@ impl Faults {
         })
     }
 
+    /// A hook consulted before every durable operation: an error it answers is what the
+    /// operation fails with.
+    pub fn failing(
+        hook: impl Fn(Op, &std::path::Path) -> Option<std::io::Error> + Send + Sync + 'static,
+    ) -> Self {
+        Faults {
+            point: None,
+            fail: Some(Arc::new(hook)),
+        }
+    }
+
     pub(crate) fn hit(&self, point: FaultPoint) {
-        if let Some(hook) = &self.0 {
+        if let Some(hook) = &self.point {
             hook(point);
+        }
+    }
+
+    /// Whether `op` on `path` may proceed; the injected error otherwise.
+    pub(crate) fn check(&self, op: Op, path: &std::path::Path) -> std::io::Result<()> {
+        match self.fail.as_ref().and_then(|hook| hook(op, path)) {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
     }
 }
 
 impl fmt::Debug for Faults {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "Faults(hook)"
-        } else {
-            "Faults(none)"
-        })
+        f.debug_struct("Faults")
+            .field("points", &self.point.is_some())
+            .field("failures", &self.fail.is_some())
+            .finish()
     }
 }
 
@@ -258,7 +324,8 @@ impl StreamSpec {
         &self.schema
     }
 
-    /// Validates the declaration and derives what the manifest records of it.
+    /// Validates the declaration and derives what the manifest records of it. Nothing is
+    /// written before this passes.
     pub(crate) fn decl(&self) -> Result<StreamDecl> {
         let id = &self.id;
         let bad = |m: String| ArchiveError::declaration(id, m);
@@ -270,6 +337,14 @@ impl StreamSpec {
             return Err(bad(
                 "a stream id is a plain identifier: letters, digits, '_' and '-'".into(),
             ));
+        }
+        if id.len() > MAX_STREAM_ID {
+            // The id names a directory (`streams/<id>/`): a longer one fails at the first
+            // write, after its declaration would already be recorded.
+            return Err(bad(format!(
+                "a stream id is at most {MAX_STREAM_ID} bytes (it names a directory, and file systems allow {MAX_STREAM_ID}); this one is {} bytes",
+                id.len()
+            )));
         }
         if self.track.len() > crate::contract::MAX_DEPTH {
             return Err(bad(format!(
@@ -381,6 +456,7 @@ pub struct Config {
     pub(crate) retention: BTreeMap<String, Retention>,
     pub(crate) compaction: Compaction,
     pub(crate) checkpoint_bytes: u64,
+    pub(crate) repair: bool,
 }
 
 /// The manifest size past which a new generation starts with a snapshot (the default).
@@ -396,6 +472,7 @@ impl Default for Config {
             retention: BTreeMap::new(),
             compaction: Compaction::default(),
             checkpoint_bytes: CHECKPOINT_BYTES,
+            repair: false,
         }
     }
 }
@@ -433,6 +510,16 @@ impl Config {
     /// Opens without the write lock, without repairing and without writing anything.
     pub fn read_only(mut self, read_only: bool) -> Self {
         self.read_only = read_only;
+        self
+    }
+
+    /// Lets a writable open get past a manifest damaged mid-log (a record that fails its
+    /// check with valid records after it): the open starts a new generation from the trusted
+    /// prefix and keeps the whole damaged generation, and every file only its lost records
+    /// named, in `.quarantine/` — evidence, never deleted. What that loses is shown first by
+    /// [`crate::archive::Archive::repair_plan`]. Without it (the default) such an open refuses.
+    pub fn repair(mut self, repair: bool) -> Self {
+        self.repair = repair;
         self
     }
 

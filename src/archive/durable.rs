@@ -1,46 +1,68 @@
 //! Every durability step in one place: write, sync, rename, sync the directory, quarantine.
+//! Each step first asks the archive's [`Faults`] whether it may proceed, so a test can make
+//! any of them fail as a disk would (EIO, ENOSPC, a timeout).
 
+use super::config::{Faults, Op};
 use super::error::{ArchiveError, Result};
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Writes `bytes` to a new file at `path` and syncs it.
-pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_synced(faults: &Faults, path: &Path, bytes: &[u8]) -> Result<()> {
+    faults
+        .check(Op::Create, path)
+        .map_err(ArchiveError::io("create", path))?;
     let mut file = OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(path)
         .map_err(ArchiveError::io("create", path))?;
-    file.write_all(bytes)
+    faults
+        .check(Op::Write, path)
+        .and_then(|()| file.write_all(bytes))
         .map_err(ArchiveError::io("write", path))?;
-    file.sync_all().map_err(ArchiveError::io("sync", path))
+    faults
+        .check(Op::Sync, path)
+        .and_then(|()| file.sync_all())
+        .map_err(ArchiveError::io("sync", path))
 }
 
 /// Syncs a directory so renames and creations inside it are durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
+pub(crate) fn sync_dir(faults: &Faults, dir: &Path) -> Result<()> {
+    faults
+        .check(Op::SyncDir, dir)
+        .and_then(|()| File::open(dir))
         .and_then(|d| d.sync_all())
         .map_err(ArchiveError::io("sync directory", dir))
 }
 
 /// Renames `from` to `to` (same filesystem; atomic).
-pub(crate) fn rename(from: &Path, to: &Path) -> Result<()> {
-    fs::rename(from, to).map_err(ArchiveError::io("rename into place", to))
+pub(crate) fn rename(faults: &Faults, from: &Path, to: &Path) -> Result<()> {
+    faults
+        .check(Op::Rename, to)
+        .and_then(|()| fs::rename(from, to))
+        .map_err(ArchiveError::io("rename into place", to))
 }
 
 /// Removes a file the manifest no longer names (already absent is fine), then syncs its
 /// directory.
-pub(crate) fn remove(path: &Path) -> Result<()> {
-    remove_all(std::iter::once(path))
+pub(crate) fn remove(faults: &Faults, path: &Path) -> Result<()> {
+    remove_all(faults, std::iter::once(path))
 }
 
 /// Removes files the manifest no longer names (already absent is fine), then syncs each
 /// directory they were in once.
-pub(crate) fn remove_all<'p>(paths: impl IntoIterator<Item = &'p Path>) -> Result<()> {
+pub(crate) fn remove_all<'p>(
+    faults: &Faults,
+    paths: impl IntoIterator<Item = &'p Path>,
+) -> Result<()> {
     let mut dirs = std::collections::BTreeSet::new();
     for path in paths {
-        match fs::remove_file(path) {
+        match faults
+            .check(Op::Remove, path)
+            .and_then(|()| fs::remove_file(path))
+        {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(ArchiveError::io("remove", path)(e)),
@@ -50,22 +72,25 @@ pub(crate) fn remove_all<'p>(paths: impl IntoIterator<Item = &'p Path>) -> Resul
         }
     }
     for dir in &dirs {
-        sync_dir(dir)?;
+        sync_dir(faults, dir)?;
     }
     Ok(())
 }
 
 /// Creates a directory and its missing parents, syncing the parent of each one created so
 /// the new entries survive a power cut (a file the manifest names must keep its directory).
-pub(crate) fn create_dir(dir: &Path) -> Result<()> {
+pub(crate) fn create_dir(faults: &Faults, dir: &Path) -> Result<()> {
     if dir.is_dir() {
         return Ok(());
     }
     let missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.is_dir()).collect();
-    fs::create_dir_all(dir).map_err(ArchiveError::io("create directory", dir))?;
+    faults
+        .check(Op::CreateDir, dir)
+        .and_then(|()| fs::create_dir_all(dir))
+        .map_err(ArchiveError::io("create directory", dir))?;
     for created in missing.iter().rev() {
         if let Some(parent) = created.parent().filter(|p| !p.as_os_str().is_empty()) {
-            sync_dir(parent)?;
+            sync_dir(faults, parent)?;
         }
     }
     Ok(())
@@ -73,18 +98,26 @@ pub(crate) fn create_dir(dir: &Path) -> Result<()> {
 
 /// Moves `path` (relative to `root`) into `quarantine`, keeping its relative path, and syncs
 /// both directories. Evidence is moved, never deleted.
-pub(crate) fn quarantine(root: &Path, quarantine: &Path, path: &Path) -> Result<PathBuf> {
+pub(crate) fn quarantine(
+    faults: &Faults,
+    root: &Path,
+    quarantine: &Path,
+    path: &Path,
+) -> Result<PathBuf> {
     let relative = path.strip_prefix(root).unwrap_or(path);
     let target = quarantine.join(relative);
     if let Some(parent) = target.parent() {
-        create_dir(parent)?;
+        create_dir(faults, parent)?;
     }
-    fs::rename(path, &target).map_err(ArchiveError::io("move into quarantine", path))?;
+    faults
+        .check(Op::Rename, &target)
+        .and_then(|()| fs::rename(path, &target))
+        .map_err(ArchiveError::io("move into quarantine", path))?;
     if let Some(parent) = path.parent() {
-        sync_dir(parent)?;
+        sync_dir(faults, parent)?;
     }
     if let Some(parent) = target.parent() {
-        sync_dir(parent)?;
+        sync_dir(faults, parent)?;
     }
     Ok(target)
 }

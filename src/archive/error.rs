@@ -38,7 +38,7 @@ pub enum ArchiveError {
         supported: u16,
     },
     /// A record failed its check and valid records follow it: damage, not a torn tail.
-    #[error("manifest {path} is damaged at byte {offset} and {following} valid record(s) follow it; truncating there would drop committed barriers, so this archive will not be opened for writing — open it read-only to serve what can be proven, and restore the manifest from a backup")]
+    #[error("manifest {path} is damaged at byte {offset} and {following} valid record(s) follow it; truncating there would drop committed barriers, so this archive will not be opened for writing and reads refuse it — restore the manifest from a backup, or run `series-archive repair` to see what starting again from the trusted prefix would lose (it keeps the evidence)")]
     DamagedManifest {
         /// The manifest generation file.
         path: PathBuf,

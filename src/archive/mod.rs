@@ -15,18 +15,20 @@ pub mod levels;
 pub mod lifecycle;
 pub mod manifest;
 pub(crate) mod read;
+mod repair;
 mod segment;
 mod series;
 mod stage;
 mod survey;
 
 pub use config::{
-    Clock, Config, FaultPoint, Faults, FixedClock, StreamSpec, SystemClock, POSITION_COLUMN,
+    Clock, Config, FaultPoint, Faults, FixedClock, Op, StreamSpec, SystemClock, POSITION_COLUMN,
     SEQ_COLUMN,
 };
 pub use describe::{Description, QuarantinedFile, StreamDescription, TrackDescription};
 pub use error::{ArchiveError, Result};
 pub use levels::{Ladder, Plan};
+pub use repair::{Evidence, LostRecord, RepairPlan};
 pub use segment::{data_file_name, digest};
 pub use survey::{Folded, Survey};
 
@@ -47,7 +49,7 @@ use std::sync::Arc;
 pub(crate) const MANIFEST_DIR: &str = "manifest";
 pub(crate) const STREAMS_DIR: &str = "streams";
 pub(crate) const TMP_DIR: &str = ".tmp";
-const QUARANTINE_DIR: &str = ".quarantine";
+pub(crate) const QUARANTINE_DIR: &str = ".quarantine";
 const LOCK_FILE: &str = "LOCK";
 
 /// One track's level partials from a barrier: every level's cells.
@@ -67,10 +69,22 @@ pub struct Recovery {
     pub quarantined: Vec<String>,
     /// The byte offset at which the manifest's torn tail started, if it had one.
     pub torn_tail_at: Option<u64>,
-    /// A damaged (not torn) manifest, for a read-only open that serves the trusted prefix.
+    /// A damaged (not torn) manifest: a read-only open holds the trusted prefix for
+    /// `inspect` and refuses every read (`Unreadable`), since valid records follow the damage.
     pub damaged_at: Option<u64>,
+    /// The damaged generation file, relative to the root, when `damaged_at` is set.
+    pub damaged_path: Option<String>,
     /// The generation started by the repair, if one was.
     pub repaired_generation: Option<u64>,
+}
+
+impl Recovery {
+    /// Where the manifest is damaged mid-log, unless this open repaired it: while this is
+    /// `Some`, every read refuses and `verify` reports the manifest.
+    pub fn unrepaired_damage(&self) -> Option<u64> {
+        self.damaged_at
+            .filter(|_| self.repaired_generation.is_none())
+    }
 }
 
 /// What one barrier made durable.
@@ -117,6 +131,8 @@ pub struct Archive {
     highest_generation: u64,
     /// The in-memory view of each stream's level tables, built from the files on first use.
     level_views: std::sync::Mutex<BTreeMap<String, levels::LevelView>>,
+    /// The generation this open replayed and the length of its trusted prefix.
+    replayed: Option<(u64, u64)>,
 }
 
 impl std::fmt::Debug for Archive {
@@ -137,7 +153,7 @@ fn generation_of(path: &Path) -> Option<u64> {
     log::parse_generation(path.file_name()?.to_str()?)
 }
 
-fn relative(root: &Path, path: &Path) -> String {
+pub(crate) fn relative(root: &Path, path: &Path) -> String {
     path.strip_prefix(root)
         .unwrap_or(path)
         .to_string_lossy()
@@ -179,7 +195,7 @@ impl Archive {
             }
             None
         } else {
-            durable::create_dir(&root)?;
+            durable::create_dir(&config.faults, &root)?;
             let path = root.join(LOCK_FILE);
             let file = OpenOptions::new()
                 .create(true)
@@ -209,7 +225,7 @@ impl Archive {
                 }
             }
             for dir in [MANIFEST_DIR, STREAMS_DIR, TMP_DIR, QUARANTINE_DIR] {
-                durable::create_dir(&root.join(dir))?;
+                durable::create_dir(&config.faults, &root.join(dir))?;
             }
             Some(file)
         };
@@ -227,6 +243,7 @@ impl Archive {
             recovery: Recovery::default(),
             highest_generation: 0,
             level_views: std::sync::Mutex::new(BTreeMap::new()),
+            replayed: None,
         };
         archive.recover()?;
         archive.declare()?;
@@ -244,7 +261,12 @@ impl Archive {
         let quarantine = self.quarantine_dir()?;
         if !read_only {
             for path in durable::walk_files(&self.root.join(TMP_DIR))? {
-                moved.push(durable::quarantine(&self.root, &quarantine, &path)?);
+                moved.push(durable::quarantine(
+                    &self.config.faults,
+                    &self.root,
+                    &quarantine,
+                    &path,
+                )?);
             }
         }
         let generations: Vec<(u64, PathBuf)> = durable::list_files(&manifest_dir)?
@@ -285,9 +307,18 @@ impl Archive {
         };
         let replayed = log::replay(&current_path, current)?;
         self.state = replayed.state;
+        self.replayed = Some((current, replayed.trusted_len));
         match replayed.tail {
             Tail::Clean => {}
             Tail::Torn { offset } => self.recovery.torn_tail_at = Some(offset),
+            // `repair`: the damaged tail is handled as a torn one — a new generation from the
+            // trusted prefix, the damaged generation kept whole as evidence.
+            Tail::Damaged { offset, .. } if !read_only && self.config.repair => {
+                tracing::warn!(manifest = %current_path.display(), offset, "repair: starting a new generation from the trusted prefix");
+                self.recovery.torn_tail_at = Some(offset);
+                self.recovery.damaged_at = Some(offset);
+                self.recovery.damaged_path = Some(relative(&self.root, &current_path));
+            }
             Tail::Damaged { offset, following } => {
                 if !read_only {
                     return Err(ArchiveError::DamagedManifest {
@@ -297,6 +328,7 @@ impl Archive {
                     });
                 }
                 self.recovery.damaged_at = Some(offset);
+                self.recovery.damaged_path = Some(relative(&self.root, &current_path));
             }
         }
         if read_only {
@@ -313,13 +345,23 @@ impl Archive {
             }
             if self.state.obsolete.contains(&rel) {
                 // A record took it out of the live set; a crash came before its deletion.
-                durable::remove(&path)?;
+                durable::remove(&self.config.faults, &path)?;
             } else {
-                moved.push(durable::quarantine(&self.root, &quarantine, &path)?);
+                moved.push(durable::quarantine(
+                    &self.config.faults,
+                    &self.root,
+                    &quarantine,
+                    &path,
+                )?);
             }
         }
         for (_, path) in &generations[..generations.len() - 1] {
-            moved.push(durable::quarantine(&self.root, &quarantine, path)?);
+            moved.push(durable::quarantine(
+                &self.config.faults,
+                &self.root,
+                &quarantine,
+                path,
+            )?);
         }
         if self.recovery.torn_tail_at.is_some() {
             let generation = highest_generation_ever + 1;
@@ -332,7 +374,12 @@ impl Archive {
             )?);
             self.state.generation = generation;
             self.recovery.repaired_generation = Some(generation);
-            moved.push(durable::quarantine(&self.root, &quarantine, &current_path)?);
+            moved.push(durable::quarantine(
+                &self.config.faults,
+                &self.root,
+                &quarantine,
+                &current_path,
+            )?);
         } else {
             self.log = Some(LogWriter::append_to(&current_path, replayed.trusted_len)?);
         }
@@ -428,6 +475,30 @@ impl Archive {
                 offset: 0,
                 message: format!("a record this process wrote breaks an invariant: {message}"),
             })
+    }
+
+    /// Whether a writer has committed since this (read-only) open replayed the manifest: a
+    /// new generation, or records appended past what was replayed. A reader refused as
+    /// `Unreadable` because a file its snapshot named is gone (a compaction or retirement
+    /// deleted it after its record) opens again and retries when this is true; see
+    /// `docs/format.md`, "Readers beside a writer".
+    pub fn manifest_moved(&self) -> bool {
+        let Some((generation, len)) = self.replayed else {
+            return false;
+        };
+        let dir = self.root.join(MANIFEST_DIR);
+        let newest = durable::list_files(&dir).ok().and_then(|files| {
+            files
+                .iter()
+                .filter_map(|p| generation_of(p).map(|g| (g, p.clone())))
+                .max_by_key(|(g, _)| *g)
+        });
+        match newest {
+            Some((g, path)) if g == generation => {
+                std::fs::metadata(&path).map_or(true, |m| m.len() > len)
+            }
+            _ => true,
+        }
     }
 
     /// The archive's root directory.
@@ -560,9 +631,9 @@ impl Archive {
             let mut place = |relative_dir: String, bytes: &[u8], name: u64| -> Result<String> {
                 let file_name = data_file_name(name);
                 let staged_path = tmp.join(&file_name);
-                durable::write_synced(&staged_path, bytes)?;
+                durable::write_synced(&self.config.faults, &staged_path, bytes)?;
                 let dir = self.root.join(&relative_dir);
-                durable::create_dir(&dir)?;
+                durable::create_dir(&self.config.faults, &dir)?;
                 written.push((staged_path, dir.join(&file_name)));
                 Ok(format!("{relative_dir}/{file_name}"))
             };
@@ -682,13 +753,13 @@ impl Archive {
         self.config.faults.hit(FaultPoint::AfterDataWrite);
         let mut dirs = std::collections::BTreeSet::new();
         for (from, to) in &written {
-            durable::rename(from, to)?;
+            durable::rename(&self.config.faults, from, to)?;
             if let Some(parent) = to.parent() {
                 dirs.insert(parent.to_path_buf());
             }
         }
         for dir in &dirs {
-            durable::sync_dir(dir)?;
+            durable::sync_dir(&self.config.faults, dir)?;
         }
         self.config.faults.hit(FaultPoint::AfterDataRename);
         let record = Record::Barrier(Barrier {
@@ -726,7 +797,20 @@ impl Archive {
         self.seal_all()
     }
 
+    /// Refuses every read of an archive whose manifest is damaged mid-log (a read-only open
+    /// past the damage holds only the trusted prefix, which may be less than the archive
+    /// holds: answering from it would be a quiet short answer).
+    fn trusted(&self) -> std::result::Result<(), ReadError> {
+        match self.recovery.unrepaired_damage() {
+            None => Ok(()),
+            Some(offset) => Err(ReadError::Refused(BeneathWindow::unreadable(format!(
+                "the manifest is damaged at byte {offset} with valid records after the damage, so the archive may hold more than its trusted prefix names; nothing is served from it (`series-archive repair` keeps the evidence and starts a new generation)"
+            )))),
+        }
+    }
+
     fn recorded(&self, stream: &str) -> std::result::Result<(&StreamState, SchemaRef), ReadError> {
+        self.trusted()?;
         let state = self
             .state
             .streams
@@ -742,7 +826,9 @@ impl Archive {
 
     /// Raw rows of `stream` beneath the selection `track` (labels, outermost first; empty
     /// selects every track) within the position range, in publish order, as one Arrow batch
-    /// of the stream's columns followed by `_position` and `_seq`.
+    /// of the stream's columns followed by `_position` and `_seq`. Rows staged by this
+    /// process and not yet sealed are part of the answer (after the sealed rows of their
+    /// track, merged by publish order); surveys and folds answer from sealed rows only.
     pub fn read_rows(
         &self,
         stream: &str,
@@ -760,8 +846,28 @@ impl Archive {
             )));
         }
         let prefix = TrackKey::encode(track).map_err(|e| ReadError::BadSelection(e.to_string()))?;
+        if let Some(reason) = &self.poisoned {
+            // A failed barrier discarded what was staged: the rows it held are neither
+            // durable nor here, so an answer now could be short.
+            return Err(ReadError::Refused(BeneathWindow::unreadable(format!(
+                "an earlier barrier failed ({reason}); the rows it was sealing are not served by this handle — reopen the archive to serve what is durable"
+            ))));
+        }
         let tracks = read::select(state, &prefix);
-        read::rows(&self.root, state, &schema, &tracks, start, end).map_err(ReadError::Refused)
+        // Rows staged and not yet sealed are served too: a window that evicted them has
+        // handed them to this tier, and leaving them out would be a quiet short answer.
+        let staged: Vec<(&TrackKey, &[RecordBatch])> = self
+            .staged
+            .get(stream)
+            .map(|s| {
+                read::beneath(&s.tracks, &prefix)
+                    .into_iter()
+                    .map(|(k, t)| (k, t.batches.as_slice()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        read::rows(&self.root, state, &schema, &tracks, &staged, start, end)
+            .map_err(ReadError::Refused)
     }
 
     /// The committed data files of `stream`, as paths under the root: exactly what the
@@ -780,6 +886,12 @@ impl Archive {
     pub fn verify(&self, mut progress: impl FnMut(usize, usize)) -> Vec<String> {
         let files: Vec<&SegmentFile> = self.state.live_files().collect();
         let mut damaged = Vec::new();
+        if let Some(offset) = self.recovery.unrepaired_damage() {
+            damaged.push(format!(
+                "manifest {}: a record fails its check at byte {offset} and valid records follow it (what they claim is not served; see `series-archive repair`)",
+                self.recovery.damaged_path.as_deref().unwrap_or("(current generation)")
+            ));
+        }
         for (i, file) in files.iter().enumerate() {
             let check = segment::OpenSegment::open(&self.root, file).and_then(|s| s.verify_all());
             if let Err(e) = check {

@@ -8,7 +8,7 @@ use arrow::array::{Array, BooleanArray, RecordBatch, UInt64Array};
 use arrow::compute::{concat_batches, filter_record_batch, interleave_record_batch};
 use arrow::datatypes::SchemaRef;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::ops::Bound;
 use std::path::Path;
 
@@ -17,9 +17,17 @@ pub(crate) fn select<'a>(
     stream: &'a StreamState,
     prefix: &TrackKey,
 ) -> Vec<(&'a TrackKey, &'a TrackState)> {
+    beneath(&stream.tracks, prefix)
+}
+
+/// The entries of a map keyed by track whose keys lie beneath `prefix`: a key-range scan.
+pub(crate) fn beneath<'a, V>(
+    map: &'a BTreeMap<TrackKey, V>,
+    prefix: &TrackKey,
+) -> Vec<(&'a TrackKey, &'a V)> {
     match prefix.upper() {
-        None => stream.tracks.iter().collect(),
-        Some(upper) => stream.tracks.range(prefix.clone()..upper).collect(),
+        None => map.iter().collect(),
+        Some(upper) => map.range(prefix.clone()..upper).collect(),
     }
 }
 
@@ -62,20 +70,26 @@ pub(crate) fn floor_refusal(
     }
 }
 
-/// Reads the rows of the selected tracks within the position range, in publish order.
-/// The answer carries the stream's columns followed by `_position` and `_seq`.
+/// Reads the rows of the selected tracks within the position range, in publish order:
+/// what is sealed, then what is staged (`staged`: each selected track's staged batches, in
+/// publish order; a track may be staged and not yet recorded). Staged rows come after every
+/// sealed row of their track by construction (`_seq` only grows), so each track is one run
+/// and the runs merge by `_seq` with no sort. The answer carries the stream's columns
+/// followed by `_position` and `_seq`.
 pub(crate) fn rows(
     root: &Path,
     stream: &StreamState,
     schema: &SchemaRef,
     tracks: &[(&TrackKey, &TrackState)],
+    staged: &[(&TrackKey, &[RecordBatch])],
     start: Bound<Position>,
     end: Bound<Position>,
 ) -> Result<RecordBatch, BeneathWindow> {
     floor_refusal(tracks, start)?;
     let mut open: HashMap<usize, OpenSegment<'_>> = HashMap::new();
-    let mut runs: Vec<RecordBatch> = Vec::with_capacity(tracks.len());
-    for (_, track) in tracks {
+    let mut runs: Vec<RecordBatch> = Vec::with_capacity(tracks.len() + staged.len());
+    let mut staged_of: BTreeMap<&TrackKey, &[RecordBatch]> = staged.iter().copied().collect();
+    for (key, track) in tracks {
         let mut parts = Vec::new();
         for g in &track.groups {
             let file = &stream.files[g.file];
@@ -100,6 +114,20 @@ pub(crate) fn rows(
                 clip(&batch, start, end)?
             });
         }
+        if let Some(batches) = staged_of.remove(key) {
+            clip_all(batches, start, end, &mut parts)?;
+        }
+        if !parts.is_empty() {
+            runs.push(
+                concat_batches(schema, &parts)
+                    .map_err(|e| BeneathWindow::unreadable(e.to_string()))?,
+            );
+        }
+    }
+    // Tracks staged for the first time: nothing of them is sealed yet.
+    for batches in staged_of.into_values() {
+        let mut parts = Vec::new();
+        clip_all(batches, start, end, &mut parts)?;
         if !parts.is_empty() {
             runs.push(
                 concat_batches(schema, &parts)
@@ -108,6 +136,22 @@ pub(crate) fn rows(
         }
     }
     merge_by_seq(schema, runs)
+}
+
+/// Appends the rows of `batches` within the range to `parts`.
+fn clip_all(
+    batches: &[RecordBatch],
+    start: Bound<Position>,
+    end: Bound<Position>,
+    parts: &mut Vec<RecordBatch>,
+) -> Result<(), BeneathWindow> {
+    for batch in batches {
+        let clipped = clip(batch, start, end)?;
+        if clipped.num_rows() > 0 {
+            parts.push(clipped);
+        }
+    }
+    Ok(())
 }
 
 fn clip(

@@ -136,6 +136,19 @@ pub(crate) fn stage(
     // Positions never go backwards within a stream.
     let mut last = staged.last_position.unwrap_or(durable.watermark.0);
     for (row, &p) in positions.iter().enumerate() {
+        if p == u64::MAX {
+            // Reserved: the position after the last one must exist, or automatic positions
+            // would wrap to 0 and the stream could never be appended again.
+            return Err(ArchiveError::input(
+                id,
+                row,
+                None,
+                format!(
+                    "position {p} (u64::MAX) is reserved; positions go up to {}",
+                    u64::MAX - 1
+                ),
+            ));
+        }
         if p < last {
             return Err(ArchiveError::input(
                 id,
@@ -224,6 +237,19 @@ pub(crate) fn stage(
                 });
             for &row in rows {
                 let value = axis.value(row as usize);
+                if value == u64::MAX {
+                    // Reserved, as the last position is: every span the archive reports is
+                    // half-open, `[from, to)`, and `to` must exist for the highest axis.
+                    return Err(ArchiveError::input(
+                        id,
+                        row as usize,
+                        decl.axis.as_deref(),
+                        format!(
+                            "axis {value} (u64::MAX) is reserved; axis values go up to {}",
+                            u64::MAX - 1
+                        ),
+                    ));
+                }
                 if let Some(l) = last {
                     if value < l {
                         return Err(ArchiveError::input(

@@ -207,6 +207,7 @@ pub struct Aggregated {
     /// Which statistic.
     pub kind: Aggregate,
     /// The answer; `None` when the range holds no value for this field.
+    #[serde(with = "super::json_float::option")]
     pub value: Option<f64>,
     /// Values the answer covers.
     pub count: u64,

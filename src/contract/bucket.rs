@@ -9,6 +9,7 @@ pub struct Placed {
     /// The axis coordinate (axis units, e.g. an ordinal or nanoseconds).
     pub axis: u64,
     /// The value of the measured field there.
+    #[serde(with = "super::json_float")]
     pub value: f64,
 }
 
@@ -48,8 +49,10 @@ pub struct Bucket {
     /// Rows folded.
     pub count: u64,
     /// Sum of the values.
+    #[serde(with = "super::json_float")]
     pub sum: f64,
     /// Sum of the squared values.
+    #[serde(with = "super::json_float")]
     pub sum_sq: f64,
 }
 

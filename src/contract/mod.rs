@@ -2,6 +2,7 @@
 
 mod aggregate;
 mod bucket;
+pub mod json_float;
 mod position;
 mod refusal;
 mod series;

@@ -182,6 +182,7 @@ impl CompactionJob {
         };
         let mut placer = Placer {
             root: &self.root,
+            faults: &self.faults,
             stream: &id,
             names: self.names.clone(),
             staged: Vec::new(),
@@ -247,14 +248,14 @@ impl CompactionJob {
         let mut dirs = std::collections::BTreeSet::new();
         let mut placed = Vec::new();
         for (from, to) in &placer.staged {
-            durable::rename(from, to)?;
+            durable::rename(&self.faults, from, to)?;
             if let Some(parent) = to.parent() {
                 dirs.insert(parent.to_path_buf());
             }
             placed.push(to.clone());
         }
         for dir in &dirs {
-            durable::sync_dir(dir)?;
+            durable::sync_dir(&self.faults, dir)?;
         }
         self.faults.hit(FaultPoint::AfterDataRename);
         Ok(CompactedFiles {
@@ -374,6 +375,7 @@ impl CompactionJob {
 /// remembers where each goes.
 struct Placer<'a> {
     root: &'a Path,
+    faults: &'a Faults,
     stream: &'a str,
     names: std::ops::Range<u64>,
     staged: Vec<(PathBuf, PathBuf)>,
@@ -397,10 +399,10 @@ impl Placer<'_> {
         let (bytes, footer, entries) = segment::encode(self.stream, schema, name, groups)?;
         let file_name = segment::data_file_name(name);
         let at = self.root.join(TMP_DIR).join(&file_name);
-        durable::write_synced(&at, &bytes)?;
+        durable::write_synced(self.faults, &at, &bytes)?;
         let dir = format!("{STREAMS_DIR}/{}/{kind}", self.stream);
         let dir_path = self.root.join(&dir);
-        durable::create_dir(&dir_path)?;
+        durable::create_dir(self.faults, &dir_path)?;
         self.staged.push((at, dir_path.join(&file_name)));
         Ok(SegmentFile {
             name,
@@ -497,7 +499,7 @@ impl Archive {
     }
 
     fn delete<'p>(&mut self, paths: impl Iterator<Item = &'p Path>) -> Result<()> {
-        if let Err(e) = durable::remove_all(paths) {
+        if let Err(e) = durable::remove_all(&self.config.faults, paths) {
             self.poisoned = Some(e.to_string());
             return Err(e);
         }

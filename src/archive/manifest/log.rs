@@ -3,7 +3,7 @@
 use super::frame::{self, Decoded};
 use super::record::Record;
 use super::state::State;
-use crate::archive::config::{FaultPoint, Faults};
+use crate::archive::config::{FaultPoint, Faults, Op};
 use crate::archive::durable;
 use crate::archive::error::{ArchiveError, Result};
 use std::fs::{File, OpenOptions};
@@ -161,12 +161,12 @@ impl LogWriter {
         let name = generation_name(generation);
         let staged = tmp.join(&name);
         let framed = encode(&Record::Snapshot(state.snapshot(generation)));
-        durable::write_synced(&staged, &framed)?;
-        durable::sync_dir(tmp)?;
+        durable::write_synced(faults, &staged, &framed)?;
+        durable::sync_dir(faults, tmp)?;
         faults.hit(FaultPoint::AfterSnapshotWrite);
         let path = manifest_dir.join(&name);
-        durable::rename(&staged, &path)?;
-        durable::sync_dir(manifest_dir)?;
+        durable::rename(faults, &staged, &path)?;
+        durable::sync_dir(faults, manifest_dir)?;
         faults.hit(FaultPoint::AfterSnapshotRename);
         Self::append_to(&path, framed.len() as u64)
     }
@@ -176,15 +176,18 @@ impl LogWriter {
     pub fn append(&mut self, record: &Record, faults: &Faults) -> Result<()> {
         let framed = encode(record);
         let half = framed.len() / 2;
-        self.file
-            .write_all(&framed[..half])
+        faults
+            .check(Op::Write, &self.path)
+            .and_then(|()| self.file.write_all(&framed[..half]))
             .map_err(ArchiveError::io("append to manifest", &self.path))?;
         faults.hit(FaultPoint::MidRecord);
-        self.file
-            .write_all(&framed[half..])
+        faults
+            .check(Op::Write, &self.path)
+            .and_then(|()| self.file.write_all(&framed[half..]))
             .map_err(ArchiveError::io("append to manifest", &self.path))?;
-        self.file
-            .sync_data()
+        faults
+            .check(Op::Sync, &self.path)
+            .and_then(|()| self.file.sync_data())
             .map_err(ArchiveError::io("sync manifest", &self.path))?;
         self.len += framed.len() as u64;
         Ok(())

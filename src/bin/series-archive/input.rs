@@ -43,8 +43,81 @@ impl Kind {
     }
 }
 
-/// The schema a file holds, as its reader infers or declares it.
+/// The schema a file holds, as its reader infers or declares it. A column name that appears
+/// twice (a CSV header, a Parquet schema, or a key repeated inside one JSON object) is refused
+/// naming it: every reader would keep one of the two and drop the other silently.
 pub fn file_schema(path: &Path) -> Result<Schema, String> {
+    let schema = inferred_schema(path)?;
+    let mut seen = std::collections::HashSet::new();
+    for field in schema.fields() {
+        if !seen.insert(field.name()) {
+            return Err(format!(
+                "{}: column {:?} appears twice; rename one of them (a reader would keep one and drop the other)",
+                path.display(),
+                field.name()
+            ));
+        }
+    }
+    if Kind::of(path)? == Kind::JsonLines {
+        unique_json_keys(path)?;
+    }
+    Ok(schema)
+}
+
+/// Refuses a JSON-lines file in which one object repeats a key (a JSON parser keeps the last
+/// value and drops the first, silently). A syntax-only pass: values are skipped, not built.
+fn unique_json_keys(path: &Path) -> Result<(), String> {
+    use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+    /// One object's keys, refused when one repeats.
+    struct UniqueKeys;
+    impl<'de> Deserialize<'de> for UniqueKeys {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Keys;
+            impl<'de> Visitor<'de> for Keys {
+                type Value = UniqueKeys;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a JSON object")
+                }
+                fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<UniqueKeys, M::Error> {
+                    let mut seen = std::collections::HashSet::new();
+                    while let Some(key) = map.next_key::<String>()? {
+                        if !seen.insert(key.clone()) {
+                            return Err(serde::de::Error::custom(format!(
+                                "column {key:?} appears twice in one object; rename one of them (a reader would keep one and drop the other)"
+                            )));
+                        }
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                    Ok(UniqueKeys)
+                }
+            }
+            d.deserialize_map(Keys)
+        }
+    }
+    let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut objects =
+        serde_json::Deserializer::from_reader(BufReader::new(file)).into_iter::<UniqueKeys>();
+    let mut row = 0usize;
+    loop {
+        let line_before = row;
+        match objects.next() {
+            None => return Ok(()),
+            Some(Ok(_)) => row += 1,
+            Some(Err(e)) if e.is_data() => {
+                return Err(format!(
+                    "{}: row {line_before} (line {}): {e}",
+                    path.display(),
+                    e.line()
+                ))
+            }
+            // Syntax errors are the reader's to report, with its own position.
+            Some(Err(_)) => return Ok(()),
+        }
+    }
+}
+
+/// The schema as the file's reader infers or declares it.
+fn inferred_schema(path: &Path) -> Result<Schema, String> {
     let open = || File::open(path).map_err(|e| format!("{}: {e}", path.display()));
     let fail = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
     match Kind::of(path)? {

@@ -1,4 +1,5 @@
-//! `sweep`, `retire`, `compact` and `checkpoint`: the lifecycle from the command line.
+//! `sweep`, `retire`, `compact`, `checkpoint`, `repair` and `quarantine`: the lifecycle from
+//! the command line.
 
 use crate::Failure;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -242,5 +243,106 @@ pub(crate) fn checkpoint(archive: &Path) -> Result<(), Failure> {
         "manifest generation {generation}: {} bytes (was {before})",
         archive.manifest_bytes()
     );
+    Ok(())
+}
+
+/// `repair`: shows what getting past mid-log manifest damage would lose; with `--yes` does it.
+pub(crate) fn repair(archive: &Path, yes: bool) -> Result<(), Failure> {
+    if !archive.join("manifest").is_dir() {
+        return Err(format!(
+            "{} is not an archive (no manifest directory)",
+            archive.display()
+        )
+        .into());
+    }
+    let Some(plan) = Archive::repair_plan(archive)? else {
+        out!("nothing to repair: the manifest replays whole (a torn tail, if any, is repaired by the next writable open)");
+        return Ok(());
+    };
+    out!(
+        "manifest {} fails its check at byte {}: {} record(s) before it are trusted, {} byte(s) from there on are not",
+        plan.generation,
+        plan.damaged_at,
+        plan.trusted_records,
+        plan.bytes_after_damage
+    );
+    if plan.lost.is_empty() {
+        out!("  no valid record follows the damage");
+    }
+    out!(
+        "valid records after the damage, whose claims the repaired archive will not make ({}):",
+        plan.lost.len()
+    );
+    for lost in &plan.lost {
+        out!("  at byte {}: {}", lost.offset, lost.what);
+    }
+    let bytes: u64 = plan.quarantined.iter().map(|(_, b)| b).sum();
+    out!(
+        "files no trusted record names, moved into .quarantine/ ({}, {bytes} bytes):",
+        plan.quarantined.len()
+    );
+    for (path, len) in &plan.quarantined {
+        out!("  {path} ({len} bytes)");
+    }
+    out!("the damaged generation is kept whole in .quarantine/ as evidence; nothing is deleted");
+    if !yes {
+        out!("nothing was changed: rerun with --yes to repair");
+        return Ok(());
+    }
+    let repaired = Archive::open(archive, Config::new().repair(true))?;
+    let recovery = repaired.recovery();
+    out!(
+        "repaired: manifest generation {} starts from the trusted prefix; {} file(s) kept in quarantine",
+        recovery.repaired_generation.unwrap_or(repaired.state().generation),
+        recovery.quarantined.len()
+    );
+    Ok(())
+}
+
+/// `quarantine`: lists evidence; with `--purge-older-than` deletes what is older.
+pub(crate) fn quarantine(
+    archive: &Path,
+    purge_older_than: Option<std::time::Duration>,
+) -> Result<(), Failure> {
+    let show = |e: &series_archive::archive::Evidence, now: u64| {
+        let bytes: u64 = e.files.iter().map(|(_, b)| b).sum();
+        let age = e.kept_at_ns.map_or("age unknown".to_owned(), |t| {
+            format!("kept {:.1} h ago", now.saturating_sub(t) as f64 / 3.6e12)
+        });
+        format!(
+            "{} ({} file(s), {bytes} bytes, {age})",
+            e.dir,
+            e.files.len()
+        )
+    };
+    let now = series_archive::archive::Clock::now_ns(&series_archive::archive::SystemClock);
+    match purge_older_than {
+        None => {
+            let archive = crate::read_only(archive)?;
+            let evidence = archive.evidence()?;
+            if evidence.is_empty() {
+                out!("quarantine: empty");
+            }
+            for e in &evidence {
+                out!("{}", show(e, now));
+                for (path, len) in &e.files {
+                    out!("  {path} ({len} bytes)");
+                }
+            }
+        }
+        Some(age) => {
+            let mut archive = open(archive, Config::new())?;
+            let before = now.saturating_sub(u64::try_from(age.as_nanos()).unwrap_or(u64::MAX));
+            let purged = archive.purge_evidence(before)?;
+            for e in &purged {
+                out!("purged {}", show(e, now));
+            }
+            let kept = archive.evidence()?.len();
+            out!(
+                "purged {} evidence director(ies); {kept} kept",
+                purged.len()
+            );
+        }
+    }
     Ok(())
 }

@@ -23,7 +23,7 @@ mod survey;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use series_archive::archive::{Archive, Config, ReadError, StreamSpec};
+use series_archive::archive::{Archive, ArchiveError, Config, ReadError, StreamSpec};
 use series_archive::Position;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -109,9 +109,13 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = output::Format::Csv)]
         format: output::Format,
-        /// Write to this file instead of standard output.
+        /// Write to this file instead of standard output (never inside the archive; an
+        /// existing file only with --force).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Replace an existing --out file.
+        #[arg(long, requires = "out")]
+        force: bool,
     },
     /// Display buckets (true M4 per measured field) of an axis range under a point budget.
     ///
@@ -227,6 +231,24 @@ enum Command {
     Checkpoint {
         /// The archive directory.
         archive: PathBuf,
+    },
+    /// Get past a manifest damaged mid-log: show what would be lost, then (with --yes) start
+    /// a new generation from the trusted prefix, keeping the damaged generation and every
+    /// file only its lost records named in .quarantine/. Never deletes data.
+    Repair {
+        /// The archive directory.
+        archive: PathBuf,
+        /// Carry out the repair shown (without it, nothing is changed).
+        #[arg(long)]
+        yes: bool,
+    },
+    /// List the evidence recovery and repair kept in .quarantine/, and purge old evidence.
+    Quarantine {
+        /// The archive directory.
+        archive: PathBuf,
+        /// Delete evidence kept longer ago than this (`30d`, `12h`); needs the write lock.
+        #[arg(long, value_name = "AGE", value_parser = series_archive::archive::lifecycle::parse_duration)]
+        purge_older_than: Option<std::time::Duration>,
     },
     /// Run a synthetic capture workload (runs × probes, sealed on a cadence) and read it back.
     Demo {
@@ -350,7 +372,16 @@ fn main() -> ExitCode {
             to,
             format,
             out,
-        } => rows(&archive, &stream, &track, from, to, format, out.as_deref()),
+            force,
+        } => rows(
+            &archive,
+            &stream,
+            &track,
+            from,
+            to,
+            format,
+            out.as_deref().map(|o| (o, force)),
+        ),
         Command::Inspect { archive, json } => inspect(&archive, json),
         Command::Verify { archive } => verify(&archive),
         Command::Files { archive, stream } => files(&archive, &stream),
@@ -375,6 +406,11 @@ fn main() -> ExitCode {
             auto,
         } => lifecycle::compact(&archive, &stream, target_size, group_rows as usize, auto),
         Command::Checkpoint { archive } => lifecycle::checkpoint(&archive),
+        Command::Repair { archive, yes } => lifecycle::repair(&archive, yes),
+        Command::Quarantine {
+            archive,
+            purge_older_than,
+        } => lifecycle::quarantine(&archive, purge_older_than),
         Command::Demo {
             dir,
             runs,
@@ -405,6 +441,42 @@ fn spinner(what: &str) -> ProgressBar {
 
 pub(crate) fn read_only(archive: &Path) -> Result<Archive, Failure> {
     Ok(Archive::open(archive, Config::new().read_only(true))?)
+}
+
+/// Opens read-only and reads. A writer may commit a compaction, retirement or checkpoint
+/// while this reads, and delete files the opened snapshot names: a read refused `Unreadable`
+/// after the manifest moved on (or an open that lost a generation to a checkpoint) starts
+/// again on a fresh open, at most `READ_ATTEMPTS` times in all. Anything else is answered as
+/// it is.
+pub(crate) fn reading<T>(
+    archive: &Path,
+    read: impl Fn(&Archive) -> Result<T, ReadError>,
+) -> Result<T, Failure> {
+    const READ_ATTEMPTS: usize = 4;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let last = attempt == READ_ATTEMPTS;
+        let opened = match Archive::open(archive, Config::new().read_only(true)) {
+            Ok(opened) => opened,
+            Err(ArchiveError::Io { source, .. })
+                if !last
+                    && source.kind() == std::io::ErrorKind::NotFound
+                    && archive.join("manifest").is_dir() =>
+            {
+                continue
+            }
+            Err(e) => return Err(e.into()),
+        };
+        match read(&opened) {
+            Err(ReadError::Refused(series_archive::BeneathWindow::Unreadable(u)))
+                if !last && opened.manifest_moved() =>
+            {
+                tracing::debug!(attempt, reason = %u, "the manifest moved on during the read; reading again");
+            }
+            other => return other.map_err(refused),
+        }
+    }
 }
 
 fn ingest(
@@ -482,7 +554,10 @@ fn ingest(
     let (opened, mut validator) = if recorded.is_some() {
         let archive = Archive::open(archive_dir, Config::new().stream(spec.clone()))?;
         for q in &archive.recovery().quarantined {
-            eprintln!("recovery: moved {q} into quarantine");
+            eprintln!(
+                "recovery: moved {} into quarantine (kept as {q})",
+                quarantined_from(q)
+            );
         }
         let validator = archive.validator(stream)?;
         (Some(archive), validator)
@@ -496,7 +571,10 @@ fn ingest(
     let started = Instant::now();
     let bar = spinner("checking");
     let mut checked = 0usize;
-    let first_position = opened.as_ref().map_or(0, |a| a.watermark(stream).0) + 1;
+    let first_position = opened
+        .as_ref()
+        .map_or(0, |a| a.watermark(stream).0)
+        .saturating_add(1);
     deliveries(
         &files,
         &declared,
@@ -532,7 +610,7 @@ fn ingest(
             }
         }
     };
-    let first_position = archive.watermark(stream).0 + 1;
+    let first_position = archive.watermark(stream).0.saturating_add(1);
     deliveries(
         &files,
         &declared,
@@ -574,6 +652,11 @@ fn ingest(
     Ok(())
 }
 
+/// The path a file had before recovery moved it to `kept` (`.quarantine/open-…/PATH`).
+fn quarantined_from(kept: &str) -> &str {
+    kept.splitn(3, '/').nth(2).unwrap_or(kept)
+}
+
 /// Reads every file as deliveries shaped to the declaration, in order, handing each to
 /// `take` with its file, kind, first row within the file, and positions (from the position
 /// column, or consecutive from `first_position`).
@@ -598,9 +681,23 @@ fn deliveries(
         for batch in input::batches(path, schema)? {
             let (shaped, positions) = input::shape(&batch?, declared, position, path, kind, row)?;
             let n = shaped.num_rows();
-            let positions =
-                positions.unwrap_or_else(|| (next_position..next_position + n as u64).collect());
-            next_position += n as u64;
+            let positions = match positions {
+                Some(p) => p,
+                None => {
+                    let end = next_position
+                        .checked_add(n as u64)
+                        .ok_or_else(|| {
+                            format!(
+                                "{}: automatic positions would pass {} (the stream is at {}); give the rows a --position column",
+                                path.display(),
+                                u64::MAX - 1,
+                                next_position.saturating_sub(1)
+                            )
+                        })?;
+                    (next_position..end).collect()
+                }
+            };
+            next_position = next_position.saturating_add(n as u64);
             take(path, kind, row, shaped, positions)?;
             row += n;
         }
@@ -643,19 +740,20 @@ fn rows(
     from: Option<u64>,
     to: Option<u64>,
     format: output::Format,
-    out: Option<&Path>,
+    out: Option<(&Path, bool)>,
 ) -> Result<(), Failure> {
     if let (Some(f), Some(t)) = (from, to) {
         if t < f {
             return Err(format!("--to {t} is below --from {f}; the range is [from, to)").into());
         }
     }
-    let archive = read_only(archive)?;
+    if let Some((path, force)) = out {
+        output::check_target(archive, path, force)?;
+    }
+    let out = out.map(|(path, _)| path);
     let start = from.map_or(Bound::Unbounded, |f| Bound::Included(Position(f)));
     let end = to.map_or(Bound::Unbounded, |t| Bound::Excluded(Position(t)));
-    let batch = archive
-        .read_rows(stream, track, start, end)
-        .map_err(refused)?;
+    let batch = reading(archive, |a| a.read_rows(stream, track, start, end))?;
     // `_seq` is internal bookkeeping, never an output field.
     let keep: Vec<usize> = (0..batch.num_columns())
         .filter(|&i| batch.schema().field(i).name() != series_archive::archive::SEQ_COLUMN)
@@ -759,7 +857,7 @@ fn inspect(archive: &Path, json: bool) -> Result<(), Failure> {
         }
     }
     if let Some(at) = d.recovery.damaged_at {
-        out!("manifest: DAMAGED at byte {at}; serving the trusted prefix read-only");
+        out!("manifest: DAMAGED at byte {at} of {}, with valid records after it; the counts above are the trusted prefix only, every read is refused (exit 3) and `verify` exits 4 — `series-archive repair` keeps the evidence and starts a new generation", d.recovery.damaged_path.as_deref().unwrap_or("the current generation"));
     } else if let Some(at) = d.recovery.torn_tail_at {
         out!("manifest: torn tail at byte {at} (a writable open will repair it)");
     }
@@ -767,7 +865,23 @@ fn inspect(archive: &Path, json: bool) -> Result<(), Failure> {
 }
 
 fn verify(archive: &Path) -> Result<(), Failure> {
-    let archive = read_only(archive)?;
+    // A manifest that cannot be read at all is damage `verify` exists to report (exit 4),
+    // not an ordinary error.
+    let archive = match Archive::open(archive, Config::new().read_only(true)) {
+        Ok(archive) => archive,
+        Err(
+            e @ (ArchiveError::CorruptManifest { .. }
+            | ArchiveError::NoManifest { .. }
+            | ArchiveError::DamagedManifest { .. }),
+        ) => {
+            out!("DAMAGED {e}");
+            return Err(Failure {
+                code: 4,
+                message: "the manifest cannot be read; nothing could be verified".into(),
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
     // Data and level files alike: the set `Archive::verify` checks.
     let total = archive.state().live_files().count();
     let bar = ProgressBar::new(total as u64);
@@ -778,7 +892,7 @@ fn verify(archive: &Path) -> Result<(), Failure> {
     let damaged = archive.verify(|done, _| bar.set_position(done as u64));
     bar.finish_and_clear();
     if damaged.is_empty() {
-        out!("ok: {total} file(s), every row group and footer digest verified");
+        out!("ok: {total} file(s), every row group and footer digest verified; the manifest replays whole");
         Ok(())
     } else {
         for d in &damaged {
@@ -786,14 +900,24 @@ fn verify(archive: &Path) -> Result<(), Failure> {
         }
         Err(Failure {
             code: 4,
-            message: format!("{} of {total} file(s) damaged", damaged.len()),
+            message: format!(
+                "{} damaged ({} of {total} committed file(s){})",
+                damaged.len(),
+                damaged.len().saturating_sub(usize::from(
+                    archive.recovery().unrepaired_damage().is_some()
+                )),
+                if archive.recovery().unrepaired_damage().is_some() {
+                    ", and the manifest"
+                } else {
+                    ""
+                }
+            ),
         })
     }
 }
 
 fn files(archive: &Path, stream: &str) -> Result<(), Failure> {
-    let archive = read_only(archive)?;
-    for f in archive.files(stream).map_err(refused)? {
+    for f in reading(archive, |a| a.files(stream))? {
         out!("{}", f.display());
     }
     Ok(())

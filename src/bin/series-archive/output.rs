@@ -16,6 +16,44 @@ pub enum Format {
     Parquet,
 }
 
+/// Refuses an output file inside the archive (it could replace a manifest generation or a
+/// data file: the archive would be destroyed by a typo), and an existing file unless
+/// `force`. Checked before anything is read or written.
+pub fn check_target(archive: &Path, out: &Path, force: bool) -> Result<(), String> {
+    let absolute = |p: &Path| -> Option<std::path::PathBuf> {
+        // The file may not exist yet: resolve its directory, then add its name.
+        let name = p.file_name()?;
+        let parent = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        Some(std::fs::canonicalize(parent).ok()?.join(name))
+    };
+    if let (Ok(root), Some(target)) = (std::fs::canonicalize(archive), absolute(out)) {
+        let resolved = std::fs::canonicalize(&target).unwrap_or(target);
+        if resolved.starts_with(&root) {
+            return Err(format!(
+                "{}: is inside the archive {}; write output elsewhere (a file there could replace the archive's own)",
+                out.display(),
+                archive.display()
+            ));
+        }
+    }
+    if out.is_dir() {
+        return Err(format!(
+            "{}: is a directory; give a file name",
+            out.display()
+        ));
+    }
+    if !force && out.exists() {
+        return Err(format!(
+            "{}: exists; give --force to replace it, or another name",
+            out.display()
+        ));
+    }
+    Ok(())
+}
+
 /// Writes `batch` in `format` to `out` (standard output when `None`).
 pub fn write(batch: &RecordBatch, format: Format, out: Option<&Path>) -> Result<(), String> {
     let sink: Box<dyn Write + Send> = match out {

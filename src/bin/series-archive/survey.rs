@@ -1,6 +1,6 @@
 //! `survey` and `fold`: budgeted buckets and statistics, printed, as JSON or CSV, or drawn.
 
-use crate::{read_only, refused, Failure};
+use crate::{reading, Failure};
 use plotters::prelude::*;
 use series_archive::archive::Survey;
 use series_archive::Aggregate;
@@ -34,10 +34,11 @@ pub fn survey(
     plot: Option<&Path>,
 ) -> Result<(), Failure> {
     let (start, end) = bounds(from, to)?;
-    let archive = read_only(archive)?;
-    let s = archive
-        .survey(stream, track, start, end, budget)
-        .map_err(refused)?;
+    if let Some(path) = plot {
+        // A plot is redrawn often: replacing one is allowed, landing in the archive is not.
+        crate::output::check_target(archive, path, true)?;
+    }
+    let s = reading(archive, |a| a.survey(stream, track, start, end, budget))?;
     if json {
         out!("{}", serde_json::to_string_pretty(&s)?);
     } else if csv {
@@ -255,10 +256,7 @@ pub fn fold(
     json: bool,
 ) -> Result<(), Failure> {
     let (start, end) = bounds(from, to)?;
-    let archive = read_only(archive)?;
-    let f = archive
-        .fold(stream, track, start, end, aggregate)
-        .map_err(refused)?;
+    let f = reading(archive, |a| a.fold(stream, track, start, end, aggregate))?;
     if json {
         out!("{}", serde_json::to_string_pretty(&f)?);
         return Ok(());

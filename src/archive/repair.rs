@@ -1,0 +1,230 @@
+//! Getting past a manifest damaged mid-log: what a repair would lose, shown before anything
+//! changes.
+//!
+//! A record that fails its check with valid records after it is damage, not a torn write, and
+//! an open refuses it: truncating there drops committed records. The records after the damage
+//! cannot be replayed on top of the trusted prefix either — the damaged record's effect is
+//! unknown, and a barrier replayed past a lost barrier would leave a gap in its stream that no
+//! floor accounts for (a quiet short answer). So a repair keeps the trusted prefix, starts a
+//! new generation from it, and keeps everything else as evidence: the damaged generation
+//! whole, and every file that only the lost records named. Nothing is deleted.
+
+use super::manifest::frame::{self, Decoded};
+use super::manifest::log::{self, Tail};
+use super::manifest::Record;
+use super::{durable, relative, Archive, ArchiveError, Result, MANIFEST_DIR, STREAMS_DIR};
+use serde::Serialize;
+use std::path::Path;
+
+/// One valid record after the damage: what its loss takes out of the archive's claims.
+#[derive(Clone, Debug, Serialize)]
+pub struct LostRecord {
+    /// Where it starts in the damaged generation.
+    pub offset: u64,
+    /// What it recorded, in words (`barrier 7: stream capture through position 1400, 400 rows`).
+    pub what: String,
+}
+
+/// What a repair finds and would do; see [`Archive::repair_plan`].
+#[derive(Clone, Debug, Serialize)]
+pub struct RepairPlan {
+    /// The damaged generation, relative to the root; it is kept whole in `.quarantine/`.
+    pub generation: String,
+    /// Where the first record that fails its check starts.
+    pub damaged_at: u64,
+    /// Records in the trusted prefix (the snapshot included): the state a repair keeps.
+    pub trusted_records: usize,
+    /// Bytes from the damage to the end of the generation.
+    pub bytes_after_damage: u64,
+    /// The valid records after the damage, whose claims the repaired archive will not make.
+    pub lost: Vec<LostRecord>,
+    /// Files under `streams/` the trusted prefix does not name, with their sizes: a repair
+    /// moves them into `.quarantine/` (the rows of lost barriers stay readable there as plain
+    /// Parquet).
+    pub quarantined: Vec<(String, u64)>,
+}
+
+fn describe(record: &Record) -> String {
+    match record {
+        Record::Snapshot(s) => format!("snapshot of generation {}", s.generation),
+        Record::Declare(d) => format!("declaration of stream {:?}", d.id),
+        Record::Barrier(b) => {
+            let streams: Vec<String> = b
+                .streams
+                .iter()
+                .map(|s| {
+                    let rows: u64 = s.file.groups.iter().map(|g| g.rows).sum();
+                    format!(
+                        "stream {} through position {} ({rows} rows in {})",
+                        s.stream, s.watermark, s.file.path
+                    )
+                })
+                .collect();
+            format!("barrier {}: {}", b.barrier, streams.join("; "))
+        }
+        Record::Retire(r) => format!(
+            "retirement ({}) of {} track(s) of stream {}",
+            r.reason,
+            r.tracks.len(),
+            r.stream
+        ),
+        Record::Compact(c) => format!(
+            "compaction of stream {}: {} file(s) replaced by {}",
+            c.stream,
+            c.removed.len() + c.removed_levels.len(),
+            c.added.len() + c.added_levels.len()
+        ),
+    }
+}
+
+impl Archive {
+    /// What a repair of the archive at `root` would do, changing nothing: `None` when its
+    /// manifest is not damaged mid-log (a torn tail is repaired by any writable open). Apply
+    /// it with a writable open under [`crate::archive::Config::repair`].
+    pub fn repair_plan(root: impl AsRef<Path>) -> Result<Option<RepairPlan>> {
+        let root = root.as_ref();
+        let manifest_dir = root.join(MANIFEST_DIR);
+        let Some(current) = durable::list_files(&manifest_dir)?
+            .into_iter()
+            .filter_map(|p| {
+                let g = log::parse_generation(p.file_name()?.to_str()?)?;
+                Some((g, p))
+            })
+            .max_by_key(|(g, _)| *g)
+        else {
+            return Err(ArchiveError::NoManifest {
+                path: root.to_path_buf(),
+            });
+        };
+        let (generation, path) = current;
+        let replayed = log::replay(&path, generation)?;
+        let Tail::Damaged { offset, .. } = replayed.tail else {
+            return Ok(None);
+        };
+        let bytes = std::fs::read(&path).map_err(ArchiveError::io("read manifest", &path))?;
+        let lost = frame::valid_records_after(&bytes, offset as usize)
+            .into_iter()
+            .map(|at| {
+                let what = match frame::decode(&bytes, at) {
+                    Decoded::Record { payload, .. } => {
+                        match serde_json::from_slice::<Record>(payload) {
+                            Ok(record) => describe(&record),
+                            Err(e) => {
+                                format!("a record that passes its check but does not decode: {e}")
+                            }
+                        }
+                    }
+                    Decoded::UnknownVersion(v) => format!("a record of format version {v}"),
+                    Decoded::Failed | Decoded::End => "unreadable".to_owned(),
+                };
+                LostRecord {
+                    offset: at as u64,
+                    what,
+                }
+            })
+            .collect();
+        let named: std::collections::BTreeSet<&str> = replayed
+            .state
+            .live_files()
+            .map(|f| f.path.as_str())
+            .collect();
+        let mut quarantined = Vec::new();
+        for file in durable::walk_files(&root.join(STREAMS_DIR))? {
+            let rel = relative(root, &file);
+            if named.contains(rel.as_str()) || replayed.state.obsolete.contains(&rel) {
+                continue;
+            }
+            let len = std::fs::metadata(&file)
+                .map_err(ArchiveError::io("stat", &file))?
+                .len();
+            quarantined.push((rel, len));
+        }
+        Ok(Some(RepairPlan {
+            generation: relative(root, &path),
+            damaged_at: offset,
+            trusted_records: replayed.records,
+            bytes_after_damage: bytes.len() as u64 - offset,
+            lost,
+            quarantined,
+        }))
+    }
+}
+
+/// One open's (or repair's) evidence: a directory under `.quarantine/`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Evidence {
+    /// The directory, relative to the root (`.quarantine/open-STAMP-N`).
+    pub dir: String,
+    /// When it was kept, ns since the Unix epoch (the archive's clock at that open); `None`
+    /// for a directory the archive did not name.
+    pub kept_at_ns: Option<u64>,
+    /// Its files, relative to the root, with their sizes.
+    pub files: Vec<(String, u64)>,
+}
+
+impl Archive {
+    /// The evidence under `.quarantine/`, one entry per open that kept any, oldest first.
+    pub fn evidence(&self) -> Result<Vec<Evidence>> {
+        let base = self.root.join(super::QUARANTINE_DIR);
+        let entries = match std::fs::read_dir(&base) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(ArchiveError::io("list", &base)(e)),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(ArchiveError::io("list", &base))?;
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let files = if path.is_dir() {
+                durable::walk_files(&path)?
+            } else {
+                vec![path.clone()]
+            };
+            let mut sized = Vec::with_capacity(files.len());
+            for f in files {
+                let len = std::fs::metadata(&f)
+                    .map_err(ArchiveError::io("stat", &f))?
+                    .len();
+                sized.push((relative(&self.root, &f), len));
+            }
+            let kept_at_ns = name
+                .strip_prefix("open-")
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|stamp| stamp.parse().ok());
+            out.push(Evidence {
+                dir: relative(&self.root, &path),
+                kept_at_ns,
+                files: sized,
+            });
+        }
+        out.sort_by(|a, b| (a.kept_at_ns, &a.dir).cmp(&(b.kept_at_ns, &b.dir)));
+        Ok(out)
+    }
+
+    /// Deletes the evidence kept before `before_ns` (the archive's clock), answering what
+    /// was deleted. Needs a writable open, so no recovery adds evidence meanwhile; evidence
+    /// whose time the archive cannot tell is kept.
+    pub fn purge_evidence(&mut self, before_ns: u64) -> Result<Vec<Evidence>> {
+        if self.log.is_none() {
+            return Err(ArchiveError::ReadOnly("purging quarantine"));
+        }
+        let mut purged = Vec::new();
+        for evidence in self.evidence()? {
+            if evidence.kept_at_ns.is_some_and(|t| t < before_ns) {
+                let path = self.root.join(&evidence.dir);
+                let removed = if path.is_dir() {
+                    std::fs::remove_dir_all(&path)
+                } else {
+                    std::fs::remove_file(&path)
+                };
+                removed.map_err(ArchiveError::io("purge quarantine", &path))?;
+                purged.push(evidence);
+            }
+        }
+        if !purged.is_empty() {
+            durable::sync_dir(&self.config.faults, &self.root.join(super::QUARANTINE_DIR))?;
+        }
+        Ok(purged)
+    }
+}

@@ -1,0 +1,240 @@
+//! Every durable operation of seal, compaction, retirement and checkpoint made to fail, one
+//! at a time, as a disk fails: EIO, ENOSPC or a timeout on a create, write, fsync, rename,
+//! directory sync, directory creation or delete. For every point the archive either
+//! completes, or refuses further writes (poisoned) and, reopened, serves exactly the state
+//! before the operation or exactly the state after it — nothing else, nothing lost, every
+//! digest verified, and it takes the next barrier. A failed fsync is never retried on the
+//! same file.
+
+mod common;
+
+use common::tree::copy_tree;
+use common::*;
+use series_archive::archive::{Archive, ArchiveError, Faults, Op};
+use series_archive::Aggregate;
+use std::ops::Bound::Unbounded;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Counts durable operations and fails the `fail_at`-th one; logs every one.
+#[derive(Default)]
+struct Injector {
+    seen: AtomicUsize,
+    fail_at: AtomicUsize,
+    error: Mutex<Option<MakeError>>,
+    log: Mutex<Vec<(Op, PathBuf, bool)>>,
+}
+
+impl Injector {
+    fn new(fail_at: usize, error: MakeError) -> Arc<Injector> {
+        let i = Injector::default();
+        i.fail_at.store(fail_at, Ordering::SeqCst);
+        *i.error.lock().expect("lock") = Some(error);
+        Arc::new(i)
+    }
+
+    fn faults(self: &Arc<Self>) -> Faults {
+        let me = self.clone();
+        Faults::failing(move |op, path| {
+            let n = me.seen.fetch_add(1, Ordering::SeqCst);
+            let fail = n == me.fail_at.load(Ordering::SeqCst);
+            me.log
+                .lock()
+                .expect("lock")
+                .push((op, path.to_path_buf(), fail));
+            if fail {
+                me.error.lock().expect("lock").map(|e| e())
+            } else {
+                None
+            }
+        })
+    }
+
+    /// Starts counting from here (the open's own operations are not the operation's).
+    fn arm(&self, fail_at: usize) {
+        self.log.lock().expect("lock").clear();
+        self.seen.store(0, Ordering::SeqCst);
+        self.fail_at.store(fail_at, Ordering::SeqCst);
+    }
+}
+
+/// Makes the error an injected failure answers.
+type MakeError = fn() -> std::io::Error;
+
+const ERRORS: [(&str, MakeError); 3] = [
+    ("EIO", || std::io::Error::from_raw_os_error(5)),
+    ("ENOSPC", || std::io::Error::from_raw_os_error(28)),
+    ("timeout", || {
+        std::io::Error::new(std::io::ErrorKind::TimedOut, "injected timeout")
+    }),
+];
+
+/// What the archive serves: rows of each selection (or the refusal), a survey and a mean.
+fn served(archive: &Archive) -> Vec<String> {
+    let mut out = Vec::new();
+    for selection in [vec![], vec!["run_0".to_owned()], vec!["run_1".to_owned()]] {
+        out.push(
+            match archive.read_rows("capture", &selection, Unbounded, Unbounded) {
+                Ok(batch) => format!("{selection:?}: {:?}", rows_of(&batch)),
+                Err(e) => format!("{selection:?}: refused {e}"),
+            },
+        );
+    }
+    let run_1 = vec!["run_1".to_owned()];
+    out.push(format!(
+        "{:?}",
+        archive
+            .survey("capture", &run_1, Unbounded, Unbounded, 400)
+            .map(|s| s.buckets)
+    ));
+    out.push(format!(
+        "{:?}",
+        archive
+            .fold("capture", &run_1, Unbounded, Unbounded, Aggregate::Mean)
+            .map(|f| f.answers)
+    ));
+    out.push(format!("watermark {}", archive.watermark("capture")));
+    let mut files: Vec<&str> = archive
+        .state()
+        .live_files()
+        .map(|f| f.path.as_str())
+        .collect();
+    files.sort_unstable();
+    out.push(format!("live files {files:?}"));
+    out
+}
+
+/// The first answer where two servings differ, for a readable failure.
+fn first_difference(a: &[String], b: &[String]) -> String {
+    a.iter()
+        .zip(b)
+        .find(|(x, y)| x != y)
+        .map_or("(none)".into(), |(x, y)| {
+            let cut = |s: &str| s.chars().take(300).collect::<String>();
+            format!("{} … vs {} …", cut(x), cut(y))
+        })
+}
+
+/// An operation under test, run on an open archive.
+type Operation = fn(&mut Archive) -> Result<(), ArchiveError>;
+
+fn stage(archive: &mut Archive, barrier: u64) {
+    let (rows, positions) = workload(2, 2, 6, barrier * 6);
+    archive
+        .stage_batch("capture", &batch(&rows), &positions)
+        .expect("stage");
+}
+
+const BASE_BARRIERS: u64 = 5;
+
+fn operations() -> Vec<(&'static str, Operation)> {
+    vec![
+        ("seal", |a| {
+            stage(a, BASE_BARRIERS);
+            a.seal_all().map(|_| ())
+        }),
+        ("compact", |a| a.compact(true, |_, _, _| {}).map(|_| ())),
+        ("retire", |a| {
+            a.retire_track("capture", &["run_0".to_owned()]).map(|_| ())
+        }),
+        ("checkpoint", |a| a.checkpoint().map(|_| ())),
+    ]
+}
+
+fn base(root: &Path) {
+    let mut archive = Archive::open(root, capture_config()).expect("open");
+    for b in 0..BASE_BARRIERS {
+        stage(&mut archive, b);
+        archive.seal_all().expect("seal");
+    }
+}
+
+#[test]
+fn every_durable_operation_fails_cleanly_and_reopens_to_before_or_after() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pristine = dir.path().join("base");
+    base(&pristine);
+    let before = served(&Archive::open(&pristine, capture_config()).expect("open"));
+    let mut cases = 0;
+    for (name, operation) in operations() {
+        // A clean run: how many durable operations it takes, and what it leaves.
+        let clean = dir.path().join(format!("{name}-clean"));
+        copy_tree(&pristine, &clean);
+        let counter = Injector::new(usize::MAX, ERRORS[0].1);
+        let mut archive =
+            Archive::open(&clean, capture_config().faults(counter.faults())).expect("open");
+        counter.arm(usize::MAX);
+        operation(&mut archive).expect("the clean run completes");
+        let steps = counter.seen.load(Ordering::SeqCst);
+        assert!(steps > 0, "{name} does durable work");
+        let after = served(&archive);
+        assert!(
+            before != after || name == "checkpoint",
+            "{name} changes what is served or the files that hold it"
+        );
+        drop(archive);
+        let reopened = served(&Archive::open(&clean, capture_config()).expect("reopen"));
+        assert!(
+            reopened == after,
+            "{name}: a clean run reopens to its own state: {}",
+            first_difference(&reopened, &after)
+        );
+
+        for at in 0..steps {
+            let (error_name, error) = ERRORS[at % ERRORS.len()];
+            let what = format!("{name}: {error_name} at durable operation {at} of {steps}");
+            let root = dir.path().join(format!("{name}-{at}"));
+            copy_tree(&pristine, &root);
+            let injector = Injector::new(usize::MAX, error);
+            let mut archive = Archive::open(&root, capture_config().faults(injector.faults()))
+                .unwrap_or_else(|e| panic!("{what}: open: {e}"));
+            injector.arm(at);
+            let outcome = operation(&mut archive);
+            let log = injector.log.lock().expect("lock").clone();
+            let failed = log
+                .iter()
+                .position(|(_, _, f)| *f)
+                .unwrap_or_else(|| panic!("{what}: the injected failure was reached"));
+            let err = outcome.expect_err(&format!("{what}: the failure is reported"));
+            // Poisoned: no further write is attempted until it is reopened.
+            stage(&mut archive, BASE_BARRIERS + 1);
+            assert!(
+                matches!(archive.seal_all(), Err(ArchiveError::Poisoned(_))),
+                "{what}: refuses further barriers after {err}"
+            );
+            // A failed fsync is never retried on the same file.
+            if let (Op::Sync, path, _) = &log[failed] {
+                assert!(
+                    !log[failed + 1..]
+                        .iter()
+                        .any(|(op, p, _)| *op == Op::Sync && p == path),
+                    "{what}: the failed fsync of {} was retried",
+                    path.display()
+                );
+            }
+            drop(archive);
+            // Reopened: exactly before or exactly after, verified, and writable.
+            let mut archive = Archive::open(&root, capture_config())
+                .unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
+            let now = served(&archive);
+            assert!(
+                now == before || now == after,
+                "{what}: reopened to neither the state before nor after: before {}; after {}",
+                first_difference(&now, &before),
+                first_difference(&now, &after)
+            );
+            assert!(
+                archive.verify(|_, _| {}).is_empty(),
+                "{what}: every digest verifies"
+            );
+            stage(&mut archive, BASE_BARRIERS + 2);
+            archive
+                .seal_all()
+                .unwrap_or_else(|e| panic!("{what}: the next barrier: {e}"));
+            cases += 1;
+        }
+    }
+    eprintln!("{cases} injected failures, each reopened to before or after");
+    assert!(cases >= 40, "{cases} cases");
+}
