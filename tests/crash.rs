@@ -644,3 +644,54 @@ fn an_unknown_record_version_is_refused_and_nothing_is_modified() {
         );
     }
 }
+
+/// After a real crash between a barrier's rename and its record, the command line's next
+/// writable open says which file it moved into quarantine and where it kept it (it used to
+/// print the destination as if it were the file moved).
+#[test]
+fn the_cli_names_what_recovery_moved_and_where_it_kept_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("archive");
+    crash_at(&root, FaultPoint::AfterDataRename);
+    // The orphans are the crashed barrier's data and level files (no record names them).
+    let live = recorded_paths(&Archive::open(&root, Config::new().read_only(true)).expect("open"));
+    let orphans: Vec<String> = tree(&root)
+        .keys()
+        .filter(|p| p.starts_with("streams/") && p.ends_with(".parquet") && !live.contains(*p))
+        .cloned()
+        .collect();
+    assert!(!orphans.is_empty(), "the crash left unrecorded files");
+    let csv = dir.path().join("more.csv");
+    std::fs::write(
+        &csv,
+        "run,probe,ordinal,value,noise\nrun_0,probe.0,100000,1,0.5\n",
+    )
+    .expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_series-archive"))
+        .args(["ingest"])
+        .arg(&root)
+        .args([
+            "--stream",
+            "capture",
+            "--track",
+            "run,probe",
+            "--axis",
+            "ordinal",
+        ])
+        .arg(&csv)
+        .output()
+        .expect("run ingest");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    for file in &orphans {
+        let line = stderr
+            .lines()
+            .find(|l| {
+                l.starts_with(&format!(
+                    "recovery: moved {file} into quarantine (kept as .quarantine/"
+                ))
+            })
+            .unwrap_or_else(|| panic!("a line naming {file}:\n{stderr}"));
+        assert!(line.ends_with(&format!("/{file})")), "{line}");
+    }
+}

@@ -238,3 +238,101 @@ fn every_durable_operation_fails_cleanly_and_reopens_to_before_or_after() {
     eprintln!("{cases} injected failures, each reopened to before or after");
     assert!(cases >= 40, "{cases} cases");
 }
+
+/// A read under test: its answer as text, or why it was refused.
+type Read = fn(&Archive) -> Result<String, String>;
+
+/// Every read a `rows`, `survey`, `fold` or `verify` makes, failed in turn: the answer is a
+/// refusal (`Unreadable`, which a caller may retry) or named damage — never a shorter
+/// answer — and the next read, with the disk well again, answers whole.
+#[test]
+fn a_failed_read_is_refused_never_short() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("archive");
+    base(&root);
+    // Compacted and uncompacted files both: a compaction of two, then fresh barriers.
+    {
+        let mut archive = Archive::open(&root, capture_config()).expect("open");
+        archive.compact(true, |_, _, _| {}).expect("compact");
+        for b in BASE_BARRIERS..BASE_BARRIERS + 2 {
+            stage(&mut archive, b);
+            archive.seal_all().expect("seal");
+        }
+    }
+    let injector = Injector::new(usize::MAX, ERRORS[0].1);
+    let reader = || {
+        Archive::open(
+            &root,
+            capture_config().faults(injector.faults()).read_only(true),
+        )
+        .expect("open")
+    };
+    let archive = reader();
+    let whole = served(&archive);
+    let reads: Vec<(&str, Read)> = vec![
+        ("rows", |a| {
+            a.read_rows("capture", &[], Unbounded, Unbounded)
+                .map(|b| format!("{:?}", rows_of(&b)))
+                .map_err(|e| e.to_string())
+        }),
+        ("survey", |a| {
+            a.survey("capture", &[], Unbounded, Unbounded, 64)
+                .map(|s| format!("{:?}", s.buckets))
+                .map_err(|e| e.to_string())
+        }),
+        ("p95", |a| {
+            a.fold(
+                "capture",
+                &[],
+                Unbounded,
+                Unbounded,
+                Aggregate::parse("p95").expect("p95"),
+            )
+            .map(|f| format!("{:?}", f.answers))
+            .map_err(|e| e.to_string())
+        }),
+        ("verify", |a| {
+            let damage = a.verify(|_, _| {});
+            if damage.is_empty() {
+                Ok("verified".into())
+            } else {
+                Err(damage.join("; "))
+            }
+        }),
+    ];
+    let mut cases = 0;
+    for (name, read) in reads {
+        // Fresh handles: the level view is built on first use, so every read is reached.
+        injector.arm(usize::MAX);
+        let want = read(&reader()).expect("a clean read answers");
+        let steps = injector.seen.load(Ordering::SeqCst);
+        assert!(steps > 0, "{name} reads stored files");
+        for at in 0..steps {
+            let archive = reader();
+            injector.arm(at);
+            match read(&archive) {
+                Err(e) => assert!(
+                    e.contains("unreadable")
+                        || e.contains("EIO")
+                        || e.contains("error 5")
+                        || name == "verify",
+                    "{name}: read {at} of {steps} failed: refused as {e}"
+                ),
+                Ok(got) => panic!(
+                    "{name}: read {at} of {steps} failed and it still answered ({} vs {} chars)",
+                    got.len(),
+                    want.len()
+                ),
+            }
+            injector.arm(usize::MAX);
+            assert_eq!(
+                read(&archive).as_ref(),
+                Ok(&want),
+                "{name}: the retry answers whole"
+            );
+            cases += 1;
+        }
+    }
+    assert_eq!(served(&archive), whole);
+    eprintln!("{cases} failed reads, each refused and answered whole on retry");
+}

@@ -122,11 +122,13 @@ pub enum Op {
     CreateDir,
     /// Removing a file.
     Remove,
+    /// Opening or reading a stored file (a segment's footer or row group).
+    Read,
 }
 
 impl Op {
     /// Every operation.
-    pub const ALL: [Op; 7] = [
+    pub const ALL: [Op; 8] = [
         Op::Create,
         Op::Write,
         Op::Sync,
@@ -134,6 +136,7 @@ impl Op {
         Op::SyncDir,
         Op::CreateDir,
         Op::Remove,
+        Op::Read,
     ];
 }
 

@@ -866,8 +866,17 @@ impl Archive {
                     .collect()
             })
             .unwrap_or_default();
-        read::rows(&self.root, state, &schema, &tracks, &staged, start, end)
-            .map_err(ReadError::Refused)
+        read::rows(
+            &self.root,
+            &self.config.faults,
+            state,
+            &schema,
+            &tracks,
+            &staged,
+            start,
+            end,
+        )
+        .map_err(ReadError::Refused)
     }
 
     /// The committed data files of `stream`, as paths under the root: exactly what the
@@ -893,7 +902,8 @@ impl Archive {
             ));
         }
         for (i, file) in files.iter().enumerate() {
-            let check = segment::OpenSegment::open(&self.root, file).and_then(|s| s.verify_all());
+            let check = segment::OpenSegment::open(&self.root, file, &self.config.faults)
+                .and_then(|s| s.verify_all());
             if let Err(e) = check {
                 damaged.push(match e {
                     BeneathWindow::Unreadable(u) => u.what().to_owned(),

@@ -1,6 +1,6 @@
 //! Raw reads: the catalog chooses row groups, digests are verified, runs merge by `_seq`.
 
-use super::config::{POSITION_COLUMN, SEQ_COLUMN};
+use super::config::{Faults, POSITION_COLUMN, SEQ_COLUMN};
 use super::manifest::{StreamState, TrackState};
 use super::segment::OpenSegment;
 use crate::contract::{BeneathWindow, Position, TrackKey};
@@ -76,8 +76,10 @@ pub(crate) fn floor_refusal(
 /// sealed row of their track by construction (`_seq` only grows), so each track is one run
 /// and the runs merge by `_seq` with no sort. The answer carries the stream's columns
 /// followed by `_position` and `_seq`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn rows(
     root: &Path,
+    faults: &Faults,
     stream: &StreamState,
     schema: &SchemaRef,
     tracks: &[(&TrackKey, &TrackState)],
@@ -103,7 +105,7 @@ pub(crate) fn rows(
             let segment = match open.entry(g.file) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(OpenSegment::open(root, file)?)
+                    v.insert(OpenSegment::open(root, file, faults)?)
                 }
             };
             let batch = segment.read_group(g.group)?;

@@ -1,6 +1,7 @@
 //! Data files: Parquet row groups per track, each row group and the footer under a digest
 //! bound to the file and group identity, verified on every read.
 
+use super::config::{Faults, Op};
 use super::error::{ArchiveError, Result};
 use super::manifest::{GroupEntry, SegmentFile, Span};
 use crate::contract::BeneathWindow;
@@ -223,19 +224,23 @@ impl ChunkReader for Verified {
 }
 
 fn read_at(
+    faults: &Faults,
     file: &File,
     path: &Path,
     offset: u64,
     len: u64,
 ) -> std::result::Result<Bytes, BeneathWindow> {
     let mut buf = vec![0u8; len as usize];
-    file.read_exact_at(&mut buf, offset).map_err(|e| {
-        BeneathWindow::unreadable(format!(
-            "{}: reading bytes {offset}..{}: {e}",
-            path.display(),
-            offset + len
-        ))
-    })?;
+    faults
+        .check(Op::Read, path)
+        .and_then(|()| file.read_exact_at(&mut buf, offset))
+        .map_err(|e| {
+            BeneathWindow::unreadable(format!(
+                "{}: reading bytes {offset}..{}: {e}",
+                path.display(),
+                offset + len
+            ))
+        })?;
     Ok(Bytes::from(buf))
 }
 
@@ -246,15 +251,26 @@ pub(crate) struct OpenSegment<'a> {
     entry: &'a SegmentFile,
     magic: Bytes,
     footer: Bytes,
+    faults: Faults,
 }
 
 impl<'a> OpenSegment<'a> {
     /// Opens the file, checks its length and verifies the footer's digest.
-    pub fn open(root: &Path, entry: &'a SegmentFile) -> std::result::Result<Self, BeneathWindow> {
+    pub fn open(
+        root: &Path,
+        entry: &'a SegmentFile,
+        faults: &Faults,
+    ) -> std::result::Result<Self, BeneathWindow> {
         let path = root.join(&entry.path);
-        let file = File::open(&path).map_err(|e| {
-            BeneathWindow::unreadable(format!("{} (named by the manifest): {e}", path.display()))
-        })?;
+        let file = faults
+            .check(Op::Read, &path)
+            .and_then(|()| File::open(&path))
+            .map_err(|e| {
+                BeneathWindow::unreadable(format!(
+                    "{} (named by the manifest): {e}",
+                    path.display()
+                ))
+            })?;
         let len = file
             .metadata()
             .map_err(|e| BeneathWindow::unreadable(format!("{}: {e}", path.display())))?
@@ -266,8 +282,8 @@ impl<'a> OpenSegment<'a> {
                 entry.bytes
             )));
         }
-        let magic = read_at(&file, &path, 0, PAR1_LEN)?;
-        let footer = read_at(&file, &path, entry.footer.offset, entry.footer.len)?;
+        let magic = read_at(faults, &file, &path, 0, PAR1_LEN)?;
+        let footer = read_at(faults, &file, &path, entry.footer.offset, entry.footer.len)?;
         if digest(entry.name, FOOTER_INDEX, &[&magic, &footer]) != entry.footer.crc32c {
             return Err(BeneathWindow::unreadable(format!(
                 "{}: footer digest mismatch (bytes {}..{} or the leading magic were altered)",
@@ -282,6 +298,7 @@ impl<'a> OpenSegment<'a> {
             entry,
             magic,
             footer,
+            faults: faults.clone(),
         })
     }
 
@@ -290,7 +307,13 @@ impl<'a> OpenSegment<'a> {
         let group = self.entry.groups.get(index).ok_or_else(|| {
             BeneathWindow::unreadable(format!("{}: no row group {index}", self.path.display()))
         })?;
-        let bytes = read_at(&self.file, &self.path, group.span.offset, group.span.len)?;
+        let bytes = read_at(
+            &self.faults,
+            &self.file,
+            &self.path,
+            group.span.offset,
+            group.span.len,
+        )?;
         if digest(self.entry.name, index as u32, &[&bytes]) != group.span.crc32c {
             return Err(BeneathWindow::unreadable(format!(
                 "{}: row group {index} digest mismatch (bytes {}..{} were altered)",
@@ -334,7 +357,13 @@ impl<'a> OpenSegment<'a> {
     /// Verifies every digest of the file.
     pub fn verify_all(&self) -> std::result::Result<(), BeneathWindow> {
         for (index, group) in self.entry.groups.iter().enumerate() {
-            let bytes = read_at(&self.file, &self.path, group.span.offset, group.span.len)?;
+            let bytes = read_at(
+                &self.faults,
+                &self.file,
+                &self.path,
+                group.span.offset,
+                group.span.len,
+            )?;
             if digest(self.entry.name, index as u32, &[&bytes]) != group.span.crc32c {
                 return Err(BeneathWindow::unreadable(format!(
                     "{}: row group {index} digest mismatch (bytes {}..{})",

@@ -186,7 +186,8 @@ impl Archive {
         if slot.is_none() {
             let mut tracks: BTreeMap<TrackKey, Cells> = BTreeMap::new();
             for file in &state.levels {
-                let batch = OpenSegment::open(&self.root, file)?.read_group(k)?;
+                let batch =
+                    OpenSegment::open(&self.root, file, &self.config.faults)?.read_group(k)?;
                 let partials = levels::decode_level(&state.decl, &batch).map_err(|m| {
                     BeneathWindow::unreadable(format!("{}: level {k}: {m}", file.path))
                 })?;
@@ -403,7 +404,7 @@ impl Archive {
                 let segment = match open.entry(g.file) {
                     std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
                     std::collections::btree_map::Entry::Vacant(v) => {
-                        v.insert(OpenSegment::open(&self.root, file)?)
+                        v.insert(OpenSegment::open(&self.root, file, &self.config.faults)?)
                     }
                 };
                 let mut batch = segment.read_group(g.group)?;

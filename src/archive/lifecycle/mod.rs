@@ -206,9 +206,10 @@ impl CompactionJob {
                 barrier = barrier.max(file.barrier);
                 let segment = match open.entry(name) {
                     std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-                    std::collections::btree_map::Entry::Vacant(v) => {
-                        v.insert(OpenSegment::open(&self.root, file).map_err(unreadable(&id))?)
-                    }
+                    std::collections::btree_map::Entry::Vacant(v) => v.insert(
+                        OpenSegment::open(&self.root, file, &self.faults)
+                            .map_err(unreadable(&id))?,
+                    ),
                 };
                 parts.push(segment.read_group(group).map_err(unreadable(&id))?);
             }
@@ -297,7 +298,7 @@ impl CompactionJob {
         let opened: Vec<OpenSegment<'_>> = self
             .level_files
             .iter()
-            .map(|f| OpenSegment::open(&self.root, f).map_err(unreadable(id)))
+            .map(|f| OpenSegment::open(&self.root, f, &self.faults).map_err(unreadable(id)))
             .collect::<Result<_>>()?;
         let mut groups = Vec::with_capacity(ladder.levels as usize);
         let (mut sealed_at, mut barrier) = (0u64, 0u64);
