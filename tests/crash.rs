@@ -255,9 +255,12 @@ fn crash_and_recover(point: FaultPoint) {
             );
             vec![]
         }
-        FaultPoint::AfterSnapshotWrite | FaultPoint::AfterSnapshotRename => {
+        FaultPoint::AfterSnapshotWrite
+        | FaultPoint::AfterSnapshotRename
+        | FaultPoint::AfterUpload => {
             unreachable!(
-                "a barrier does not pass the checkpoint's points (tests/lifecycle_crash.rs)"
+                "a barrier does not pass the checkpoint's or the offload's points \
+                 (tests/lifecycle_crash.rs, tests/tiers.rs)"
             )
         }
     };
@@ -373,12 +376,8 @@ fn crash_and_recover(point: FaultPoint) {
     let files = archive.files("capture").expect("files");
     assert_eq!(files.len(), committed);
     for f in &files {
-        let n = parquet_number(f).expect("numbered");
-        assert!(
-            !crashed.contains(&n),
-            "{} was quarantined yet is served",
-            f.display()
-        );
+        let n = parquet_number(Path::new(f)).expect("numbered");
+        assert!(!crashed.contains(&n), "{f} was quarantined yet is served");
     }
     assert!(archive.verify(|_, _| {}).is_empty());
 
@@ -603,11 +602,11 @@ fn an_unknown_record_version_is_refused_and_nothing_is_modified() {
     let gen = generation_file(&root);
     let mut bytes = std::fs::read(&gen).expect("read manifest");
     let at = bytes.len();
-    // A version-3 record framed exactly as frame.rs documents it.
+    // A version-4 record framed exactly as frame.rs documents it.
     let payload = br#"{"record":"from_the_future"}"#;
     let mut frame = Vec::new();
     frame.extend_from_slice(b"SAmr");
-    frame.extend_from_slice(&3u16.to_le_bytes());
+    frame.extend_from_slice(&4u16.to_le_bytes());
     frame.extend_from_slice(&0u16.to_le_bytes());
     frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     let crc = crc32c::crc32c_append(crc32c::crc32c(&frame[4..12]), payload);
@@ -632,11 +631,11 @@ fn an_unknown_record_version_is_refused_and_nothing_is_modified() {
             } => {
                 assert_eq!(path, &gen);
                 assert_eq!(*offset, at as u64);
-                assert_eq!((*found, *supported), (3, 2));
+                assert_eq!((*found, *supported), (4, 3));
             }
             other => panic!("expected UnknownVersion (read_only {read_only}), got {other:?}"),
         }
-        assert!(msg.contains("version 3"), "{msg}");
+        assert!(msg.contains("version 4"), "{msg}");
         assert!(
             tree(&root) == before,
             "a refused open modified the archive:\n{}",

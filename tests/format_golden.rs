@@ -525,6 +525,7 @@ fn golden_records() -> Vec<Record> {
         sealed_at_ns: SEALED_AT_NS,
         footer,
         groups,
+        cold: None,
     };
     let rows = file(
         1,

@@ -271,6 +271,7 @@ fn the_version_2_fixture_opens_and_answers_its_floors() {
                     Record::Barrier(_) => "barrier",
                     Record::Retire(_) => "retire",
                     Record::Compact(_) => "compact",
+                    Record::Offload(_) => "offload",
                 },
             )
         })

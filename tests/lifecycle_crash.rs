@@ -639,6 +639,7 @@ fn crash_case(op: Op, point: FaultPoint) {
             deleted.insert(old_gen.clone());
         }
         FaultPoint::AfterDataWrite | FaultPoint::AfterSnapshotWrite => {}
+        FaultPoint::AfterUpload => unreachable!("no offload here (tests/tiers.rs)"),
     }
     assert!(
         point != FaultPoint::AfterRecord || !deleted.is_empty(),

@@ -65,17 +65,20 @@ pub enum FaultPoint {
     AfterSnapshotWrite,
     /// A checkpoint's new generation is in place; the old one is not yet removed.
     AfterSnapshotRename,
+    /// An offload's objects are uploaded and confirmed whole; no record names them yet.
+    AfterUpload,
 }
 
 impl FaultPoint {
     /// Every point, in write-path order.
-    pub const ALL: [FaultPoint; 6] = [
+    pub const ALL: [FaultPoint; 7] = [
         FaultPoint::AfterDataWrite,
         FaultPoint::AfterDataRename,
         FaultPoint::MidRecord,
         FaultPoint::AfterRecord,
         FaultPoint::AfterSnapshotWrite,
         FaultPoint::AfterSnapshotRename,
+        FaultPoint::AfterUpload,
     ];
 
     /// The points a barrier (or a compaction swap) passes, in write-path order.
@@ -95,6 +98,7 @@ impl FaultPoint {
             FaultPoint::AfterRecord => "after-record",
             FaultPoint::AfterSnapshotWrite => "after-snapshot-write",
             FaultPoint::AfterSnapshotRename => "after-snapshot-rename",
+            FaultPoint::AfterUpload => "after-upload",
         }
     }
 
@@ -460,6 +464,8 @@ pub struct Config {
     pub(crate) compaction: Compaction,
     pub(crate) checkpoint_bytes: u64,
     pub(crate) repair: bool,
+    pub(crate) cold: Option<Arc<crate::archive::cold::ColdTier>>,
+    pub(crate) offload: BTreeMap<String, crate::archive::lifecycle::OffloadPolicy>,
 }
 
 /// The manifest size past which a new generation starts with a snapshot (the default).
@@ -476,6 +482,8 @@ impl Default for Config {
             compaction: Compaction::default(),
             checkpoint_bytes: CHECKPOINT_BYTES,
             repair: false,
+            cold: None,
+            offload: BTreeMap::new(),
         }
     }
 }
@@ -523,6 +531,25 @@ impl Config {
     /// [`crate::archive::Archive::repair_plan`]. Without it (the default) such an open refuses.
     pub fn repair(mut self, repair: bool) -> Self {
         self.repair = repair;
+        self
+    }
+
+    /// Declares the cold tier: segments moved there by [`crate::archive::Archive::offload`]
+    /// (under `policy` per stream, see [`Config::offload`]) are read from it transparently. A
+    /// writable open removes objects under the tier's `streams/` that no record names (an
+    /// upload a crash cut off before its record).
+    pub fn cold(mut self, tier: crate::archive::cold::ColdTier) -> Self {
+        self.cold = Some(Arc::new(tier));
+        self
+    }
+
+    /// Declares when `stream`'s data files move to the cold tier (level files stay local).
+    pub fn offload(
+        mut self,
+        stream: impl Into<String>,
+        policy: crate::archive::lifecycle::OffloadPolicy,
+    ) -> Self {
+        self.offload.insert(stream.into(), policy);
         self
     }
 

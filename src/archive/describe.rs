@@ -47,6 +47,12 @@ pub struct StreamDescription {
     pub level_files: usize,
     /// Bytes of live level files.
     pub level_bytes: u64,
+    /// Of the live data files, those in the cold tier.
+    pub cold_files: usize,
+    /// Their bytes.
+    pub cold_bytes: u64,
+    /// The cold tiers they are in (URLs).
+    pub cold_tiers: Vec<String>,
     /// The level ladder, if the stream builds levels.
     pub ladder: Option<super::Ladder>,
     /// Rows stored.
@@ -110,6 +116,23 @@ impl Archive {
                 bytes: s.files.iter().map(|f| f.bytes).sum(),
                 level_files: s.levels.len(),
                 level_bytes: s.levels.iter().map(|f| f.bytes).sum(),
+                cold_files: s.files.iter().filter(|f| f.cold.is_some()).count(),
+                cold_bytes: s
+                    .files
+                    .iter()
+                    .filter(|f| f.cold.is_some())
+                    .map(|f| f.bytes)
+                    .sum(),
+                cold_tiers: s
+                    .files
+                    .iter()
+                    .filter_map(|f| {
+                        let url = f.cold.as_deref()?;
+                        Some(url.strip_suffix(&f.path)?.trim_end_matches('/').to_owned())
+                    })
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .collect(),
                 ladder: s.decl.ladder,
                 rows: s.tracks.values().map(|t| t.rows).sum(),
                 floor: s

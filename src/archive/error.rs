@@ -92,6 +92,9 @@ pub enum ArchiveError {
     /// The archive was opened read-only.
     #[error("archive was opened read-only; {0} needs a writable open")]
     ReadOnly(&'static str),
+    /// The cold tier failed (listing or deleting objects at a writable open).
+    #[error("cold tier: {0}")]
+    Cold(String),
     /// Arrow or Parquet failed while encoding.
     #[error("encoding stream {stream:?}: {message}")]
     Encode {

@@ -7,6 +7,7 @@
 //! rows    ──► catalog key-range scan ─► row groups ─► verify digests ─► decode ─► merge by _seq
 //! ```
 
+pub mod cold;
 pub mod config;
 mod describe;
 mod durable;
@@ -19,6 +20,7 @@ mod repair;
 mod segment;
 mod series;
 mod stage;
+mod store;
 mod survey;
 
 pub use config::{
@@ -76,6 +78,9 @@ pub struct Recovery {
     pub damaged_path: Option<String>,
     /// The generation started by the repair, if one was.
     pub repaired_generation: Option<u64>,
+    /// Objects under the cold tier that no record named (an upload cut off before its
+    /// record), removed by this open.
+    pub cold_orphans_removed: Vec<String>,
 }
 
 impl Recovery {
@@ -133,6 +138,8 @@ pub struct Archive {
     level_views: std::sync::Mutex<BTreeMap<String, levels::LevelView>>,
     /// The generation this open replayed and the length of its trusted prefix.
     replayed: Option<(u64, u64)>,
+    /// Where stored files are read from: the root, or a cold tier.
+    store: Arc<store::Store>,
 }
 
 impl std::fmt::Debug for Archive {
@@ -229,6 +236,11 @@ impl Archive {
             }
             Some(file)
         };
+        let store = Arc::new(store::Store::new(
+            &root,
+            config.faults.clone(),
+            config.cold.clone(),
+        ));
         let mut archive = Archive {
             root,
             config,
@@ -244,8 +256,12 @@ impl Archive {
             highest_generation: 0,
             level_views: std::sync::Mutex::new(BTreeMap::new()),
             replayed: None,
+            store,
         };
         archive.recover()?;
+        if !archive.config.read_only {
+            archive.recovery.cold_orphans_removed = archive.sweep_cold_orphans()?;
+        }
         archive.declare()?;
         archive.check_retention()?;
         Ok(archive)
@@ -336,14 +352,26 @@ impl Archive {
             return Ok(());
         }
         // Every other leftover becomes evidence, then repair, then claim.
-        let named: std::collections::BTreeSet<&str> =
-            self.state.live_files().map(|f| f.path.as_str()).collect();
+        let named: std::collections::BTreeSet<&str> = self
+            .state
+            .live_files()
+            .filter(|f| f.cold.is_none())
+            .map(|f| f.path.as_str())
+            .collect();
+        let cold: std::collections::BTreeSet<&str> = self
+            .state
+            .live_files()
+            .filter(|f| f.cold.is_some())
+            .map(|f| f.path.as_str())
+            .collect();
         for path in durable::walk_files(&self.root.join(STREAMS_DIR))? {
             let rel = relative(&self.root, &path);
             if named.contains(rel.as_str()) {
                 continue;
             }
-            if self.state.obsolete.contains(&rel) {
+            if self.state.obsolete.contains(&rel) || cold.contains(rel.as_str()) {
+                // A record took it out of the live set, or moved it to the cold tier (where
+                // it was confirmed whole); a crash came before its local deletion.
                 // A record took it out of the live set; a crash came before its deletion.
                 durable::remove(&self.config.faults, &path)?;
             } else {
@@ -646,6 +674,7 @@ impl Archive {
                     sealed_at_ns,
                     footer,
                     groups,
+                    cold: None,
                 };
             let name = next_name;
             next_name += 1;
@@ -866,28 +895,35 @@ impl Archive {
                     .collect()
             })
             .unwrap_or_default();
-        read::rows(
-            &self.root,
-            &self.config.faults,
-            state,
-            &schema,
-            &tracks,
-            &staged,
-            start,
-            end,
-        )
-        .map_err(ReadError::Refused)
+        read::rows(&self.store, state, &schema, &tracks, &staged, start, end)
+            .map_err(ReadError::Refused)
     }
 
-    /// The committed data files of `stream`, as paths under the root: exactly what the
-    /// manifest holds, no more and no less.
-    pub fn files(&self, stream: &str) -> std::result::Result<Vec<PathBuf>, ReadError> {
+    /// The committed data files of `stream`: exactly what the manifest holds, no more and no
+    /// less. A local file as its path under the root, a cold one as its object URL.
+    pub fn files(&self, stream: &str) -> std::result::Result<Vec<String>, ReadError> {
         let (state, _) = self.recorded(stream)?;
-        Ok(state
-            .files
-            .iter()
-            .map(|f| self.root.join(&f.path))
-            .collect())
+        Ok(state.files.iter().map(|f| self.location(f)).collect())
+    }
+
+    /// The committed level files of `stream`, as [`Archive::files`] names them.
+    pub fn level_files(&self, stream: &str) -> std::result::Result<Vec<String>, ReadError> {
+        let (state, _) = self.recorded(stream)?;
+        Ok(state.levels.iter().map(|f| self.location(f)).collect())
+    }
+
+    /// Where a committed file lives: its local path, or its object URL.
+    fn location(&self, file: &SegmentFile) -> String {
+        match &file.cold {
+            Some(url) => url.clone(),
+            None => self.root.join(&file.path).display().to_string(),
+        }
+    }
+
+    /// The cold tier's request counters `(puts, gets, heads, deletes, lists)`, when one is
+    /// configured.
+    pub fn cold_requests(&self) -> Option<[u64; 5]> {
+        self.store.configured().map(|t| t.requests().snapshot())
     }
 
     /// Verifies every digest of every committed file; `progress(done, total)` after each
@@ -902,8 +938,7 @@ impl Archive {
             ));
         }
         for (i, file) in files.iter().enumerate() {
-            let check = segment::OpenSegment::open(&self.root, file, &self.config.faults)
-                .and_then(|s| s.verify_all());
+            let check = segment::OpenSegment::open(&self.store, file).and_then(|s| s.verify_all());
             if let Err(e) = check {
                 damaged.push(match e {
                     BeneathWindow::Unreadable(u) => u.what().to_owned(),

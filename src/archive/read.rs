@@ -1,8 +1,9 @@
 //! Raw reads: the catalog chooses row groups, digests are verified, runs merge by `_seq`.
 
-use super::config::{Faults, POSITION_COLUMN, SEQ_COLUMN};
+use super::config::{POSITION_COLUMN, SEQ_COLUMN};
 use super::manifest::{StreamState, TrackState};
 use super::segment::OpenSegment;
+use super::store::Store;
 use crate::contract::{BeneathWindow, Position, TrackKey};
 use arrow::array::{Array, BooleanArray, RecordBatch, UInt64Array};
 use arrow::compute::{concat_batches, filter_record_batch, interleave_record_batch};
@@ -10,7 +11,6 @@ use arrow::datatypes::SchemaRef;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::ops::Bound;
-use std::path::Path;
 
 /// The tracks beneath `prefix`, by a key-range scan of the catalog, in key order.
 pub(crate) fn select<'a>(
@@ -76,10 +76,8 @@ pub(crate) fn floor_refusal(
 /// sealed row of their track by construction (`_seq` only grows), so each track is one run
 /// and the runs merge by `_seq` with no sort. The answer carries the stream's columns
 /// followed by `_position` and `_seq`.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn rows(
-    root: &Path,
-    faults: &Faults,
+    store: &Store,
     stream: &StreamState,
     schema: &SchemaRef,
     tracks: &[(&TrackKey, &TrackState)],
@@ -105,7 +103,7 @@ pub(crate) fn rows(
             let segment = match open.entry(g.file) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(OpenSegment::open(root, file, faults)?)
+                    v.insert(OpenSegment::open(store, file)?)
                 }
             };
             let batch = segment.read_group(g.group)?;

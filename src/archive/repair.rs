@@ -68,6 +68,11 @@ fn describe(record: &Record) -> String {
             r.tracks.len(),
             r.stream
         ),
+        Record::Offload(o) => format!(
+            "move of {} file(s) of stream {} to the cold tier",
+            o.files.len(),
+            o.stream
+        ),
         Record::Compact(c) => format!(
             "compaction of stream {}: {} file(s) replaced by {}",
             c.stream,

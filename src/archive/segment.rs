@@ -1,9 +1,11 @@
 //! Data files: Parquet row groups per track, each row group and the footer under a digest
 //! bound to the file and group identity, verified on every read.
 
-use super::config::{Faults, Op};
+use super::cold::{ColdError, ColdTier};
+use super::config::Op;
 use super::error::{ArchiveError, Result};
 use super::manifest::{GroupEntry, SegmentFile, Span};
+use super::store::Store;
 use crate::contract::BeneathWindow;
 use arrow::array::{RecordBatch, RecordBatchReader};
 use arrow::datatypes::{DataType, SchemaRef};
@@ -17,6 +19,7 @@ use parquet::schema::types::ColumnPath;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::Arc;
 
 /// The group index the footer's digest is bound to.
 const FOOTER_INDEX: u32 = u32::MAX;
@@ -223,101 +226,161 @@ impl ChunkReader for Verified {
     }
 }
 
-fn read_at(
-    faults: &Faults,
-    file: &File,
-    path: &Path,
+fn read_from(
+    store: &Store,
+    source: &Source,
+    shown: &str,
     offset: u64,
     len: u64,
 ) -> std::result::Result<Bytes, BeneathWindow> {
-    let mut buf = vec![0u8; len as usize];
-    faults
-        .check(Op::Read, path)
-        .and_then(|()| file.read_exact_at(&mut buf, offset))
-        .map_err(|e| {
-            BeneathWindow::unreadable(format!(
-                "{}: reading bytes {offset}..{}: {e}",
-                path.display(),
-                offset + len
-            ))
-        })?;
-    Ok(Bytes::from(buf))
+    match source {
+        Source::Local(file) => {
+            let mut buf = vec![0u8; len as usize];
+            store
+                .faults()
+                .check(Op::Read, Path::new(shown))
+                .and_then(|()| file.read_exact_at(&mut buf, offset))
+                .map_err(|e| {
+                    BeneathWindow::unreadable(format!(
+                        "{shown}: reading bytes {offset}..{}: {e}",
+                        offset + len
+                    ))
+                })?;
+            Ok(Bytes::from(buf))
+        }
+        Source::Cold(tier, relative) => {
+            store
+                .faults()
+                .check(Op::Read, Path::new(shown))
+                .map_err(|e| BeneathWindow::unreadable(format!("{shown}: {e}")))?;
+            let bytes = tier.read(relative, offset, len).map_err(cold_refusal)?;
+            if bytes.len() as u64 != len {
+                return Err(BeneathWindow::unreadable(format!(
+                    "{shown}: bytes {offset}..{} answered {} bytes (the object is shorter than the manifest records)",
+                    offset + len,
+                    bytes.len()
+                )));
+            }
+            Ok(bytes)
+        }
+    }
+}
+
+/// Where an open file's bytes come from.
+enum Source {
+    /// The local copy under the root.
+    Local(File),
+    /// An object in a cold tier, by its archive-relative path.
+    Cold(Arc<ColdTier>, String),
 }
 
 /// An open data file whose footer has been verified.
 pub(crate) struct OpenSegment<'a> {
-    file: File,
-    path: std::path::PathBuf,
+    source: Source,
+    /// The local path or the object's URL, for messages.
+    shown: String,
     entry: &'a SegmentFile,
     magic: Bytes,
     footer: Bytes,
-    faults: Faults,
+    store: &'a Store,
+}
+
+/// A cold read's failure as a refusal: transient failures say so, so a caller can retry.
+fn cold_refusal(e: ColdError) -> BeneathWindow {
+    if e.transient {
+        BeneathWindow::Unreadable(crate::contract::Unreadable::transient(e.to_string()))
+    } else {
+        BeneathWindow::unreadable(e.to_string())
+    }
 }
 
 impl<'a> OpenSegment<'a> {
-    /// Opens the file, checks its length and verifies the footer's digest.
+    fn read_at(&self, offset: u64, len: u64) -> std::result::Result<Bytes, BeneathWindow> {
+        read_from(self.store, &self.source, &self.shown, offset, len)
+    }
+
+    /// Opens the file where it lives (locally, or in the cold tier its URL names), checks
+    /// its length and verifies the footer's digest. A cold file's verified footer is cached:
+    /// opening it again costs no request.
     pub fn open(
-        root: &Path,
+        store: &'a Store,
         entry: &'a SegmentFile,
-        faults: &Faults,
     ) -> std::result::Result<Self, BeneathWindow> {
-        let path = root.join(&entry.path);
-        let file = faults
-            .check(Op::Read, &path)
-            .and_then(|()| File::open(&path))
-            .map_err(|e| {
-                BeneathWindow::unreadable(format!(
-                    "{} (named by the manifest): {e}",
-                    path.display()
-                ))
-            })?;
-        let len = file
-            .metadata()
-            .map_err(|e| BeneathWindow::unreadable(format!("{}: {e}", path.display())))?
-            .len();
-        if len != entry.bytes {
-            return Err(BeneathWindow::unreadable(format!(
-                "{}: {len} bytes on disk, the manifest recorded {}",
-                path.display(),
-                entry.bytes
-            )));
-        }
-        let magic = read_at(faults, &file, &path, 0, PAR1_LEN)?;
-        let footer = read_at(faults, &file, &path, entry.footer.offset, entry.footer.len)?;
-        if digest(entry.name, FOOTER_INDEX, &[&magic, &footer]) != entry.footer.crc32c {
-            return Err(BeneathWindow::unreadable(format!(
-                "{}: footer digest mismatch (bytes {}..{} or the leading magic were altered)",
-                path.display(),
-                entry.footer.offset,
-                entry.bytes
-            )));
-        }
+        let (source, shown) = match &entry.cold {
+            None => {
+                let path = store.root().join(&entry.path);
+                let shown = path.display().to_string();
+                let file = store
+                    .faults()
+                    .check(Op::Read, &path)
+                    .and_then(|()| File::open(&path))
+                    .map_err(|e| {
+                        BeneathWindow::unreadable(format!("{shown} (named by the manifest): {e}"))
+                    })?;
+                let len = file
+                    .metadata()
+                    .map_err(|e| BeneathWindow::unreadable(format!("{shown}: {e}")))?
+                    .len();
+                if len != entry.bytes {
+                    return Err(BeneathWindow::unreadable(format!(
+                        "{shown}: {len} bytes on disk, the manifest recorded {}",
+                        entry.bytes
+                    )));
+                }
+                (Source::Local(file), shown)
+            }
+            Some(url) => {
+                let tier = store.tier_for(url, &entry.path).map_err(cold_refusal)?;
+                (Source::Cold(tier, entry.path.clone()), url.clone())
+            }
+        };
+        let cached = match source {
+            Source::Cold(..) => store.cached_footer(entry.name),
+            Source::Local(_) => None,
+        };
+        let (magic, footer) = match cached {
+            Some(pair) => pair,
+            None => {
+                let magic = read_from(store, &source, &shown, 0, PAR1_LEN)?;
+                let footer = read_from(
+                    store,
+                    &source,
+                    &shown,
+                    entry.footer.offset,
+                    entry.footer.len,
+                )?;
+                if digest(entry.name, FOOTER_INDEX, &[&magic, &footer]) != entry.footer.crc32c {
+                    return Err(BeneathWindow::unreadable(format!(
+                        "{shown}: footer digest mismatch (bytes {}..{} or the leading magic were altered)",
+                        entry.footer.offset, entry.bytes
+                    )));
+                }
+                if matches!(source, Source::Cold(..)) {
+                    store.cache_footer(entry.name, magic.clone(), footer.clone());
+                }
+                (magic, footer)
+            }
+        };
         Ok(OpenSegment {
-            file,
-            path,
+            source,
+            shown,
             entry,
             magic,
             footer,
-            faults: faults.clone(),
+            store,
         })
     }
 
     /// Reads row group `index`, verifying its digest first.
     pub fn read_group(&self, index: usize) -> std::result::Result<RecordBatch, BeneathWindow> {
         let group = self.entry.groups.get(index).ok_or_else(|| {
-            BeneathWindow::unreadable(format!("{}: no row group {index}", self.path.display()))
+            BeneathWindow::unreadable(format!("{}: no row group {index}", self.shown))
         })?;
-        let bytes = read_at(
-            &self.faults,
-            &self.file,
-            &self.path,
-            group.span.offset,
-            group.span.len,
-        )?;
+        let bytes = self.read_at(group.span.offset, group.span.len)?;
         if digest(self.entry.name, index as u32, &[&bytes]) != group.span.crc32c {
             return Err(BeneathWindow::unreadable(format!(
                 "{}: row group {index} digest mismatch (bytes {}..{} were altered)",
-                self.path.display(),
+                self.shown,
                 group.span.offset,
                 group.span.offset + group.span.len
             )));
@@ -331,7 +394,7 @@ impl<'a> OpenSegment<'a> {
             ],
         };
         let decode = |e: &dyn std::fmt::Display| {
-            BeneathWindow::unreadable(format!("{}: row group {index}: {e}", self.path.display()))
+            BeneathWindow::unreadable(format!("{}: row group {index}: {e}", self.shown))
         };
         let reader = ParquetRecordBatchReaderBuilder::try_new(verified)
             .map_err(|e| decode(&e))?
@@ -357,17 +420,11 @@ impl<'a> OpenSegment<'a> {
     /// Verifies every digest of the file.
     pub fn verify_all(&self) -> std::result::Result<(), BeneathWindow> {
         for (index, group) in self.entry.groups.iter().enumerate() {
-            let bytes = read_at(
-                &self.faults,
-                &self.file,
-                &self.path,
-                group.span.offset,
-                group.span.len,
-            )?;
+            let bytes = self.read_at(group.span.offset, group.span.len)?;
             if digest(self.entry.name, index as u32, &[&bytes]) != group.span.crc32c {
                 return Err(BeneathWindow::unreadable(format!(
                     "{}: row group {index} digest mismatch (bytes {}..{})",
-                    self.path.display(),
+                    self.shown,
                     group.span.offset,
                     group.span.offset + group.span.len
                 )));

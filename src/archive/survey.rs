@@ -186,8 +186,7 @@ impl Archive {
         if slot.is_none() {
             let mut tracks: BTreeMap<TrackKey, Cells> = BTreeMap::new();
             for file in &state.levels {
-                let batch =
-                    OpenSegment::open(&self.root, file, &self.config.faults)?.read_group(k)?;
+                let batch = OpenSegment::open(&self.store, file)?.read_group(k)?;
                 let partials = levels::decode_level(&state.decl, &batch).map_err(|m| {
                     BeneathWindow::unreadable(format!("{}: level {k}: {m}", file.path))
                 })?;
@@ -404,7 +403,7 @@ impl Archive {
                 let segment = match open.entry(g.file) {
                     std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
                     std::collections::btree_map::Entry::Vacant(v) => {
-                        v.insert(OpenSegment::open(&self.root, file, &self.config.faults)?)
+                        v.insert(OpenSegment::open(&self.store, file)?)
                     }
                 };
                 let mut batch = segment.read_group(g.group)?;

@@ -51,12 +51,31 @@ impl BeneathWindow {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unreadable {
     what: String,
+    transient: bool,
 }
 
 impl Unreadable {
     /// Describes what could not be read (a file, a row group, a digest that did not match).
+    /// Nothing suggests that trying again will help.
     pub fn new(what: impl Into<String>) -> Self {
-        Unreadable { what: what.into() }
+        Unreadable {
+            what: what.into(),
+            transient: false,
+        }
+    }
+
+    /// A failure that may pass (a timeout, a throttled or reset request to a cold tier):
+    /// the same read, tried again later, may answer.
+    pub fn transient(what: impl Into<String>) -> Self {
+        Unreadable {
+            what: what.into(),
+            transient: true,
+        }
+    }
+
+    /// Whether trying again later may help.
+    pub fn is_transient(&self) -> bool {
+        self.transient
     }
 
     /// The description.

@@ -14,9 +14,11 @@
 //! A crash anywhere leaves the old set or the new set served: files a record never named are
 //! quarantined at the next open, files a record removed are deleted by it.
 
+pub mod offload;
 pub mod plan;
 pub mod retention;
 
+pub use offload::{plan_offload, OffloadPolicy, OffloadReport};
 pub use plan::{
     plan_compaction, plan_retirement, plan_track_retirement, CompactPlan, PlannedSegment, Split,
 };
@@ -28,6 +30,7 @@ use super::levels::{self, Cells};
 use super::manifest::log::LogWriter;
 use super::manifest::{Compact, LevelFloor, RawFloor, Record, Retire, SegmentFile, StreamDecl};
 use super::segment::{self, OpenSegment, TrackRows};
+use super::store::Store;
 use super::{durable, Archive, STREAMS_DIR, TMP_DIR};
 use crate::contract::{BeneathWindow, TrackKey};
 use arrow::array::{Array, RecordBatch, StringArray, UInt64Array};
@@ -82,6 +85,8 @@ pub struct Maintenance {
     pub retired: Vec<RetireReport>,
     /// Compactions committed.
     pub compacted: Vec<CompactReport>,
+    /// Files moved to the cold tier under the declared offload policies.
+    pub offloaded: Vec<OffloadReport>,
     /// The generation a checkpoint started, if one did.
     pub checkpoint: Option<u64>,
 }
@@ -111,6 +116,7 @@ pub struct CompactionJob {
     names: std::ops::Range<u64>,
     group_rows: usize,
     faults: Faults,
+    store: Arc<Store>,
 }
 
 /// A compaction's files, written and in place, not yet recorded. Hand it to
@@ -206,10 +212,9 @@ impl CompactionJob {
                 barrier = barrier.max(file.barrier);
                 let segment = match open.entry(name) {
                     std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-                    std::collections::btree_map::Entry::Vacant(v) => v.insert(
-                        OpenSegment::open(&self.root, file, &self.faults)
-                            .map_err(unreadable(&id))?,
-                    ),
+                    std::collections::btree_map::Entry::Vacant(v) => {
+                        v.insert(OpenSegment::open(&self.store, file).map_err(unreadable(&id))?)
+                    }
                 };
                 parts.push(segment.read_group(group).map_err(unreadable(&id))?);
             }
@@ -298,7 +303,7 @@ impl CompactionJob {
         let opened: Vec<OpenSegment<'_>> = self
             .level_files
             .iter()
-            .map(|f| OpenSegment::open(&self.root, f, &self.faults).map_err(unreadable(id)))
+            .map(|f| OpenSegment::open(&self.store, f).map_err(unreadable(id)))
             .collect::<Result<_>>()?;
         let mut groups = Vec::with_capacity(ladder.levels as usize);
         let (mut sealed_at, mut barrier) = (0u64, 0u64);
@@ -413,6 +418,7 @@ impl Placer<'_> {
             sealed_at_ns,
             footer,
             groups: entries,
+            cold: None,
         })
     }
 }
@@ -476,12 +482,12 @@ impl Archive {
             .streams
             .get(&retire.stream)
             .ok_or_else(|| ArchiveError::UnknownStream(retire.stream.clone()))?;
-        let doomed: Vec<(PathBuf, u64)> = stream
+        let doomed: Vec<SegmentFile> = stream
             .files
             .iter()
             .chain(&stream.levels)
             .filter(|f| retire.dropped.contains(&f.name))
-            .map(|f| (self.root.join(&f.path), f.bytes))
+            .cloned()
             .collect();
         let report = RetireReport {
             stream: retire.stream.clone(),
@@ -489,12 +495,12 @@ impl Archive {
             tracks: retire.tracks.len(),
             whole: retire.tracks.iter().filter(|t| t.whole).count(),
             files_deleted: doomed.len(),
-            bytes_deleted: doomed.iter().map(|(_, b)| b).sum(),
+            bytes_deleted: doomed.iter().map(|f| f.bytes).sum(),
         };
         let id = retire.stream.clone();
         self.commit(&Record::Retire(retire))?;
         self.forget_level_view(&id);
-        self.delete(doomed.iter().map(|(p, _)| p.as_path()))?;
+        self.discard(&doomed)?;
         tracing::info!(stream = %id, tracks = report.tracks, whole = report.whole, files = report.files_deleted, "retired");
         Ok(report)
     }
@@ -612,6 +618,7 @@ impl Archive {
             names: first..first + names,
             group_rows: self.config.compaction.group_rows,
             faults: self.config.faults.clone(),
+            store: self.store.clone(),
         }))
     }
 
@@ -640,13 +647,14 @@ impl Archive {
             self.delete(done.placed.iter().map(PathBuf::as_path))?;
             return Ok(None);
         }
-        let bytes_of = |names: &[u64], files: &[SegmentFile]| -> (Vec<PathBuf>, u64) {
-            let picked: Vec<&SegmentFile> =
-                files.iter().filter(|f| names.contains(&f.name)).collect();
-            (
-                picked.iter().map(|f| self.root.join(&f.path)).collect(),
-                picked.iter().map(|f| f.bytes).sum(),
-            )
+        let bytes_of = |names: &[u64], files: &[SegmentFile]| -> (Vec<SegmentFile>, u64) {
+            let picked: Vec<SegmentFile> = files
+                .iter()
+                .filter(|f| names.contains(&f.name))
+                .cloned()
+                .collect();
+            let bytes = picked.iter().map(|f| f.bytes).sum();
+            (picked, bytes)
         };
         let (raw_paths, bytes_in) = bytes_of(&done.record.removed, &state.files);
         let (level_paths, level_bytes_in) = bytes_of(&done.record.removed_levels, &state.levels);
@@ -665,7 +673,8 @@ impl Archive {
         self.next_name = record.next_name;
         self.commit(&Record::Compact(record))?;
         self.forget_level_view(&done.stream);
-        self.delete(raw_paths.iter().chain(&level_paths).map(PathBuf::as_path))?;
+        let replaced: Vec<SegmentFile> = raw_paths.into_iter().chain(level_paths).collect();
+        self.discard(&replaced)?;
         tracing::info!(stream = %report.stream, files_in = report.files_in, files_out = report.files_out, "compacted");
         Ok(Some(report))
     }
@@ -737,14 +746,17 @@ impl Archive {
     }
 
     /// Everything the lifecycle owes at `now_ns`, in order: the declared retirements, the
-    /// compactions past their thresholds, and a checkpoint once the manifest is past its
-    /// size. A host calls it from its sealing service, off the publishing thread.
+    /// compactions past their thresholds, the declared moves to the cold tier, and a
+    /// checkpoint once the manifest is past its size. A host calls it from its sealing service, off the publishing thread.
     pub fn maintain(&mut self, now_ns: u64) -> Result<Maintenance> {
         let mut done = Maintenance {
             retired: self.sweep(now_ns)?,
             ..Maintenance::default()
         };
         done.compacted = self.compact(false, |_, _, _| {})?;
+        if self.store.configured().is_some() && !self.config.offload.is_empty() {
+            done.offloaded = self.offload(None, now_ns, |_, _, _| {})?;
+        }
         if self.manifest_bytes() > self.config.checkpoint_bytes {
             done.checkpoint = Some(self.checkpoint()?);
         }

@@ -3,7 +3,8 @@
 //! ```text
 //! offset  size  field
 //! 0       4     magic  b"SAmr"
-//! 4       2     format version, u16 little-endian (1, or 2 for the lifecycle records)
+//! 4       2     format version, u16 little-endian (1; 2 for the lifecycle records; 3 for
+//!               the cold tier's)
 //! 6       2     reserved, zero
 //! 8       4     payload length in bytes, u32 little-endian
 //! 12      4     CRC-32C (Castagnoli) of bytes 4..12 followed by the payload, u32 LE
@@ -15,8 +16,10 @@ pub const MAGIC: [u8; 4] = *b"SAmr";
 /// The highest record format this build writes and reads. Version 1 records (declarations,
 /// barriers, snapshots without lifecycle state) are still written as version 1, so an archive
 /// that never retires or compacts stays readable by a version-1 build; the lifecycle records
-/// are version 2, which a version-1 build refuses rather than misreads.
-pub const FORMAT_VERSION: u16 = 2;
+/// are version 2, which a version-1 build refuses rather than misreads; the cold tier's
+/// `offload` record (and a snapshot naming a cold file) is version 3, which a version-2 build
+/// refuses.
+pub const FORMAT_VERSION: u16 = 3;
 /// The lowest record format this build reads.
 pub const OLDEST_VERSION: u16 = 1;
 /// Bytes before the payload.

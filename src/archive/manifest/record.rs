@@ -21,6 +21,9 @@ pub enum Record {
     Retire(Retire),
     /// A compaction swap of one stream: files added and removed together. Format version 2.
     Compact(Compact),
+    /// Data files of one stream moved to the cold tier: each is now an object. Format
+    /// version 3.
+    Offload(Offload),
 }
 
 impl Record {
@@ -29,6 +32,15 @@ impl Record {
     /// refuses what it cannot understand instead of misreading it.
     pub fn version(&self) -> u16 {
         match self {
+            Record::Offload(_) => 3,
+            Record::Snapshot(s)
+                if s.streams
+                    .iter()
+                    .flat_map(|s| s.files.iter().chain(&s.levels))
+                    .any(|f| f.cold.is_some()) =>
+            {
+                3
+            }
             Record::Retire(_) | Record::Compact(_) => 2,
             Record::Snapshot(s) if s.streams.iter().any(|s| !s.tracks.is_empty()) => 2,
             _ => 1,
@@ -263,6 +275,31 @@ pub struct SegmentFile {
     pub footer: Span,
     /// Row groups in file order; all of one track are adjacent, tracks in key order.
     pub groups: Vec<GroupEntry>,
+    /// Where the file lives once it moved to the cold tier: the object's URL
+    /// (`s3://bucket/prefix/streams/<id>/rows/NNNNNNNNNNNN.parquet`). Absent while it is
+    /// local, at `path` under the root. Format version 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold: Option<String>,
+}
+
+/// One stream's files moved to the cold tier.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Offload {
+    /// The stream.
+    pub stream: String,
+    /// The files moved, each now the object at its URL.
+    pub files: Vec<Offloaded>,
+}
+
+/// One file moved to the cold tier.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Offloaded {
+    /// The file's name number.
+    pub name: u64,
+    /// The object's URL; its bytes and digests are the file's, confirmed before the record.
+    pub url: String,
 }
 
 /// A row group of one track.

@@ -438,6 +438,37 @@ impl State {
                 self.next_name = compact.next_name;
                 Ok(())
             }
+            Record::Offload(offload) => {
+                let streams = &mut self.streams;
+                let obsolete = &mut self.obsolete;
+                let stream = streams.get_mut(&offload.stream).ok_or_else(|| {
+                    format!("record names undeclared stream {:?}", offload.stream)
+                })?;
+                for moved in &offload.files {
+                    let file = stream
+                        .files
+                        .iter_mut()
+                        .chain(stream.levels.iter_mut())
+                        .find(|f| f.name == moved.name)
+                        .ok_or_else(|| {
+                            format!("offload names file {} which is not live", moved.name)
+                        })?;
+                    if file.cold.is_some() {
+                        return Err(format!("file {} is already in the cold tier", moved.name));
+                    }
+                    if !moved.url.ends_with(&format!("/{}", file.path)) {
+                        return Err(format!(
+                            "offload URL {:?} does not end with the file's path {:?}",
+                            moved.url, file.path
+                        ));
+                    }
+                    file.cold = Some(moved.url.clone());
+                    // Its local copy is deleted after the record: what a crash leaves of it
+                    // is deleted by recovery, never served.
+                    obsolete.insert(file.path.clone());
+                }
+                Ok(())
+            }
         }
     }
 

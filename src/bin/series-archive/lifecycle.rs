@@ -3,6 +3,8 @@
 
 use crate::Failure;
 use indicatif::{ProgressBar, ProgressStyle};
+use series_archive::archive::cold::ColdTier;
+use series_archive::archive::lifecycle::{plan_offload, OffloadPolicy};
 use series_archive::archive::lifecycle::{
     plan_retirement, Compaction, Lifetime, Retention, RetireReport,
 };
@@ -57,6 +59,8 @@ impl Lifetimes {
     }
 }
 
+/// Opens an existing archive; a writable open with the `--cold` tier, whose orphan objects
+/// (uploads no record names) it removes and reports.
 fn open(archive: &Path, config: Config) -> Result<Archive, Failure> {
     if !archive.join("manifest").is_dir() {
         return Err(format!(
@@ -65,7 +69,11 @@ fn open(archive: &Path, config: Config) -> Result<Archive, Failure> {
         )
         .into());
     }
-    Ok(Archive::open(archive, config)?)
+    let opened = Archive::open(archive, with_cold(config)?)?;
+    for removed in &opened.recovery().cold_orphans_removed {
+        eprintln!("recovery: removed {removed} (an upload no record names)");
+    }
+    Ok(opened)
 }
 
 fn show_retirement(r: &RetireReport, verb: &str) {
@@ -172,6 +180,25 @@ pub(crate) fn retire(
 }
 
 /// `compact`: every stream (or the named ones), with a progress bar.
+static COLD: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+/// Records the global `--cold URL`.
+pub(crate) fn set_cold(url: Option<String>) {
+    let _ = COLD.set(url);
+}
+
+fn cold_url() -> Option<&'static str> {
+    COLD.get().and_then(|u| u.as_deref())
+}
+
+/// A writable configuration with the cold tier `--cold` names, when one is given.
+pub(crate) fn with_cold(config: Config) -> Result<Config, Failure> {
+    Ok(match cold_url() {
+        Some(url) => config.cold(ColdTier::from_url(url)?),
+        None => config,
+    })
+}
+
 pub(crate) fn compact(
     archive: &Path,
     streams: &[String],
@@ -343,6 +370,85 @@ pub(crate) fn quarantine(
                 purged.len()
             );
         }
+    }
+    Ok(())
+}
+
+/// `offload`: moves data files to the cold tier (or, with `--dry-run`, shows which would move).
+pub(crate) fn offload(
+    archive: &Path,
+    policy: OffloadPolicy,
+    dry_run: bool,
+    now: Option<u64>,
+) -> Result<(), Failure> {
+    let Some(cold) = cold_url() else {
+        return Err(Failure {
+            code: 2,
+            message: "offload needs the cold tier: --cold s3://bucket/prefix (or file:///dir)"
+                .into(),
+        });
+    };
+    if policy.older_than.is_none() && policy.local_budget.is_none() {
+        return Err("say which files move: --older-than AGE and/or --local-budget SIZE".into());
+    }
+    let now = now.unwrap_or_else(|| {
+        series_archive::archive::Clock::now_ns(&series_archive::archive::SystemClock)
+    });
+    if dry_run {
+        let archive = crate::read_only(archive)?;
+        let mut any = false;
+        for (id, stream) in &archive.state().streams {
+            let moving = plan_offload(&stream.files, &policy, now);
+            any |= !moving.is_empty();
+            for f in moving {
+                out!(
+                    "would move {} ({} bytes) of stream {id} to {cold}/{}",
+                    f.path,
+                    f.bytes,
+                    f.path
+                );
+            }
+        }
+        if !any {
+            out!("nothing to move");
+        }
+        return Ok(());
+    }
+    let mut archive = open(archive, Config::new())?;
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("offloading {bar:40} {pos}/{len} files, {msg} [{elapsed}]")
+            .expect("a valid template"),
+    );
+    let began = Instant::now();
+    let reports = archive.offload(Some(&policy), now, |done, total, bytes| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_message(format!("{bytes} bytes"));
+    })?;
+    bar.finish_and_clear();
+    let secs = began.elapsed().as_secs_f64();
+    let mut failed = 0;
+    for r in &reports {
+        out!(
+            "offloaded {}: {} file(s), {} bytes to {cold} in {secs:.2} s ({:.1} MB/s)",
+            r.stream,
+            r.files,
+            r.bytes,
+            r.bytes as f64 / 1e6 / secs.max(1e-9)
+        );
+        for why in &r.failed {
+            out!("  left local (retry later): {why}");
+        }
+        failed += r.failed.len();
+    }
+    if reports.is_empty() {
+        out!("nothing to move");
+    }
+    if failed > 0 {
+        return Err(Failure::from(format!(
+            "{failed} file(s) could not be moved; they stay local and are served as before"
+        )));
     }
     Ok(())
 }

@@ -35,6 +35,12 @@ use std::time::Instant;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// The cold tier (s3://bucket/prefix, file:///dir/prefix) for commands that write: a
+    /// writable open removes objects under it that no record names, and `offload` moves files
+    /// there. Reads need no flag: the manifest records each cold file's URL. Credentials,
+    /// region and endpoint come from the standard AWS environment variables.
+    #[arg(long, global = true, value_name = "URL")]
+    cold: Option<String>,
 }
 
 /// What `survey` and `fold` read: a stream, a track selection and an axis range [from, to).
@@ -171,6 +177,9 @@ enum Command {
         /// The stream id.
         #[arg(long)]
         stream: String,
+        /// The committed level files instead of the data files.
+        #[arg(long)]
+        levels: bool,
     },
     /// Apply lifetimes now: retire raw rows and level cells past them, and idle tracks whole.
     ///
@@ -226,6 +235,28 @@ enum Command {
         /// Only when a stream is past the automatic thresholds (16 files to rewrite).
         #[arg(long)]
         auto: bool,
+    },
+    /// Move data files to the cold tier (S3 and the like); every read keeps answering the
+    /// same, from there. Level files stay local.
+    ///
+    /// Upload, confirm every digest read back, one manifest record, then the local copies
+    /// are deleted. Credentials, region and endpoint come from the standard AWS environment
+    /// variables (AWS_ACCESS_KEY_ID, AWS_REGION, AWS_ENDPOINT, ...).
+    Offload {
+        /// The archive directory.
+        archive: PathBuf,
+        /// Move files sealed longer ago than this (e.g. 7d).
+        #[arg(long, value_name = "AGE", value_parser = series_archive::archive::lifecycle::parse_duration)]
+        older_than: Option<std::time::Duration>,
+        /// Move the oldest files until at most this many bytes of data stay local (e.g. 10GiB).
+        #[arg(long, value_name = "SIZE", value_parser = series_archive::archive::lifecycle::parse_size)]
+        local_budget: Option<u64>,
+        /// Show what would move; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Judge ages at this time (ns since the Unix epoch) instead of now.
+        #[arg(long)]
+        now: Option<u64>,
     },
     /// Start a new manifest generation from a snapshot of the live state.
     Checkpoint {
@@ -312,6 +343,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    lifecycle::set_cold(cli.cold.clone());
     let result = match cli.command {
         Command::Ingest {
             archive,
@@ -384,7 +416,11 @@ fn main() -> ExitCode {
         ),
         Command::Inspect { archive, json } => inspect(&archive, json),
         Command::Verify { archive } => verify(&archive),
-        Command::Files { archive, stream } => files(&archive, &stream),
+        Command::Files {
+            archive,
+            stream,
+            levels,
+        } => files(&archive, &stream, levels),
         Command::Sweep {
             archive,
             stream,
@@ -405,6 +441,21 @@ fn main() -> ExitCode {
             group_rows,
             auto,
         } => lifecycle::compact(&archive, &stream, target_size, group_rows as usize, auto),
+        Command::Offload {
+            archive,
+            older_than,
+            local_budget,
+            dry_run,
+            now,
+        } => lifecycle::offload(
+            &archive,
+            series_archive::archive::lifecycle::OffloadPolicy {
+                older_than,
+                local_budget,
+            },
+            dry_run,
+            now,
+        ),
         Command::Checkpoint { archive } => lifecycle::checkpoint(&archive),
         Command::Repair { archive, yes } => lifecycle::repair(&archive, yes),
         Command::Quarantine {
@@ -552,7 +603,10 @@ fn ingest(
     // A stream the archive already records is checked against its durable state; a new one
     // against its declaration alone, so a bad first file creates nothing at all.
     let (opened, mut validator) = if recorded.is_some() {
-        let archive = Archive::open(archive_dir, Config::new().stream(spec.clone()))?;
+        let archive = Archive::open(
+            archive_dir,
+            lifecycle::with_cold(Config::new().stream(spec.clone()))?,
+        )?;
         for q in &archive.recovery().quarantined {
             eprintln!(
                 "recovery: moved {} into quarantine (kept as {q})",
@@ -592,7 +646,10 @@ fn ingest(
     bar.finish_and_clear();
     let mut archive = match opened {
         Some(archive) => archive,
-        None => Archive::open(archive_dir, Config::new().stream(spec))?,
+        None => Archive::open(
+            archive_dir,
+            lifecycle::with_cold(Config::new().stream(spec))?,
+        )?,
     };
     eprintln!(
         "checked {checked} rows in {} file(s) in {:.2?}",
@@ -804,9 +861,18 @@ fn inspect(archive: &Path, json: bool) -> Result<(), Failure> {
         }
         out!("  watermark {}   raw floor {}", s.watermark, s.floor);
         out!(
-            "  tiers     raw: {} file(s), {} bytes; levels: {} file(s), {} bytes",
+            "  tiers     raw: {} file(s), {} bytes ({} local, {} bytes; {} cold, {} bytes{}); levels: {} file(s), {} bytes (local)",
             s.files,
             s.bytes,
+            s.files - s.cold_files,
+            s.bytes - s.cold_bytes,
+            s.cold_files,
+            s.cold_bytes,
+            if s.cold_tiers.is_empty() {
+                String::new()
+            } else {
+                format!(" in {}", s.cold_tiers.join(", "))
+            },
             s.level_files,
             s.level_bytes
         );
@@ -916,9 +982,16 @@ fn verify(archive: &Path) -> Result<(), Failure> {
     }
 }
 
-fn files(archive: &Path, stream: &str) -> Result<(), Failure> {
-    for f in reading(archive, |a| a.files(stream))? {
-        out!("{}", f.display());
+fn files(archive: &Path, stream: &str, levels: bool) -> Result<(), Failure> {
+    let listed = reading(archive, |a| {
+        if levels {
+            a.level_files(stream)
+        } else {
+            a.files(stream)
+        }
+    })?;
+    for f in listed {
+        out!("{f}");
     }
     Ok(())
 }

@@ -1,0 +1,364 @@
+//! The cold tier: any `object_store` store (S3, GCS, Azure, a local file system, memory)
+//! under one prefix per archive.
+//!
+//! `object_store` is async and the archive is sync. The tier owns the bridge: a small tokio
+//! runtime of its own, on whose threads every request runs; a caller's thread waits on a
+//! channel with a deadline. A caller inside its own tokio runtime is never blocked on with
+//! `block_on`, and a request that outlives its deadline is a transient failure, never a hang.
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Files at least this large are uploaded in parts (S3 needs parts of 5 MiB or more).
+pub const MULTIPART_THRESHOLD: usize = 16 << 20;
+/// The size of one part of a multipart upload.
+pub const PART_SIZE: usize = 8 << 20;
+/// How long one request may take before it is abandoned as a transient failure.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why a cold-tier request failed, and whether trying again may help.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ColdError {
+    /// What failed, with the object's URL.
+    pub message: String,
+    /// A timeout, a throttle, a reset connection or a server error: retry later. A missing
+    /// object, a refused credential or a bad path is permanent.
+    pub transient: bool,
+}
+
+impl fmt::Display for ColdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({})",
+            self.message,
+            if self.transient {
+                "transient: retry later"
+            } else {
+                "permanent"
+            }
+        )
+    }
+}
+
+impl std::error::Error for ColdError {}
+
+/// Request counters, for `inspect` and the benchmarks.
+#[derive(Debug, Default)]
+pub struct Requests {
+    /// Objects written (a multipart upload counts once per part).
+    pub puts: AtomicU64,
+    /// Reads (whole or ranged).
+    pub gets: AtomicU64,
+    /// Size checks.
+    pub heads: AtomicU64,
+    /// Deletes.
+    pub deletes: AtomicU64,
+    /// Listings.
+    pub lists: AtomicU64,
+}
+
+impl Requests {
+    /// `(puts, gets, heads, deletes, lists)` so far.
+    pub fn snapshot(&self) -> [u64; 5] {
+        [
+            self.puts.load(Ordering::Relaxed),
+            self.gets.load(Ordering::Relaxed),
+            self.heads.load(Ordering::Relaxed),
+            self.deletes.load(Ordering::Relaxed),
+            self.lists.load(Ordering::Relaxed),
+        ]
+    }
+}
+
+/// One cold tier: a store, the prefix the archive lives under in it, and the URL that names
+/// that prefix (`s3://bucket/prefix`), which is what the manifest records.
+pub struct ColdTier {
+    store: Arc<dyn ObjectStore>,
+    prefix: ObjectPath,
+    url: String,
+    runtime: tokio::runtime::Runtime,
+    timeout: Duration,
+    requests: Requests,
+    /// Files at least this large are uploaded in parts of `part_size`.
+    multipart_threshold: usize,
+    part_size: usize,
+}
+
+impl fmt::Debug for ColdTier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ColdTier")
+            .field("url", &self.url)
+            .field("store", &self.store.to_string())
+            .finish_non_exhaustive()
+    }
+}
+
+fn is_transient(e: &object_store::Error) -> bool {
+    !matches!(
+        e,
+        object_store::Error::NotFound { .. }
+            | object_store::Error::InvalidPath { .. }
+            | object_store::Error::NotSupported { .. }
+            | object_store::Error::AlreadyExists { .. }
+            | object_store::Error::Precondition { .. }
+            | object_store::Error::NotImplemented { .. }
+            | object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. }
+            | object_store::Error::UnknownConfigurationKey { .. }
+    )
+}
+
+impl ColdTier {
+    /// A tier over `store`, the archive living under `prefix` in it; `url` names that
+    /// prefix for people and for the manifest (`s3://bucket/prefix`, `memory:///prefix`).
+    pub fn new(
+        store: Arc<dyn ObjectStore>,
+        prefix: &str,
+        url: impl Into<String>,
+    ) -> Result<ColdTier, ColdError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("series-archive-cold")
+            .enable_all()
+            .build()
+            .map_err(|e| ColdError {
+                message: format!("starting the cold tier's runtime: {e}"),
+                transient: false,
+            })?;
+        let prefix = ObjectPath::parse(prefix.trim_matches('/')).map_err(|e| ColdError {
+            message: format!("cold prefix {prefix:?}: {e}"),
+            transient: false,
+        })?;
+        Ok(ColdTier {
+            store,
+            prefix,
+            url: url.into().trim_end_matches('/').to_owned(),
+            runtime,
+            timeout: DEFAULT_TIMEOUT,
+            requests: Requests::default(),
+            multipart_threshold: MULTIPART_THRESHOLD,
+            part_size: PART_SIZE,
+        })
+    }
+
+    /// A tier from a URL: `s3://bucket/prefix` (credentials, region and endpoint from the
+    /// standard AWS environment variables, as `AmazonS3Builder::from_env` reads them),
+    /// `file:///dir/prefix` or `memory:///prefix`.
+    pub fn from_url(url: &str) -> Result<ColdTier, ColdError> {
+        let bad = |m: String| ColdError {
+            message: format!("cold tier {url:?}: {m}"),
+            transient: false,
+        };
+        let parsed = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
+        let (store, prefix): (Arc<dyn ObjectStore>, String) = match parsed.scheme() {
+            "s3" | "s3a" => {
+                let store = object_store::aws::AmazonS3Builder::from_env()
+                    .with_url(url)
+                    .build()
+                    .map_err(|e| bad(e.to_string()))?;
+                (Arc::new(store), parsed.path().to_owned())
+            }
+            "file" | "memory" => {
+                let (store, path) =
+                    object_store::parse_url(&parsed).map_err(|e| bad(e.to_string()))?;
+                (Arc::from(store), path.to_string())
+            }
+            other => {
+                return Err(bad(format!(
+                    "scheme {other:?} is not a cold tier this build opens from a URL (s3://, file://, memory://); pass a store to Config::cold instead"
+                )))
+            }
+        };
+        ColdTier::new(store, &prefix, url)
+    }
+
+    /// Sets how long one request may take.
+    pub fn with_timeout(mut self, timeout: Duration) -> ColdTier {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Uploads files of at least `threshold` bytes in parts of `part_size` (S3 needs parts
+    /// of 5 MiB or more but the last; the defaults are 16 MiB and 8 MiB).
+    pub fn with_multipart(mut self, threshold: usize, part_size: usize) -> ColdTier {
+        self.multipart_threshold = threshold;
+        self.part_size = part_size.max(1);
+        self
+    }
+
+    /// The URL naming the tier's prefix.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The object URL of `relative` (an archive-relative path such as
+    /// `streams/capture/rows/000000000001.parquet`).
+    pub fn object_url(&self, relative: &str) -> String {
+        format!("{}/{relative}", self.url)
+    }
+
+    /// The archive-relative path an object URL of this tier names.
+    pub fn relative<'u>(&self, object_url: &'u str) -> Option<&'u str> {
+        object_url
+            .strip_prefix(self.url.as_str())?
+            .strip_prefix('/')
+    }
+
+    /// The requests made so far.
+    pub fn requests(&self) -> &Requests {
+        &self.requests
+    }
+
+    fn location(&self, relative: &str) -> ObjectPath {
+        relative
+            .split('/')
+            .filter(|p| !p.is_empty())
+            .fold(self.prefix.clone(), |path, part| path.join(part))
+    }
+
+    /// Runs `request` on the tier's runtime; waits at most the timeout.
+    fn run<T: Send + 'static>(
+        &self,
+        what: String,
+        request: impl std::future::Future<Output = object_store::Result<T>> + Send + 'static,
+    ) -> Result<T, ColdError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let timeout = self.timeout;
+        self.runtime.spawn(async move {
+            let outcome = tokio::time::timeout(timeout, request).await;
+            let _ = tx.send(outcome);
+        });
+        match rx.recv_timeout(timeout + Duration::from_secs(1)) {
+            Ok(Ok(Ok(value))) => Ok(value),
+            Ok(Ok(Err(e))) => Err(ColdError {
+                transient: is_transient(&e),
+                message: format!("{what}: {e}"),
+            }),
+            Ok(Err(_)) | Err(_) => Err(ColdError {
+                message: format!("{what}: no answer within {timeout:?}"),
+                transient: true,
+            }),
+        }
+    }
+
+    /// Writes `bytes` as the object of `relative`: one request below the multipart
+    /// threshold, otherwise parts of `PART_SIZE`, the upload aborted on any failure.
+    pub fn put(&self, relative: &str, bytes: Bytes) -> Result<(), ColdError> {
+        let location = self.location(relative);
+        let store = self.store.clone();
+        let what = format!("upload {}", self.object_url(relative));
+        if bytes.len() < self.multipart_threshold {
+            self.requests.puts.fetch_add(1, Ordering::Relaxed);
+            return self.run(what, async move {
+                store
+                    .put(&location, PutPayload::from(bytes))
+                    .await
+                    .map(|_| ())
+            });
+        }
+        let part_size = self.part_size;
+        let parts = bytes.len().div_ceil(part_size) as u64;
+        self.requests.puts.fetch_add(parts, Ordering::Relaxed);
+        self.run(what, async move {
+            let mut upload = store.put_multipart(&location).await?;
+            let mut outcome = Ok(());
+            for chunk in bytes.chunks(part_size) {
+                if let Err(e) = upload
+                    .put_part(PutPayload::from(bytes.slice_ref(chunk)))
+                    .await
+                {
+                    outcome = Err(e);
+                    break;
+                }
+            }
+            match outcome {
+                Ok(()) => match upload.complete().await {
+                    Ok(_) => Ok(()),
+                    Err(e) => {
+                        let _ = upload.abort().await;
+                        Err(e)
+                    }
+                },
+                Err(e) => {
+                    let _ = upload.abort().await;
+                    Err(e)
+                }
+            }
+        })
+    }
+
+    /// The object's size.
+    pub fn size(&self, relative: &str) -> Result<u64, ColdError> {
+        let location = self.location(relative);
+        let store = self.store.clone();
+        self.requests.heads.fetch_add(1, Ordering::Relaxed);
+        self.run(
+            format!("size of {}", self.object_url(relative)),
+            async move { store.head(&location).await.map(|m| m.size) },
+        )
+    }
+
+    /// Bytes `offset..offset + len` of the object (one ranged GET).
+    pub fn read(&self, relative: &str, offset: u64, len: u64) -> Result<Bytes, ColdError> {
+        let location = self.location(relative);
+        let store = self.store.clone();
+        self.requests.gets.fetch_add(1, Ordering::Relaxed);
+        self.run(
+            format!(
+                "read bytes {offset}..{} of {}",
+                offset + len,
+                self.object_url(relative)
+            ),
+            async move { store.get_range(&location, offset..offset + len).await },
+        )
+    }
+
+    /// Deletes the object (already absent is fine).
+    pub fn delete(&self, relative: &str) -> Result<(), ColdError> {
+        let location = self.location(relative);
+        let store = self.store.clone();
+        self.requests.deletes.fetch_add(1, Ordering::Relaxed);
+        self.run(
+            format!("delete {}", self.object_url(relative)),
+            async move {
+                match store.delete(&location).await {
+                    Err(object_store::Error::NotFound { .. }) => Ok(()),
+                    other => other,
+                }
+            },
+        )
+    }
+
+    /// Every object under `relative_dir`, as archive-relative paths with their sizes.
+    pub fn list(&self, relative_dir: &str) -> Result<Vec<(String, u64)>, ColdError> {
+        let location = self.location(relative_dir);
+        let store = self.store.clone();
+        let prefix = self.prefix.clone();
+        self.requests.lists.fetch_add(1, Ordering::Relaxed);
+        self.run(
+            format!("list {}", self.object_url(relative_dir)),
+            async move {
+                let metas: Vec<object_store::ObjectMeta> =
+                    store.list(Some(&location)).try_collect().await?;
+                Ok(metas
+                    .into_iter()
+                    .filter_map(|m| {
+                        let parts: Vec<String> = m
+                            .location
+                            .prefix_match(&prefix)?
+                            .map(|p| p.as_ref().to_owned())
+                            .collect();
+                        Some((parts.join("/"), m.size))
+                    })
+                    .collect())
+            },
+        )
+    }
+}

@@ -1,0 +1,231 @@
+//! The cold tier from the command line, against a real S3-compatible server on loopback
+//! (moto, started here): `offload --cold s3://…` moves the data files, and `rows`, `survey`,
+//! `fold`, `verify` answer exactly as before with no flag (the manifest records the URLs;
+//! credentials and endpoint come from the AWS environment variables). `files` prints the
+//! objects' URLs, and pyarrow and Polars read exactly the rows `rows` serves from them.
+
+#[path = "common/process.rs"]
+mod process;
+#[path = "common/s3.rs"]
+mod s3;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn sa(moto: &s3::Moto, args: &[&str]) -> Output {
+    Command::new(process::BIN)
+        .args(args)
+        .envs(moto.env())
+        .env_remove("SERIES_ARCHIVE_LOG")
+        .output()
+        .expect("run series-archive")
+}
+
+fn ok(moto: &s3::Moto, args: &[&str]) -> String {
+    let out = sa(moto, args);
+    assert!(
+        out.status.success(),
+        "{}",
+        process::show(&format!("series-archive {}", args.join(" ")), &out)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+fn csv(dir: &Path) -> String {
+    let mut text = String::from("run,probe,ordinal,value,noise\n");
+    for t in 0..500u64 {
+        for r in 0..2 {
+            for p in 0..2 {
+                text.push_str(&format!(
+                    "run_{r},p{p},{t},{},{}\n",
+                    (t * 37 + r * 11 + p) % 1000,
+                    t as f64 / 7.0 + r as f64
+                ));
+            }
+        }
+    }
+    let path = dir.join("rows.csv");
+    std::fs::write(&path, text).expect("write csv");
+    path.to_str().expect("utf-8").to_owned()
+}
+
+#[test]
+fn offload_to_s3_and_every_read_answers_the_same() {
+    let dir = process::scratch("cli-tiers");
+    let moto = s3::Moto::start(&["cli-tier"]);
+    let archive = dir.path().join("archive");
+    let a = archive.to_str().expect("utf-8");
+    let input = csv(dir.path());
+    ok(
+        &moto,
+        &[
+            "ingest",
+            a,
+            "--stream",
+            "capture",
+            "--track",
+            "run,probe",
+            "--axis",
+            "ordinal",
+            "--seal-rows",
+            "400",
+            &input,
+        ],
+    );
+    let reads: Vec<Vec<&str>> = vec![
+        vec!["rows", a, "--stream", "capture"],
+        vec![
+            "rows", a, "--stream", "capture", "--track", "run_1", "--from", "100", "--to", "900",
+        ],
+        vec![
+            "survey", a, "--stream", "capture", "--budget", "400", "--json",
+        ],
+        vec![
+            "fold",
+            a,
+            "--stream",
+            "capture",
+            "--aggregate",
+            "p95",
+            "--json",
+        ],
+        vec![
+            "fold",
+            a,
+            "--stream",
+            "capture",
+            "--track",
+            "run_0",
+            "--aggregate",
+            "mean",
+            "--json",
+        ],
+    ];
+    let before: Vec<String> = reads.iter().map(|r| ok(&moto, r)).collect();
+
+    let dry = ok(
+        &moto,
+        &[
+            "offload",
+            a,
+            "--cold",
+            "s3://cli-tier/site-a",
+            "--local-budget",
+            "0",
+            "--dry-run",
+        ],
+    );
+    assert_eq!(
+        dry.lines().filter(|l| l.starts_with("would move")).count(),
+        5,
+        "{dry}"
+    );
+    let moved = ok(
+        &moto,
+        &[
+            "offload",
+            a,
+            "--cold",
+            "s3://cli-tier/site-a",
+            "--local-budget",
+            "0",
+        ],
+    );
+    assert!(moved.contains("offloaded capture: 5 file(s)"), "{moved}");
+    let local = std::fs::read_dir(archive.join("streams/capture/rows"))
+        .expect("rows dir")
+        .count();
+    assert_eq!(local, 0, "local copies deleted");
+
+    for (read, want) in reads.iter().zip(&before) {
+        assert_eq!(&ok(&moto, read), want, "{read:?} answers the same from S3");
+    }
+    assert!(ok(&moto, &["verify", a]).starts_with("ok: "));
+    let inspect = ok(&moto, &["inspect", a]);
+    assert!(
+        inspect.contains("5 cold") && inspect.contains("in s3://cli-tier/site-a"),
+        "{inspect}"
+    );
+    let files = ok(&moto, &["files", a, "--stream", "capture"]);
+    let urls: Vec<&str> = files.lines().collect();
+    assert_eq!(urls.len(), 5);
+    assert!(urls
+        .iter()
+        .all(|u| u.starts_with("s3://cli-tier/site-a/streams/capture/rows/")));
+    let levels = ok(&moto, &["files", a, "--stream", "capture", "--levels"]);
+    assert!(
+        levels.lines().all(|l| l.starts_with(a)),
+        "level files stay local: {levels}"
+    );
+
+    // pyarrow and Polars read exactly what `rows` serves, from the URLs `files` prints.
+    let python = process::python("pyarrow, polars");
+    let check = r#"
+import sys, csv, io
+import pyarrow.fs, pyarrow.parquet as pq, pyarrow as pa
+endpoint, expected_csv = sys.argv[1], sys.argv[2]
+fs = pyarrow.fs.S3FileSystem(endpoint_override=endpoint, scheme="http", access_key="test",
+                             secret_key="test", region="us-east-1")
+tables = [pq.read_table(u[len("s3://"):], filesystem=fs) for u in sys.stdin.read().split()]
+t = pa.concat_tables(tables).sort_by("_seq")
+rows = list(csv.DictReader(open(expected_csv)))
+assert t.num_rows == len(rows), (t.num_rows, len(rows))
+assert [str(v) for v in t.column("_position").to_pylist()] == [r["_position"] for r in rows]
+assert [str(v) for v in t.column("value").to_pylist()] == [r["value"] for r in rows]
+# Polars reads the same objects by their URLs.
+import polars as pl
+opts = {"aws_endpoint_url": endpoint, "aws_allow_http": "true", "aws_access_key_id": "test",
+        "aws_secret_access_key": "test", "aws_region": "us-east-1"}
+urls = open(sys.argv[3]).read().split()
+p = pl.concat([pl.read_parquet(u, storage_options=opts) for u in urls]).sort("_seq")
+assert p.height == len(rows), (p.height, len(rows))
+assert [str(v) for v in p["value"].to_list()] == [r["value"] for r in rows]
+print("ok", t.num_rows)
+"#;
+    let expected = dir.path().join("expected.csv");
+    std::fs::write(&expected, &before[0]).expect("write");
+    let url_list = dir.path().join("urls.txt");
+    std::fs::write(&url_list, &files).expect("write");
+    let mut child = Command::new(python)
+        .args([
+            "-c",
+            check,
+            &moto.endpoint,
+            expected.to_str().expect("utf-8"),
+            url_list.to_str().expect("utf-8"),
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run python");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(files.as_bytes())
+        .expect("write urls");
+    let out = child.wait_with_output().expect("python");
+    assert!(
+        out.status.success(),
+        "{}",
+        process::show("pyarrow over S3", &out)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok 2000");
+
+    // Retiring a run deletes its cold objects' rows from what is served, and the next
+    // writable open with the tier finds no orphan.
+    ok(
+        &moto,
+        &["retire", a, "--stream", "capture", "--track", "run_0"],
+    );
+    let out = sa(
+        &moto,
+        &["rows", a, "--stream", "capture", "--track", "run_1"],
+    );
+    assert!(out.status.success());
+    let compacted = ok(&moto, &["compact", a, "--cold", "s3://cli-tier/site-a"]);
+    assert!(!compacted.contains("error"), "{compacted}");
+    assert!(ok(&moto, &["verify", a]).starts_with("ok: "));
+}
