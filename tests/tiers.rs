@@ -306,6 +306,8 @@ struct Faulty {
     fail_puts: AtomicUsize,
     /// Perform this many puts, then answer an error anyway (the outcome is unknown).
     unknown_puts: AtomicUsize,
+    /// Store this many puts with one byte flipped, and answer success.
+    corrupt_puts: AtomicUsize,
     /// Fail this many reads.
     fail_gets: AtomicUsize,
     /// Stall this many reads for two seconds.
@@ -377,8 +379,18 @@ impl ObjectStore for Faulty {
         if take(&self.fail_puts) {
             return Err(unavailable("put"));
         }
+        // One fault per upload: an unknown outcome, or else a corrupted body.
+        let unknown = take(&self.unknown_puts);
+        let payload = if !unknown && take(&self.corrupt_puts) {
+            let mut bytes: Vec<u8> = payload.iter().flat_map(|b| b.iter().copied()).collect();
+            let middle = bytes.len() / 2;
+            bytes[middle] ^= 0x40;
+            PutPayload::from(bytes)
+        } else {
+            payload
+        };
         let done = self.inner.put_opts(location, payload, opts).await?;
-        if take(&self.unknown_puts) {
+        if unknown {
             return Err(unavailable("connection reset after the body was sent"));
         }
         Ok(done)
@@ -466,24 +478,33 @@ fn a_faulty_store_records_nothing_partial_loses_nothing_and_never_hangs() {
     let files = archive.state().streams["capture"].files.len();
     let everything = OffloadPolicy::default().local_budget(0);
 
-    // A 503 on one upload and an unknown outcome on another: those two stay local and
-    // unrecorded, their objects are not left behind, the rest move.
+    // A 503 on one upload, an unknown outcome on another, and one stored with a flipped
+    // byte (the read-back catches it): those three stay local and unrecorded, their objects
+    // are not left behind, the rest move.
     faulty.fail_puts.store(1, Ordering::SeqCst);
     faulty.unknown_puts.store(1, Ordering::SeqCst);
+    faulty.corrupt_puts.store(1, Ordering::SeqCst);
     let report = archive
         .offload(Some(&everything), 0, |_, _, _| {})
         .expect("offload with failures");
-    assert_eq!(report[0].failed.len(), 2, "{report:?}");
-    assert_eq!(report[0].files, files - 2, "{report:?}");
+    assert_eq!(report[0].failed.len(), 3, "{report:?}");
+    assert!(
+        report[0]
+            .failed
+            .iter()
+            .any(|f| f.contains("digest mismatch")),
+        "{report:?}"
+    );
+    assert_eq!(report[0].files, files - 3, "{report:?}");
     let cold: Vec<String> = archive
         .state()
         .live_files()
         .filter_map(|f| f.cold.clone())
         .collect();
-    assert_eq!(cold.len(), files - 2);
+    assert_eq!(cold.len(), files - 3);
     assert_eq!(
         objects(&store, "a/streams").len(),
-        files - 2,
+        files - 3,
         "no object without a record"
     );
     assert_eq!(served(&archive), before, "nothing lost");
@@ -493,7 +514,7 @@ fn a_faulty_store_records_nothing_partial_loses_nothing_and_never_hangs() {
         .expect("offload retried");
     assert_eq!(
         (report[0].files, report[0].failed.len()),
-        (2, 0),
+        (3, 0),
         "{report:?}"
     );
     assert_eq!(served(&archive), before);

@@ -320,6 +320,16 @@ impl ColdTier {
         )
     }
 
+    /// The whole object (one GET).
+    pub fn get(&self, relative: &str) -> Result<Bytes, ColdError> {
+        let location = self.location(relative);
+        let store = self.store.clone();
+        self.requests.gets.fetch_add(1, Ordering::Relaxed);
+        self.run(format!("read {}", self.object_url(relative)), async move {
+            store.get(&location).await?.bytes().await
+        })
+    }
+
     /// Deletes the object (already absent is fine).
     pub fn delete(&self, relative: &str) -> Result<(), ColdError> {
         let location = self.location(relative);

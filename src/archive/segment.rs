@@ -266,6 +266,36 @@ fn read_from(
     }
 }
 
+/// Checks a whole file's bytes against its manifest entry: its length, the footer digest
+/// (with the leading magic) and every row group's digest. Answers what does not match.
+pub(crate) fn verify_bytes(entry: &SegmentFile, bytes: &[u8]) -> std::result::Result<(), String> {
+    if bytes.len() as u64 != entry.bytes {
+        return Err(format!(
+            "{} bytes, the manifest records {}",
+            bytes.len(),
+            entry.bytes
+        ));
+    }
+    let range = |offset: u64, len: u64| -> std::result::Result<&[u8], String> {
+        let (a, b) = (offset as usize, (offset + len) as usize);
+        bytes
+            .get(a..b)
+            .ok_or_else(|| format!("bytes {a}..{b} are past the end"))
+    };
+    let magic = range(0, PAR1_LEN)?;
+    let footer = range(entry.footer.offset, entry.footer.len)?;
+    if digest(entry.name, FOOTER_INDEX, &[magic, footer]) != entry.footer.crc32c {
+        return Err("footer digest mismatch".into());
+    }
+    for (index, group) in entry.groups.iter().enumerate() {
+        let body = range(group.span.offset, group.span.len)?;
+        if digest(entry.name, index as u32, &[body]) != group.span.crc32c {
+            return Err(format!("row group {index} digest mismatch"));
+        }
+    }
+    Ok(())
+}
+
 /// Where an open file's bytes come from.
 enum Source {
     /// The local copy under the root.

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! plan (pure: age, local byte budget) ─► upload (multipart when large, aborted on failure)
-//!   ─► confirm whole (every digest read back through ranged GETs) ─► ONE `offload` record
+//!   ─► confirm whole (read back in one GET, every digest checked) ─► ONE `offload` record
 //!   ─► delete the local copies (only after the record is durable)
 //! ```
 //!
@@ -11,7 +11,7 @@
 
 use super::super::config::FaultPoint;
 use super::super::manifest::{Offload, Offloaded, Record, SegmentFile};
-use super::super::segment::OpenSegment;
+use super::super::segment;
 use super::super::{durable, Archive, ArchiveError, Result};
 use serde::Serialize;
 use std::time::Duration;
@@ -185,18 +185,10 @@ impl Archive {
         };
         tier.put(&file.path, bytes.into())
             .map_err(|e| discard(e.to_string()))?;
-        let size = tier.size(&file.path).map_err(|e| discard(e.to_string()))?;
-        if size != file.bytes {
-            return Err(discard(format!(
-                "{url}: {size} bytes uploaded, {} expected",
-                file.bytes
-            )));
-        }
-        let mut cold = file.clone();
-        cold.cold = Some(url.to_owned());
-        OpenSegment::open(&self.store, &cold)
-            .and_then(|s| s.verify_all())
-            .map_err(|e| discard(format!("read back: {e}")))?;
+        // Read back whole (one GET) and check every digest, as a reader will.
+        let back = tier.get(&file.path).map_err(|e| discard(e.to_string()))?;
+        segment::verify_bytes(file, &back)
+            .map_err(|why| discard(format!("{url} read back: {why}")))?;
         Ok(())
     }
 

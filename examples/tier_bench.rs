@@ -1,0 +1,293 @@
+//! The cold tier's figures, side by side in one run against a real S3-compatible server on
+//! loopback (moto, started from the test venv unless `--endpoint` names a running server):
+//!
+//! - offload throughput against a plain `object_store` put of the same bytes to the same
+//!   server (target ≥ 0.8×);
+//! - cold `rows` of a track, a survey at budget 400 and a p95, against the same reads of the
+//!   same archive kept hot: median latency and requests per read.
+//!
+//! ```sh
+//! cargo run --release --example tier_bench -- --rows 1000000 --python .venv/bin/python
+//! ```
+
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use series_archive::archive::cold::ColdTier;
+use series_archive::archive::lifecycle::OffloadPolicy;
+use series_archive::archive::{Archive, Config, StreamSpec};
+use series_archive::Aggregate;
+use std::io::BufRead;
+use std::ops::Bound::Unbounded;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read dir") {
+        let e = e.expect("entry");
+        let (s, t) = (e.path(), to.join(e.file_name()));
+        if e.file_type().expect("type").is_dir() {
+            copy_tree(&s, &t);
+        } else if e.file_name() != "LOCK" {
+            std::fs::copy(&s, &t).expect("copy");
+        }
+    }
+}
+
+fn main() {
+    let rows: u64 = arg("--rows")
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(1_000_000);
+    let runs: usize = arg("--runs").and_then(|r| r.parse().ok()).unwrap_or(5);
+    let bucket = "tier-bench";
+    // The server.
+    let mut moto = None;
+    let endpoint = match arg("--endpoint") {
+        Some(e) => e,
+        None => {
+            let python = arg("--python").unwrap_or_else(|| ".venv/bin/python".into());
+            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/s3/moto_server.py");
+            let mut child = std::process::Command::new(&python)
+                .args([script, bucket])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| {
+                    panic!("start moto with {python}: {e} (pass --python or --endpoint)")
+                });
+            let mut line = String::new();
+            std::io::BufReader::new(child.stdout.take().expect("stdout"))
+                .read_line(&mut line)
+                .expect("endpoint");
+            moto = Some(child);
+            line.trim().to_owned()
+        }
+    };
+    let s3: Arc<dyn ObjectStore> = Arc::new(
+        object_store::aws::AmazonS3Builder::new()
+            .with_bucket_name(bucket)
+            .with_endpoint(&endpoint)
+            .with_allow_http(true)
+            .with_access_key_id("test")
+            .with_secret_access_key("test")
+            .with_region("us-east-1")
+            .build()
+            .expect("s3 client"),
+    );
+
+    // The archive: a 16-track capture workload, compacted into per-track segments.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hot = dir.path().join("hot");
+    let cold = dir.path().join("cold");
+    let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+        arrow::datatypes::Field::new("run", arrow::datatypes::DataType::Utf8, false),
+        arrow::datatypes::Field::new("probe", arrow::datatypes::DataType::Utf8, false),
+        arrow::datatypes::Field::new("ordinal", arrow::datatypes::DataType::UInt64, false),
+        arrow::datatypes::Field::new("value", arrow::datatypes::DataType::Float64, false),
+    ]));
+    let spec = StreamSpec::dynamic(
+        "capture",
+        schema.clone(),
+        vec!["run".into(), "probe".into()],
+        Some("ordinal".into()),
+    )
+    .expect("spec");
+    {
+        let mut archive = Archive::open(&hot, Config::new().stream(spec.clone())).expect("open");
+        let per_barrier = 100_000u64;
+        let mut done = 0u64;
+        while done < rows {
+            let n = per_barrier.min(rows - done);
+            let ticks = n / 16;
+            let mut run = Vec::new();
+            let mut probe = Vec::new();
+            let mut ordinal = Vec::new();
+            let mut value = Vec::new();
+            let mut positions = Vec::new();
+            for t in 0..ticks {
+                let tick = done / 16 + t;
+                for r in 0..4 {
+                    for p in 0..4 {
+                        run.push(format!("run_{r}"));
+                        probe.push(format!("p{p}"));
+                        ordinal.push(tick * 1000);
+                        value.push(((tick * 31 + r * 7 + p) % 997) as f64 / 3.0);
+                        positions.push(tick + 1);
+                    }
+                }
+            }
+            let batch = arrow::array::RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(arrow::array::StringArray::from(run)),
+                    Arc::new(arrow::array::StringArray::from(probe)),
+                    Arc::new(arrow::array::UInt64Array::from(ordinal)),
+                    Arc::new(arrow::array::Float64Array::from(value)),
+                ],
+            )
+            .expect("batch");
+            archive
+                .stage_batch("capture", &batch, &positions)
+                .expect("stage");
+            archive.seal_all().expect("seal");
+            done += ticks * 16;
+        }
+        archive.compact(true, |_, _, _| {}).expect("compact");
+    }
+    copy_tree(&hot, &cold);
+    let data: Vec<(String, u64)> = {
+        let a = Archive::open(&hot, Config::new().read_only(true)).expect("open");
+        a.state().streams["capture"]
+            .files
+            .iter()
+            .map(|f| (f.path.clone(), f.bytes))
+            .collect()
+    };
+    let total_bytes: u64 = data.iter().map(|(_, b)| b).sum();
+
+    // Plain puts of the same bytes.
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let began = Instant::now();
+    for (path, _) in &data {
+        let bytes = std::fs::read(hot.join(path)).expect("read");
+        rt.block_on(s3.put(
+            &ObjectPath::from(format!("plain/{path}")),
+            PutPayload::from(bytes),
+        ))
+        .expect("put");
+    }
+    let plain = began.elapsed();
+
+    // Offload.
+    let tier = || ColdTier::new(s3.clone(), "site", format!("s3://{bucket}/site")).expect("tier");
+    let mut archive =
+        Archive::open(&cold, Config::new().stream(spec.clone()).cold(tier())).expect("open");
+    let began = Instant::now();
+    let report = archive
+        .offload(
+            Some(&OffloadPolicy::default().local_budget(0)),
+            0,
+            |_, _, _| {},
+        )
+        .expect("offload");
+    let offload = began.elapsed();
+    let offload_requests = archive.cold_requests().expect("tier");
+    assert!(report[0].failed.is_empty(), "{report:?}");
+    drop(archive);
+    let mbps = |d: Duration| total_bytes as f64 / 1e6 / d.as_secs_f64();
+
+    // Reads, hot against cold.
+    let track = vec!["run_2".to_owned(), "p3".to_owned()];
+    type Read = Box<dyn Fn(&Archive) -> usize>;
+    let reads: Vec<(&str, Read)> = vec![
+        (
+            "rows of a track",
+            Box::new({
+                let t = track.clone();
+                move |a: &Archive| {
+                    a.read_rows("capture", &t, Unbounded, Unbounded)
+                        .expect("rows")
+                        .num_rows()
+                }
+            }),
+        ),
+        (
+            "survey @400 of a track",
+            Box::new({
+                let t = track.clone();
+                move |a: &Archive| {
+                    a.survey("capture", &t, Unbounded, Unbounded, 400)
+                        .expect("survey")
+                        .buckets
+                        .len()
+                }
+            }),
+        ),
+        (
+            "p95 of a track",
+            Box::new({
+                let t = track.clone();
+                move |a: &Archive| {
+                    a.fold(
+                        "capture",
+                        &t,
+                        Unbounded,
+                        Unbounded,
+                        Aggregate::parse("p95").expect("p95"),
+                    )
+                    .expect("p95")
+                    .answers
+                    .len()
+                }
+            }),
+        ),
+    ];
+    println!(
+        "## Cold tier, {rows} rows, {} data files, {total_bytes} bytes, moto on loopback\n",
+        data.len()
+    );
+    println!("| | cold tier | peer | ratio |");
+    println!("|---|---:|---:|---:|");
+    println!(
+        "| offload vs plain put of the same bytes | {:.1} MB/s ({:.2} s; {} puts, {} gets, {} heads) | {:.1} MB/s ({:.2} s) | {:.2}× |",
+        mbps(offload),
+        offload.as_secs_f64(),
+        offload_requests[0],
+        offload_requests[1],
+        offload_requests[2],
+        mbps(plain),
+        plain.as_secs_f64(),
+        plain.as_secs_f64() / offload.as_secs_f64()
+    );
+    for (name, read) in &reads {
+        let mut hot_t = Vec::new();
+        let mut cold_t = Vec::new();
+        let mut cold_first = Duration::ZERO;
+        let mut requests = 0;
+        for run in 0..runs + 1 {
+            let h = Archive::open(&hot, Config::new().read_only(true)).expect("open");
+            let began = Instant::now();
+            let n_hot = read(&h);
+            let t_hot = began.elapsed();
+            let c = Archive::open(&cold, Config::new().read_only(true).cold(tier())).expect("open");
+            let began = Instant::now();
+            let n_cold = read(&c);
+            let t_cold = began.elapsed();
+            assert_eq!(n_hot, n_cold, "{name}: cold answers the same");
+            if run == 0 {
+                cold_first = t_cold;
+                requests = c.cold_requests().expect("tier")[1];
+                continue;
+            }
+            hot_t.push(t_hot);
+            cold_t.push(t_cold);
+        }
+        let (h, c) = (median(hot_t), median(cold_t));
+        println!(
+            "| {name}: cold (fresh open) vs hot | {:.2} ms, {requests} GETs (first: {:.2} ms) | {:.2} ms | {:.1}× slower |",
+            c.as_secs_f64() * 1e3,
+            cold_first.as_secs_f64() * 1e3,
+            h.as_secs_f64() * 1e3,
+            c.as_secs_f64() / h.as_secs_f64()
+        );
+    }
+    if let Some(mut child) = moto {
+        drop(child.stdin.take());
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
