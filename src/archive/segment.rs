@@ -330,8 +330,8 @@ impl<'a> OpenSegment<'a> {
     }
 
     /// Opens the file where it lives (locally, or in the cold tier its URL names), checks
-    /// its length and verifies the footer's digest. A cold file's verified footer is cached:
-    /// opening it again costs no request.
+    /// its length and verifies the footer's digest. The verified footer is cached in the
+    /// store: opening the file again reads no footer (for a cold file, costs no request).
     pub fn open(
         store: &'a Store,
         entry: &'a SegmentFile,
@@ -364,10 +364,10 @@ impl<'a> OpenSegment<'a> {
                 (Source::Cold(tier, entry.path.clone()), url.clone())
             }
         };
-        let cached = match source {
-            Source::Cold(..) => store.cached_footer(entry.name),
-            Source::Local(_) => None,
-        };
+        // One cache for rows, surveys, folds and compaction: a file's verified footer is
+        // read once per store (names are never reused; every row group is still checked
+        // against its own digest on every read).
+        let cached = store.cached_footer(entry.name);
         let (magic, footer) = match cached {
             Some(pair) => pair,
             None => {
@@ -385,9 +385,7 @@ impl<'a> OpenSegment<'a> {
                         entry.footer.offset, entry.bytes
                     )));
                 }
-                if matches!(source, Source::Cold(..)) {
-                    store.cache_footer(entry.name, magic.clone(), footer.clone());
-                }
+                store.cache_footer(entry.name, magic.clone(), footer.clone());
                 (magic, footer)
             }
         };

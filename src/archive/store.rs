@@ -2,8 +2,9 @@
 //!
 //! Every read of a data or level file goes through a `Store`: it knows the root, the injected
 //! faults, the configured cold tier (and opens others from the URLs the manifest records),
-//! and caches the verified footer of each cold file, so a cold read costs one ranged GET per
-//! row group once a file has been opened.
+//! and caches the verified footer of each file (one cache for rows, surveys, folds and
+//! compaction), so a cold read costs one ranged GET per row group once a file has been
+//! opened.
 
 use super::cold::{ColdError, ColdTier};
 use super::config::Faults;
@@ -19,7 +20,7 @@ pub(crate) struct Store {
     faults: Faults,
     /// The configured tier, then tiers opened from recorded URLs.
     tiers: Mutex<Vec<Arc<ColdTier>>>,
-    /// Verified `(leading magic, footer)` of cold files, by name.
+    /// Verified `(leading magic, footer)` of opened files, by name.
     footers: Mutex<HashMap<u64, (Bytes, Bytes)>>,
 }
 
