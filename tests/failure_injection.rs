@@ -336,3 +336,44 @@ fn a_failed_read_is_refused_never_short() {
     assert_eq!(served(&archive), whole);
     eprintln!("{cases} failed reads, each refused and answered whole on retry");
 }
+
+/// A compaction that fails on the `Maintainer`'s thread poisons the archive exactly as a
+/// failed `compact()` does (it used not to): the next barrier is refused until a reopen,
+/// which serves what was acknowledged.
+#[test]
+fn a_failed_background_compaction_poisons_like_a_foreground_one() {
+    use series_archive::archive::lifecycle::Maintainer;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("archive");
+    base(&root);
+    let before = served(&Archive::open(&root, capture_config()).expect("open"));
+    // Every read fails: the job cannot read its inputs.
+    let injector = Injector::new(usize::MAX, ERRORS[0].1);
+    let mut archive = Archive::open(
+        &root,
+        capture_config().faults(injector.faults()).compaction(
+            series_archive::archive::lifecycle::Compaction {
+                min_inputs: 2,
+                ..Default::default()
+            },
+        ),
+    )
+    .expect("open");
+    injector.arm(0);
+    let mut maintainer = Maintainer::new();
+    let mut outcome = maintainer.step(&mut archive, 0).map(|_| ());
+    if outcome.is_ok() {
+        outcome = maintainer.finish(&mut archive).map(|_| ());
+    }
+    assert!(outcome.is_err(), "the failed job is reported");
+    stage(&mut archive, BASE_BARRIERS);
+    assert!(
+        matches!(archive.seal_all(), Err(ArchiveError::Poisoned(_))),
+        "poisoned after a failed background job"
+    );
+    drop(archive);
+    assert_eq!(
+        served(&Archive::open(&root, capture_config()).expect("reopen")),
+        before
+    );
+}

@@ -2,8 +2,8 @@
 //! Each step first asks the archive's [`Faults`] whether it may proceed, so a test can make
 //! any of them fail as a disk would (EIO, ENOSPC, a timeout).
 
-use super::config::{Faults, Op};
 use super::error::{ArchiveError, Result};
+use super::faults::{Faults, Op};
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -92,10 +92,25 @@ pub enum ArchiveError {
     /// The archive was opened read-only.
     #[error("archive was opened read-only; {0} needs a writable open")]
     ReadOnly(&'static str),
+    /// A stored file the archive needed (a compaction's input) could not be read or failed
+    /// its digest: the evidence is kept and nothing is recorded.
+    #[error("stream {stream:?}: {message}")]
+    Unreadable {
+        /// The stream id.
+        stream: String,
+        /// What could not be read; the refusal's text.
+        message: String,
+        /// Whether trying again later may help (a cold tier's timeout or throttle).
+        transient: bool,
+    },
+    /// A bug or an exhausted resource inside the archive (a worker thread that panicked,
+    /// reserved names that ran out): nothing is recorded; report it.
+    #[error("internal: {0}")]
+    Internal(String),
     /// The cold tier failed (listing or deleting objects at a writable open).
     #[error("cold tier: {0}")]
     Cold(String),
-    /// Arrow or Parquet failed while encoding.
+    /// Arrow or Parquet failed while encoding rows this process staged.
     #[error("encoding stream {stream:?}: {message}")]
     Encode {
         /// The stream id.

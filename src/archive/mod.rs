@@ -7,11 +7,13 @@
 //! rows    ──► catalog key-range scan ─► row groups ─► verify digests ─► decode ─► merge by _seq
 //! ```
 
+pub mod clock;
 pub mod cold;
 pub mod config;
 mod describe;
 mod durable;
 pub mod error;
+pub mod faults;
 pub mod levels;
 pub mod lifecycle;
 pub mod manifest;
@@ -19,19 +21,20 @@ pub(crate) mod read;
 mod repair;
 mod segment;
 mod series;
+pub mod spec;
 mod stage;
 mod store;
 mod survey;
 
-pub use config::{
-    Clock, Config, FaultPoint, Faults, FixedClock, Op, StreamSpec, SystemClock, POSITION_COLUMN,
-    SEQ_COLUMN,
-};
+pub use clock::{Clock, FixedClock, SystemClock};
+pub use config::Config;
 pub use describe::{Description, QuarantinedFile, StreamDescription, TrackDescription};
 pub use error::{ArchiveError, Result};
+pub use faults::{FaultPoint, Faults, Op};
 pub use levels::{Ladder, Plan};
 pub use repair::{Evidence, LostRecord, RepairPlan};
 pub use segment::{data_file_name, digest};
+pub use spec::{StreamSpec, MAX_STREAM_ID, POSITION_COLUMN, SEQ_COLUMN};
 pub use survey::{Folded, Survey};
 
 use crate::contract::{BeneathWindow, Position, TrackKey};
@@ -479,6 +482,18 @@ impl Archive {
         Ok(())
     }
 
+    /// The one place a handle is poisoned: after a write, sync, rename or delete failed (or
+    /// a job writing files did), no further barrier or record is attempted until a reopen
+    /// lets recovery decide what is durable; a failed fsync is never retried. The first
+    /// failure is the reason kept; answers the error.
+    pub(crate) fn poison(&mut self, e: ArchiveError) -> ArchiveError {
+        if self.poisoned.is_none() {
+            tracing::error!(error = %e, archive = %self.root.display(), "the archive refuses further writes until it is reopened");
+            self.poisoned = Some(e.to_string());
+        }
+        e
+    }
+
     /// Appends and syncs one record, then applies it: the only way a claim changes.
     fn commit(&mut self, record: &Record) -> Result<()> {
         if let Some(reason) = &self.poisoned {
@@ -488,8 +503,7 @@ impl Archive {
             return Err(ArchiveError::ReadOnly("recording"));
         };
         if let Err(e) = log.append(record, &self.config.faults) {
-            self.poisoned = Some(e.to_string());
-            return Err(e);
+            return Err(self.poison(e));
         }
         self.config.faults.hit(FaultPoint::AfterRecord);
         self.state
@@ -624,11 +638,8 @@ impl Archive {
         match self.write_barrier() {
             Ok(report) => Ok(Some(report)),
             Err(e) => {
-                if self.poisoned.is_none() {
-                    self.poisoned = Some(e.to_string());
-                }
                 self.staged.clear();
-                Err(e)
+                Err(self.poison(e))
             }
         }
     }

@@ -1,8 +1,8 @@
 //! Raw reads: the catalog chooses row groups, digests are verified, runs merge by `_seq`.
 
-use super::config::{POSITION_COLUMN, SEQ_COLUMN};
 use super::manifest::{StreamState, TrackState};
 use super::segment::OpenSegment;
+use super::spec::{POSITION_COLUMN, SEQ_COLUMN};
 use super::store::Store;
 use crate::contract::{BeneathWindow, Position, TrackKey};
 use arrow::array::{Array, BooleanArray, RecordBatch, UInt64Array};

@@ -2,8 +2,8 @@
 //! bound to the file and group identity, verified on every read.
 
 use super::cold::{ColdError, ColdTier};
-use super::config::Op;
 use super::error::{ArchiveError, Result};
+use super::faults::Op;
 use super::manifest::{GroupEntry, SegmentFile, Span};
 use super::store::Store;
 use crate::contract::BeneathWindow;

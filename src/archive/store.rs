@@ -7,7 +7,7 @@
 //! opened.
 
 use super::cold::{ColdError, ColdTier};
-use super::config::Faults;
+use super::faults::Faults;
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -24,8 +24,8 @@ pub use plan::{
 };
 pub use retention::{parse_duration, parse_size, Compaction, Lifetime, Retention};
 
-use super::config::{FaultPoint, Faults};
 use super::error::{ArchiveError, Result};
+use super::faults::{FaultPoint, Faults};
 use super::levels::{self, Cells};
 use super::manifest::log::LogWriter;
 use super::manifest::{Compact, LevelFloor, RawFloor, Record, Retire, SegmentFile, StreamDecl};
@@ -149,8 +149,9 @@ impl std::fmt::Debug for CompactedFiles {
 }
 
 fn unreadable(stream: &str) -> impl Fn(BeneathWindow) -> ArchiveError + '_ {
-    move |e| ArchiveError::Encode {
+    move |e| ArchiveError::Unreadable {
         stream: stream.to_owned(),
+        transient: matches!(&e, BeneathWindow::Unreadable(u) if u.is_transient()),
         message: format!("compaction could not read its input: {e}"),
     }
 }
@@ -398,9 +399,11 @@ impl Placer<'_> {
         barrier: u64,
         sealed_at_ns: u64,
     ) -> Result<SegmentFile> {
-        let name = self.names.next().ok_or_else(|| ArchiveError::Encode {
-            stream: self.stream.to_owned(),
-            message: "compaction ran out of reserved names".into(),
+        let name = self.names.next().ok_or_else(|| {
+            ArchiveError::Internal(format!(
+                "a compaction of stream {:?} ran out of the names it reserved",
+                self.stream
+            ))
         })?;
         let (bytes, footer, entries) = segment::encode(self.stream, schema, name, groups)?;
         let file_name = segment::data_file_name(name);
@@ -507,8 +510,7 @@ impl Archive {
 
     fn delete<'p>(&mut self, paths: impl Iterator<Item = &'p Path>) -> Result<()> {
         if let Err(e) = durable::remove_all(&self.config.faults, paths) {
-            self.poisoned = Some(e.to_string());
-            return Err(e);
+            return Err(self.poison(e));
         }
         Ok(())
     }
@@ -692,10 +694,7 @@ impl Archive {
             if let Some(job) = self.plan_compaction(&id, force)? {
                 let files = match job.run(|d, t| progress(&id, d, t)) {
                     Ok(f) => f,
-                    Err(e) => {
-                        self.poisoned.get_or_insert_with(|| e.to_string());
-                        return Err(e);
-                    }
+                    Err(e) => return Err(self.poison(e)),
                 };
                 if let Some(report) = self.finish_compaction(files)? {
                     reports.push(report);
@@ -725,10 +724,7 @@ impl Archive {
             &self.config.faults,
         ) {
             Ok(log) => log,
-            Err(e) => {
-                self.poisoned = Some(e.to_string());
-                return Err(e);
-            }
+            Err(e) => return Err(self.poison(e)),
         };
         self.log = Some(log);
         self.state = next;
@@ -834,10 +830,19 @@ impl Maintainer {
         stream: &str,
         handle: std::thread::JoinHandle<Result<CompactedFiles>>,
     ) -> Result<Option<CompactReport>> {
-        let files = handle.join().map_err(|_| ArchiveError::Encode {
-            stream: stream.to_owned(),
-            message: "the compaction thread panicked".into(),
-        })??;
-        archive.finish_compaction(files)
+        let outcome = handle
+            .join()
+            .map_err(|_| {
+                ArchiveError::Internal(format!(
+                    "the compaction thread of stream {stream:?} panicked"
+                ))
+            })
+            .and_then(|job| job);
+        match outcome {
+            // A failed job poisons exactly as `Archive::compact` does: its files under
+            // `.tmp/` are evidence for the next open, and nothing more is written meanwhile.
+            Err(e) => Err(archive.poison(e)),
+            Ok(files) => archive.finish_compaction(files),
+        }
     }
 }

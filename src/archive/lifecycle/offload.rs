@@ -9,7 +9,7 @@
 //! A failed upload or confirmation deletes what it uploaded, leaves the file local and is
 //! reported; the move is retried by a later offload. Nothing is recorded that is not whole.
 
-use super::super::config::FaultPoint;
+use super::super::faults::FaultPoint;
 use super::super::manifest::{Offload, Offloaded, Record, SegmentFile};
 use super::super::segment;
 use super::super::{durable, Archive, ArchiveError, Result};
@@ -248,8 +248,7 @@ impl Archive {
             local.iter().map(|f| self.root.join(&f.path)).collect();
         if let Err(e) = durable::remove_all(&self.config.faults, paths.iter().map(|p| p.as_path()))
         {
-            self.poisoned = Some(e.to_string());
-            return Err(e);
+            return Err(self.poison(e));
         }
         Ok(())
     }

@@ -3,9 +3,9 @@
 use super::frame::{self, Decoded};
 use super::record::Record;
 use super::state::State;
-use crate::archive::config::{FaultPoint, Faults, Op};
 use crate::archive::durable;
 use crate::archive::error::{ArchiveError, Result};
+use crate::archive::faults::{FaultPoint, Faults, Op};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
