@@ -125,7 +125,13 @@ fn main() {
                         run.push(format!("run_{r}"));
                         probe.push(format!("p{p}"));
                         ordinal.push(tick * 1000);
-                        value.push(((tick * 31 + r * 7 + p) % 997) as f64 / 3.0);
+                        // A noisy signal (as a sensor's): compresses like real data,
+                        // not like a repeating pattern.
+                        let mut x = tick * 16 + r * 4 + p + 0x9E37_79B9_7F4A_7C15;
+                        x ^= x >> 33;
+                        x = x.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+                        x ^= x >> 33;
+                        value.push((tick % 1000) as f64 + (x % 10_000) as f64 / 1e4);
                         positions.push(tick + 1);
                     }
                 }
