@@ -20,12 +20,11 @@
 
 mod common;
 
+use common::ops::*;
 use common::tree::copy_tree;
 use common::*;
-use series_archive::archive::{Archive, ArchiveError, Faults, Op};
-use series_archive::Aggregate;
+use series_archive::archive::{Archive, Faults, Op};
 use std::collections::BTreeSet;
-use std::ops::Bound::Unbounded;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -208,59 +207,6 @@ fn damage(root: &Path, events: &[Event], seed: u64) -> usize {
     endangered
 }
 
-/// What the archive serves, as comparable text.
-fn served(archive: &Archive) -> Vec<String> {
-    let mut out = Vec::new();
-    for selection in [vec![], vec!["run_0".to_owned()], vec!["run_1".to_owned()]] {
-        out.push(
-            match archive.read_rows("capture", &selection, Unbounded, Unbounded) {
-                Ok(batch) => format!("{selection:?}: {:?}", rows_of(&batch)),
-                Err(e) => format!("{selection:?}: refused {e}"),
-            },
-        );
-    }
-    let run_1 = vec!["run_1".to_owned()];
-    out.push(format!(
-        "{:?}",
-        archive
-            .survey("capture", &run_1, Unbounded, Unbounded, 400)
-            .map(|s| s.buckets)
-    ));
-    out.push(format!(
-        "{:?}",
-        archive
-            .fold("capture", &run_1, Unbounded, Unbounded, Aggregate::Mean)
-            .map(|f| f.answers)
-    ));
-    out.push(format!("watermark {}", archive.watermark("capture")));
-    out
-}
-
-fn stage(archive: &mut Archive, barrier: u64) {
-    let (rows, positions) = workload(2, 2, 6, barrier * 6);
-    archive
-        .stage_batch("capture", &batch(&rows), &positions)
-        .expect("stage");
-}
-
-const BASE_BARRIERS: u64 = 5;
-
-type Operation = fn(&mut Archive) -> Result<(), ArchiveError>;
-
-fn operations() -> Vec<(&'static str, Operation)> {
-    vec![
-        ("seal", |a| {
-            stage(a, BASE_BARRIERS);
-            a.seal_all().map(|_| ())
-        }),
-        ("compact", |a| a.compact(true, |_, _, _| {}).map(|_| ())),
-        ("retire", |a| {
-            a.retire_track("capture", &["run_0".to_owned()]).map(|_| ())
-        }),
-        ("checkpoint", |a| a.checkpoint().map(|_| ())),
-    ]
-}
-
 /// Every 12-digit numbered file name anywhere under `root`.
 fn names(root: &Path) -> BTreeSet<u64> {
     common::tree::tree(root)
@@ -277,13 +223,7 @@ fn names(root: &Path) -> BTreeSet<u64> {
 fn every_crash_point_under_every_damage_variant_reopens_to_a_committed_state() {
     let dir = tempfile::tempdir().expect("tempdir");
     let pristine = dir.path().join("base");
-    {
-        let mut archive = Archive::open(&pristine, capture_config()).expect("open");
-        for b in 0..BASE_BARRIERS {
-            stage(&mut archive, b);
-            archive.seal_all().expect("seal");
-        }
-    }
+    base(&pristine);
     let before = served(&Archive::open(&pristine, capture_config()).expect("open"));
     let (mut cases, mut endangered_total) = (0u64, 0usize);
     for (name, operation) in operations() {

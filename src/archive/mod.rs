@@ -280,12 +280,7 @@ impl Archive {
         let quarantine = self.quarantine_dir()?;
         if !read_only {
             for path in durable::walk_files(&self.root.join(TMP_DIR))? {
-                moved.push(durable::quarantine(
-                    &self.config.faults,
-                    &self.root,
-                    &quarantine,
-                    &path,
-                )?);
+                moved.push(self.keep_as_evidence(&quarantine, &path)?);
             }
         }
         let generations: Vec<(u64, PathBuf)> = durable::list_files(&manifest_dir)?
@@ -375,24 +370,13 @@ impl Archive {
             if self.state.obsolete.contains(&rel) || cold.contains(rel.as_str()) {
                 // A record took it out of the live set, or moved it to the cold tier (where
                 // it was confirmed whole); a crash came before its local deletion.
-                // A record took it out of the live set; a crash came before its deletion.
                 durable::remove(&self.config.faults, &path)?;
             } else {
-                moved.push(durable::quarantine(
-                    &self.config.faults,
-                    &self.root,
-                    &quarantine,
-                    &path,
-                )?);
+                moved.push(self.keep_as_evidence(&quarantine, &path)?);
             }
         }
         for (_, path) in &generations[..generations.len() - 1] {
-            moved.push(durable::quarantine(
-                &self.config.faults,
-                &self.root,
-                &quarantine,
-                path,
-            )?);
+            moved.push(self.keep_as_evidence(&quarantine, path)?);
         }
         if self.recovery.torn_tail_at.is_some() {
             let generation = highest_generation_ever + 1;
@@ -405,12 +389,7 @@ impl Archive {
             )?);
             self.state.generation = generation;
             self.recovery.repaired_generation = Some(generation);
-            moved.push(durable::quarantine(
-                &self.config.faults,
-                &self.root,
-                &quarantine,
-                &current_path,
-            )?);
+            moved.push(self.keep_as_evidence(&quarantine, &current_path)?);
         } else {
             self.log = Some(LogWriter::append_to(&current_path, replayed.trusted_len)?);
         }
@@ -421,6 +400,11 @@ impl Archive {
         let evidence = durable::walk_files(&quarantine_root)?;
         self.next_name = self.name_floor(&evidence)?;
         Ok(())
+    }
+
+    /// Moves `path` into this open's evidence directory, keeping its relative path.
+    fn keep_as_evidence(&self, quarantine: &Path, path: &Path) -> Result<PathBuf> {
+        durable::quarantine(&self.config.faults, &self.root, quarantine, path)
     }
 
     /// A fresh directory under `.quarantine/` for this open's evidence.

@@ -7,6 +7,7 @@ use series_archive::archive::{Config, StreamSpec};
 use std::sync::Arc;
 
 pub mod hand;
+pub mod ops;
 pub mod tree;
 
 /// The capture schema: run, probe, ordinal (axis), value, noise.
