@@ -740,3 +740,35 @@ fn a_multipart_upload_reset_mid_way_is_aborted_and_retried() {
     assert_eq!(served(&archive), before);
     assert!(archive.verify(|_, _| {}).is_empty());
 }
+
+/// An archive with a cold tier can be used and dropped inside a caller's async task (the
+/// tier's own runtime is never blocked on there, and shuts down without waiting).
+#[test]
+fn a_cold_archive_lives_and_dies_inside_a_callers_runtime() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("archive");
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let tier = ColdTier::new(store.clone(), "x", "memory:///x").expect("tier");
+        let mut archive = Archive::open(&root, capture_config().cold(tier)).expect("open");
+        stage(&mut archive, 0);
+        archive.seal_all().expect("seal");
+        let report = archive
+            .offload(
+                Some(&OffloadPolicy::default().local_budget(0)),
+                0,
+                |_, _, _| {},
+            )
+            .expect("offload inside an async task");
+        assert_eq!(report[0].files, 1);
+        let rows = archive
+            .read_rows("capture", &[], Unbounded, Unbounded)
+            .expect("a cold read inside an async task");
+        assert_eq!(rows.num_rows(), 32);
+        drop(archive);
+    });
+}

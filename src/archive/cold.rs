@@ -83,7 +83,8 @@ pub struct ColdTier {
     store: Arc<dyn ObjectStore>,
     prefix: ObjectPath,
     url: String,
-    runtime: tokio::runtime::Runtime,
+    /// Always `Some` until the tier is dropped.
+    runtime: Option<tokio::runtime::Runtime>,
     timeout: Duration,
     requests: Requests,
     /// Files at least this large are uploaded in parts of `part_size`.
@@ -97,6 +98,16 @@ impl fmt::Debug for ColdTier {
             .field("url", &self.url)
             .field("store", &self.store.to_string())
             .finish_non_exhaustive()
+    }
+}
+
+impl Drop for ColdTier {
+    /// Stops the tier's runtime without waiting: an archive may be dropped inside a caller's
+    /// async task, where blocking on a runtime's shutdown is not allowed.
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
     }
 }
 
@@ -140,7 +151,7 @@ impl ColdTier {
             store,
             prefix,
             url: url.into().trim_end_matches('/').to_owned(),
-            runtime,
+            runtime: Some(runtime),
             timeout: DEFAULT_TIMEOUT,
             requests: Requests::default(),
             multipart_threshold: MULTIPART_THRESHOLD,
@@ -231,7 +242,13 @@ impl ColdTier {
     ) -> Result<T, ColdError> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let timeout = self.timeout;
-        self.runtime.spawn(async move {
+        let Some(runtime) = self.runtime.as_ref() else {
+            return Err(ColdError {
+                message: format!("{what}: the cold tier is shutting down"),
+                transient: true,
+            });
+        };
+        runtime.spawn(async move {
             let outcome = tokio::time::timeout(timeout, request).await;
             let _ = tx.send(outcome);
         });
