@@ -171,3 +171,38 @@ fn a_splice_serves_rows_evicted_before_any_seal() {
         );
     });
 }
+
+/// Another row type declaring the same stream id: a query for the first type meets a row it
+/// cannot be, and is refused — the row is never silently left out of the answer.
+#[test]
+fn a_row_of_another_type_is_refused_never_dropped() {
+    #[series_archive::stream(id = "capture", window = 8, track = (run, probe), axis = ordinal)]
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+    struct Impostor {
+        run: String,
+        probe: String,
+        ordinal: u64,
+        value: i64,
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let mut host: Streams<App, Archive> = Streams::boot(None, &[Capture::definition()]).await;
+        host.publish(Position(1), row(0)).expect("publish");
+        host.publish(
+            Position(2),
+            Impostor {
+                run: "run_0".into(),
+                probe: "p".into(),
+                ordinal: 1,
+                value: 1,
+            },
+        )
+        .expect("publish");
+        match host.query::<Capture>(Unbounded, Unbounded).await {
+            Err(BeneathWindow::Unreadable(u)) => assert!(u.what().contains("position 2"), "{u}"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    });
+}

@@ -39,6 +39,20 @@ impl<A: Application, S: Series<A>> std::fmt::Debug for Streams<A, S> {
     }
 }
 
+/// A row as the type its stream was read as. A row of another type (two row types declaring
+/// one stream id) is refused, never dropped from the answer.
+fn typed<T: Stream>(position: Position, row: ErasedRow) -> Result<At<Arc<T>>, BeneathWindow> {
+    row.downcast::<T>()
+        .map(|row| At::new(position, row))
+        .map_err(|_| {
+            BeneathWindow::unreadable(format!(
+                "the row at position {position} of stream {:?} is not a {}",
+                T::ID,
+                std::any::type_name::<T>()
+            ))
+        })
+}
+
 fn within(start: Bound<Position>, end: Bound<Position>, p: Position) -> bool {
     (match start {
         Bound::Included(s) => p >= s,
@@ -156,13 +170,17 @@ impl<A: Application, S: Series<A>> Streams<A, S> {
         let window = self.windows.get(T::ID).ok_or(BeneathWindow::Unserved)?;
         // One snapshot: the floor and the rows above it.
         let floor = window.floor;
-        let above: Vec<At<Arc<T>>> = window
+        let mut above: Vec<At<Arc<T>>> = Vec::new();
+        for at in window
             .ring
             .iter()
             .filter(|at| at.position > floor && within(start, end, at.position))
-            .filter_map(|at| Some(At::new(at.position, at.row.clone().downcast::<T>().ok()?)))
-            .filter(|at| keep(&at.row))
-            .collect();
+        {
+            let at = typed::<T>(at.position, at.row.clone())?;
+            if keep(&at.row) {
+                above.push(at);
+            }
+        }
         let reaches_beneath = match start {
             Bound::Unbounded => true,
             Bound::Included(s) => s <= floor,
@@ -182,8 +200,8 @@ impl<A: Application, S: Series<A>> Streams<A, S> {
         let beneath = adapter.rows(T::definition(), labels, start, cap).await?;
         let mut out: Vec<At<Arc<T>>> = beneath
             .into_iter()
-            .filter_map(|at| Some(At::new(at.position, at.row.downcast::<T>().ok()?)))
-            .collect();
+            .map(|at| typed::<T>(at.position, at.row))
+            .collect::<Result<_, _>>()?;
         out.extend(above);
         Ok(out)
     }
