@@ -46,8 +46,10 @@ fn kill_9_cycles_lose_no_acknowledged_barrier() {
     assert_eq!(field("failed_opens"), 0, "{report}");
     assert_eq!(field("wrong_rows"), 0, "{report}");
     assert!(
-        field("killed") >= 8,
-        "most cycles are killed mid-work: {report}"
+        // Kill times are random against real process timings (15 of 16 in the runs seen):
+        // the bound only proves the cycles really kill, without making CI flaky.
+        field("killed") >= 4,
+        "cycles are killed mid-work: {report}"
     );
     assert!(field("rows") >= 12000, "{report}");
 }
