@@ -772,3 +772,49 @@ fn a_cold_archive_lives_and_dies_inside_a_callers_runtime() {
         drop(archive);
     });
 }
+
+/// A tier opened only to read a file the manifest names (no tier configured) is not the
+/// configured tier: a writable open without one still refuses to offload, and reports no
+/// cold requests of its own.
+#[test]
+fn a_tier_opened_to_read_is_not_the_configured_tier() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("archive");
+    let bucket = dir.path().join("bucket");
+    {
+        let mut archive =
+            Archive::open(&root, capture_config().cold(local_tier(&bucket))).expect("open");
+        for b in 0..2 {
+            stage(&mut archive, b);
+            archive.seal_all().expect("seal");
+        }
+        archive
+            .offload(
+                Some(&OffloadPolicy::default().local_budget(0)),
+                0,
+                |_, _, _| {},
+            )
+            .expect("offload");
+    }
+    // No tier configured: the cold files are read through a tier opened from their URL.
+    let mut archive = Archive::open(&root, capture_config()).expect("open");
+    assert_eq!(
+        archive
+            .read_rows("capture", &[], Unbounded, Unbounded)
+            .expect("cold rows")
+            .num_rows(),
+        64
+    );
+    assert_eq!(archive.cold_requests(), None, "no tier is configured");
+    stage(&mut archive, 2);
+    archive.seal_all().expect("seal");
+    let refused = archive.offload(
+        Some(&OffloadPolicy::default().local_budget(0)),
+        0,
+        |_, _, _| {},
+    );
+    assert!(
+        matches!(&refused, Err(e) if e.to_string().contains("no cold tier is declared")),
+        "{refused:?}"
+    );
+}

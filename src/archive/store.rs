@@ -18,8 +18,11 @@ use std::sync::{Arc, Mutex};
 pub(crate) struct Store {
     root: PathBuf,
     faults: Faults,
-    /// The configured tier, then tiers opened from recorded URLs.
-    tiers: Mutex<Vec<Arc<ColdTier>>>,
+    /// The tier configured at assembly: the only one offload writes to and the orphan sweep
+    /// lists.
+    configured: Option<Arc<ColdTier>>,
+    /// Tiers opened from the URLs the manifest records, only to read from.
+    opened: Mutex<Vec<Arc<ColdTier>>>,
     /// Verified `(leading magic, footer)` of opened files, by name.
     footers: Mutex<HashMap<u64, (Bytes, Bytes)>>,
 }
@@ -29,7 +32,8 @@ impl Store {
         Store {
             root: root.to_path_buf(),
             faults,
-            tiers: Mutex::new(cold.into_iter().collect()),
+            configured: cold,
+            opened: Mutex::new(Vec::new()),
             footers: Mutex::new(HashMap::new()),
         }
     }
@@ -44,19 +48,19 @@ impl Store {
 
     /// The tier configured at assembly, if any.
     pub fn configured(&self) -> Option<Arc<ColdTier>> {
-        self.tiers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .first()
-            .cloned()
+        self.configured.clone()
     }
 
     /// The tier holding the object at `url`, whose archive-relative path is `relative`: the
     /// configured one when the URL is under it, else one opened from the URL (credentials
-    /// and endpoint from the environment) and kept.
+    /// and endpoint from the environment) and kept, for reading.
     pub fn tier_for(&self, url: &str, relative: &str) -> Result<Arc<ColdTier>, ColdError> {
-        let mut tiers = self.tiers.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(tier) = tiers.iter().find(|t| t.relative(url) == Some(relative)) {
+        let holds = |t: &Arc<ColdTier>| t.relative(url) == Some(relative);
+        if let Some(tier) = self.configured.as_ref().filter(|t| holds(t)) {
+            return Ok(tier.clone());
+        }
+        let mut opened = self.opened.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tier) = opened.iter().find(|t| holds(t)) {
             return Ok(tier.clone());
         }
         let base = url
@@ -67,7 +71,7 @@ impl Store {
                 transient: false,
             })?;
         let tier = Arc::new(ColdTier::from_url(base)?);
-        tiers.push(tier.clone());
+        opened.push(tier.clone());
         Ok(tier)
     }
 
