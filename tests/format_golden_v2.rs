@@ -13,9 +13,12 @@
 //! format change, which also bumps the frame version and `docs/format.md`).
 
 mod common;
+#[path = "common/golden.rs"]
+mod golden_files;
 
 use common::tree::copy_tree;
 use common::{batch, capture_schema, rows_of, workload, Row};
+use golden_files::{crate_path, golden, updating};
 use serde_json::json;
 use series_archive::archive::lifecycle::{Lifetime, Retention};
 use series_archive::archive::manifest::frame::{self, Decoded};
@@ -33,32 +36,6 @@ const LADDER: Ladder = Ladder {
     factor: 2,
     levels: 3,
 };
-
-fn updating() -> bool {
-    std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1")
-}
-
-fn crate_path(relative: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
-}
-
-fn golden(relative: &str, actual: &[u8]) {
-    let path = crate_path(relative);
-    if updating() {
-        std::fs::write(&path, actual).expect("write the golden file");
-        return;
-    }
-    let expected = std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; generate it with UPDATE_GOLDEN=1", path.display()));
-    assert!(
-        expected == actual,
-        "{} differs from what this build writes: the version-2 format changed; bump the frame \
-         version and docs/format.md instead.\ngolden:  {}\nwritten: {}",
-        path.display(),
-        String::from_utf8_lossy(&expected),
-        String::from_utf8_lossy(actual)
-    );
-}
 
 fn config(retention: Option<Retention>) -> Config {
     let spec = StreamSpec::dynamic(
@@ -219,8 +196,8 @@ fn lifecycle_records_encode_to_the_golden_bytes_as_version_2() {
         .iter()
         .map(|r| serde_json::to_string(r).expect("json") + "\n")
         .collect();
-    golden("tests/golden/lifecycle-v2.bin", &bin);
-    golden("tests/golden/lifecycle-v2.jsonl", jsonl.as_bytes());
+    golden(2, "tests/golden/lifecycle-v2.bin", &bin);
+    golden(2, "tests/golden/lifecycle-v2.jsonl", jsonl.as_bytes());
     for r in &records {
         assert_eq!(r.version(), 2);
         assert_eq!(
@@ -234,8 +211,9 @@ fn lifecycle_records_encode_to_the_golden_bytes_as_version_2() {
     let snapshot = archive.state().snapshot(7);
     let record = Record::Snapshot(snapshot.clone());
     assert_eq!(record.version(), 2);
-    golden("tests/golden/snapshot-v2.bin", &log::encode(&record));
+    golden(2, "tests/golden/snapshot-v2.bin", &log::encode(&record));
     golden(
+        2,
         "tests/golden/snapshot-v2.json",
         serde_json::to_string_pretty(&record)
             .expect("json")

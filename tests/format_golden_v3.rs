@@ -11,33 +11,14 @@
 //! Regenerating: `UPDATE_GOLDEN=1 cargo test --test format_golden_v3` (only for a deliberate
 //! format change, which also bumps the frame version and `docs/format.md`).
 
+#[path = "common/golden.rs"]
+mod golden_files;
+
+use golden_files::golden;
 use series_archive::archive::manifest::frame::{self, Decoded};
 use series_archive::archive::manifest::{
     log, Offload, Offloaded, Record, SegmentFile, Snapshot, Span, State,
 };
-use std::path::{Path, PathBuf};
-
-fn crate_path(relative: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
-}
-
-fn golden(relative: &str, actual: &[u8]) {
-    let path = crate_path(relative);
-    if std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1") {
-        std::fs::write(&path, actual).expect("write the golden file");
-        return;
-    }
-    let expected = std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; generate it with UPDATE_GOLDEN=1", path.display()));
-    assert!(
-        expected == actual,
-        "{} differs from what this build writes: the version-3 format changed; bump the frame \
-         version and docs/format.md instead.\ngolden:  {}\nwritten: {}",
-        path.display(),
-        String::from_utf8_lossy(&expected),
-        String::from_utf8_lossy(actual)
-    );
-}
 
 fn offload() -> Record {
     Record::Offload(Offload {
@@ -77,9 +58,10 @@ fn the_offload_record_is_locked() {
     let record = offload();
     assert_eq!(record.version(), 3);
     let framed = log::encode(&record);
-    golden("tests/golden/offload-v3.bin", &framed);
+    golden(3, "tests/golden/offload-v3.bin", &framed);
     let json = serde_json::to_string(&record).expect("serializes");
     golden(
+        3,
         "tests/golden/offload-v3.jsonl",
         format!("{json}\n").as_bytes(),
     );
@@ -125,8 +107,9 @@ fn a_snapshot_naming_a_cold_file_is_version_3_and_a_local_file_is_unchanged() {
         "a snapshot naming a cold file is version 3"
     );
     let framed = log::encode(&record);
-    golden("tests/golden/snapshot-v3.bin", &framed);
+    golden(3, "tests/golden/snapshot-v3.bin", &framed);
     golden(
+        3,
         "tests/golden/snapshot-v3.json",
         serde_json::to_string_pretty(&record)
             .expect("serializes")

@@ -116,6 +116,24 @@ fn records(root: &Path) -> (PathBuf, Vec<(usize, usize)>) {
     (path, spans)
 }
 
+/// The archive's files, without the writable open's `LOCK` (which holds no data).
+fn data(root: &Path) -> tree::Tree {
+    let mut files = tree(root);
+    files.remove("LOCK");
+    files
+}
+
+/// Asserts that `what` left every file of the archive byte for byte as `before` holds it.
+fn unchanged(before: &tree::Tree, root: &Path, what: &str) {
+    let after = data(root);
+    assert_eq!(
+        listing(before),
+        listing(&after),
+        "{what} changed the archive"
+    );
+    assert!(*before == after, "{what} changed a byte of the archive");
+}
+
 fn flip(path: &Path, offset: usize) {
     let mut bytes = std::fs::read(path).expect("read");
     bytes[offset] ^= 0x10;
@@ -144,7 +162,7 @@ fn a_manifest_damaged_mid_log_is_refused_never_served_short() {
         let (path, spans) = records(&root);
         let (start, end) = spans[record];
         flip(&path, (start + end) / 2);
-        let before = tree(&root);
+        let before = data(&root);
 
         let inspect = run("inspect", &root, &[]).expect(0, "inspect");
         assert!(
@@ -190,15 +208,7 @@ fn a_manifest_damaged_mid_log_is_refused_never_served_short() {
         );
         assert_eq!(ingest.code, 1, "{what}: {}", ingest.stderr);
         assert!(ingest.stderr.contains("damaged"), "{}", ingest.stderr);
-        let mut after = tree(&root);
-        // The writable open's lock file is the only thing it may leave (it holds no data).
-        after.remove("LOCK");
-        assert_eq!(
-            listing(&before),
-            listing(&after),
-            "{what}: the refusals changed nothing"
-        );
-        assert!(before == after, "{what}: every byte is as it was");
+        unchanged(&before, &root, &format!("{what}: the refusals"));
     }
     // The pristine archive verifies and reads whole: the refusals above are the damage's.
     let ok = run("verify", &pristine, &[]).expect(0, "pristine verify");
@@ -240,11 +250,9 @@ fn ingest(root: &Path, stream: &str, extra: &[&str], input: &Path) -> Out {
 fn an_overlong_stream_id_is_refused_before_anything_is_written() {
     let dir = scratch("hardening-long-id");
     let root = archive(dir.path());
-    let before = tree(&root);
+    let before = data(&root);
     let input = csv(dir.path(), 3);
     let long = "a".repeat(256);
-    let mut before = before;
-    before.remove("LOCK");
     for attempt in 0..2 {
         let out = ingest(&root, &long, &[], &input).expect(1, "an overlong id");
         assert!(
@@ -252,13 +260,7 @@ fn an_overlong_stream_id_is_refused_before_anything_is_written() {
             "attempt {attempt}: {}",
             out.stderr
         );
-        let mut after = tree(&root);
-        after.remove("LOCK");
-        assert!(
-            before == after,
-            "attempt {attempt}: the archive changed:\n{}",
-            listing(&after)
-        );
+        unchanged(&before, &root, &format!("attempt {attempt}"));
     }
     // 255 bytes is a valid id: it ingests and reads back.
     let longest = "b".repeat(255);
@@ -388,7 +390,7 @@ fn the_last_position_is_reserved_and_automatic_positions_never_wrap() {
     .expect("write");
     ingest(&root, "capture", &["--position", "pos"], &path).expect(0, "the last but two");
     // Two more automatic positions would end on u64::MAX: refused, nothing written.
-    let before = tree(&root);
+    let before = data(&root);
     std::fs::write(
         &path,
         "run,probe,ordinal,value\nrun_0,p0,2,5\nrun_0,p0,3,6\n",
@@ -400,11 +402,7 @@ fn the_last_position_is_reserved_and_automatic_positions_never_wrap() {
         "{}",
         out.stderr
     );
-    let mut after = tree(&root);
-    after.remove("LOCK");
-    let mut before = before;
-    before.remove("LOCK");
-    assert!(before == after, "nothing written");
+    unchanged(&before, &root, "wrapping automatic positions");
     // One more fits, and the stream is still appendable with explicit positions.
     std::fs::write(&path, "run,probe,ordinal,value\nrun_0,p0,2,5\n").expect("write");
     ingest(&root, "capture", &[], &path).expect(0, "the last automatic position");

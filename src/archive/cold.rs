@@ -56,8 +56,6 @@ pub struct Requests {
     pub puts: AtomicU64,
     /// Reads (whole or ranged).
     pub gets: AtomicU64,
-    /// Size checks.
-    pub heads: AtomicU64,
     /// Deletes.
     pub deletes: AtomicU64,
     /// Listings.
@@ -65,12 +63,11 @@ pub struct Requests {
 }
 
 impl Requests {
-    /// `(puts, gets, heads, deletes, lists)` so far.
-    pub fn snapshot(&self) -> [u64; 5] {
+    /// `(puts, gets, deletes, lists)` so far.
+    pub fn snapshot(&self) -> [u64; 4] {
         [
             self.puts.load(Ordering::Relaxed),
             self.gets.load(Ordering::Relaxed),
-            self.heads.load(Ordering::Relaxed),
             self.deletes.load(Ordering::Relaxed),
             self.lists.load(Ordering::Relaxed),
         ]
@@ -309,17 +306,6 @@ impl ColdTier {
                 }
             }
         })
-    }
-
-    /// The object's size.
-    pub fn size(&self, relative: &str) -> Result<u64, ColdError> {
-        let location = self.location(relative);
-        let store = self.store.clone();
-        self.requests.heads.fetch_add(1, Ordering::Relaxed);
-        self.run(
-            format!("size of {}", self.object_url(relative)),
-            async move { store.head(&location).await.map(|m| m.size) },
-        )
     }
 
     /// Bytes `offset..offset + len` of the object (one ranged GET).

@@ -350,29 +350,16 @@ impl Archive {
             return Ok(());
         }
         // Every other leftover becomes evidence, then repair, then claim.
-        let named: std::collections::BTreeSet<&str> = self
-            .state
-            .live_files()
-            .filter(|f| f.cold.is_none())
-            .map(|f| f.path.as_str())
-            .collect();
-        let cold: std::collections::BTreeSet<&str> = self
-            .state
-            .live_files()
-            .filter(|f| f.cold.is_some())
-            .map(|f| f.path.as_str())
-            .collect();
-        for path in durable::walk_files(&self.root.join(STREAMS_DIR))? {
-            let rel = relative(&self.root, &path);
-            if named.contains(rel.as_str()) {
-                continue;
-            }
-            if self.state.obsolete.contains(&rel) || cold.contains(rel.as_str()) {
-                // A record took it out of the live set, or moved it to the cold tier (where
-                // it was confirmed whole); a crash came before its local deletion.
-                durable::remove(&self.config.faults, &path)?;
-            } else {
-                moved.push(self.keep_as_evidence(&quarantine, &path)?);
+        {
+            let leftover = self.state.leftovers();
+            for path in durable::walk_files(&self.root.join(STREAMS_DIR))? {
+                match leftover(&relative(&self.root, &path)) {
+                    manifest::Leftover::Live => {}
+                    manifest::Leftover::Gone => durable::remove(&self.config.faults, &path)?,
+                    manifest::Leftover::Evidence => {
+                        moved.push(self.keep_as_evidence(&quarantine, &path)?)
+                    }
+                }
             }
         }
         for (_, path) in &generations[..generations.len() - 1] {
@@ -915,9 +902,9 @@ impl Archive {
         }
     }
 
-    /// The cold tier's request counters `(puts, gets, heads, deletes, lists)`, when one is
-    /// configured.
-    pub fn cold_requests(&self) -> Option<[u64; 5]> {
+    /// The configured cold tier's request counters `(puts, gets, deletes, lists)`, when one
+    /// is configured.
+    pub fn cold_requests(&self) -> Option<[u64; 4]> {
         self.store.configured().map(|t| t.requests().snapshot())
     }
 
@@ -949,15 +936,7 @@ impl Archive {
 
     /// Files under `.quarantine/`, relative to the root, with their sizes.
     pub fn quarantine(&self) -> Result<Vec<(String, u64)>> {
-        durable::walk_files(&self.root.join(QUARANTINE_DIR))?
-            .into_iter()
-            .map(|p| {
-                let len = std::fs::metadata(&p)
-                    .map_err(ArchiveError::io("stat", &p))?
-                    .len();
-                Ok((relative(&self.root, &p), len))
-            })
-            .collect()
+        Ok(self.evidence()?.into_iter().flat_map(|e| e.files).collect())
     }
 }
 

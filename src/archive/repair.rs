@@ -11,7 +11,7 @@
 
 use super::manifest::frame::{self, Decoded};
 use super::manifest::log::{self, Tail};
-use super::manifest::Record;
+use super::manifest::{Leftover, Record};
 use super::{durable, relative, Archive, ArchiveError, Result, MANIFEST_DIR, STREAMS_DIR};
 use serde::Serialize;
 use std::path::Path;
@@ -128,15 +128,11 @@ impl Archive {
                 }
             })
             .collect();
-        let named: std::collections::BTreeSet<&str> = replayed
-            .state
-            .live_files()
-            .map(|f| f.path.as_str())
-            .collect();
+        let leftover = replayed.state.leftovers();
         let mut quarantined = Vec::new();
         for file in durable::walk_files(&root.join(STREAMS_DIR))? {
             let rel = relative(root, &file);
-            if named.contains(rel.as_str()) || replayed.state.obsolete.contains(&rel) {
+            if leftover(&rel) != Leftover::Evidence {
                 continue;
             }
             let len = std::fs::metadata(&file)

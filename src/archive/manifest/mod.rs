@@ -10,4 +10,4 @@ pub use record::{
     RawFloor, Record, Retire, SegmentFile, Snapshot, Span, StreamDecl, StreamSnapshot, TrackRetire,
     TrackSnapshot,
 };
-pub use state::{GroupRef, State, StreamState, TrackState};
+pub use state::{GroupRef, Leftover, State, StreamState, TrackState};

@@ -378,6 +378,18 @@ fn prune_marks(track: &mut TrackState, levels: usize) {
     track.marks.retain(|_, [_, axis]| *axis > lowest);
 }
 
+/// A file under `streams/`, as recovery judges it against the durable state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leftover {
+    /// A live local file: kept.
+    Live,
+    /// A record took it out of the live set, or moved it to the cold tier (confirmed whole
+    /// there): a crash came before its local deletion, so it is deleted.
+    Gone,
+    /// No record names it (renamed into place, its record never durable): kept as evidence.
+    Evidence,
+}
+
 /// The whole archive's durable state.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct State {
@@ -566,6 +578,30 @@ impl State {
         self.streams
             .values()
             .flat_map(|s| s.files.iter().chain(&s.levels))
+    }
+
+    /// What recovery does with a file found under `streams/` (a path relative to the root),
+    /// given this state; one rule for recovery and for what `repair` plans. Build it once
+    /// and ask it per file.
+    pub fn leftovers(&self) -> impl Fn(&str) -> Leftover + '_ {
+        let mut local = BTreeSet::new();
+        let mut cold = BTreeSet::new();
+        for f in self.live_files() {
+            if f.cold.is_some() {
+                cold.insert(f.path.as_str());
+            } else {
+                local.insert(f.path.as_str());
+            }
+        }
+        move |path: &str| {
+            if local.contains(path) {
+                Leftover::Live
+            } else if cold.contains(path) || self.obsolete.contains(path) {
+                Leftover::Gone
+            } else {
+                Leftover::Evidence
+            }
+        }
     }
 
     /// The snapshot that starts a new generation holding exactly this state.

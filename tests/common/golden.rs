@@ -1,0 +1,35 @@
+//! Golden files: what this build writes, compared byte for byte with what a format version
+//! locked. `UPDATE_GOLDEN=1` rewrites them, only together with a deliberate format change
+//! (a frame version bump and `docs/format.md`).
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// Whether the run rewrites golden files instead of checking them.
+pub fn updating() -> bool {
+    std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1")
+}
+
+/// A path under the crate.
+pub fn crate_path(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+/// Checks `actual` against the golden file at `relative`, which format `version` locked.
+pub fn golden(version: u16, relative: &str, actual: &[u8]) {
+    let path = crate_path(relative);
+    if updating() {
+        std::fs::write(&path, actual).expect("write the golden file");
+        return;
+    }
+    let expected = std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; generate it with UPDATE_GOLDEN=1", path.display()));
+    assert!(
+        expected == actual,
+        "{} differs from what this build writes: the version-{version} format changed; bump \
+         the frame version and docs/format.md instead.\ngolden:  {}\nwritten: {}",
+        path.display(),
+        String::from_utf8_lossy(&expected),
+        String::from_utf8_lossy(actual)
+    );
+}
