@@ -44,8 +44,9 @@ impl Kind {
 }
 
 /// The schema a file holds, as its reader infers or declares it. A column name that appears
-/// twice (a CSV header, a Parquet schema, or a key repeated inside one JSON object) is refused
-/// naming it: every reader would keep one of the two and drop the other silently.
+/// twice in it (a CSV header, a Parquet schema) is refused naming it: every reader would keep
+/// one of the two and drop the other silently. (A key repeated inside one JSON object is
+/// [`unique_json_keys`]'s, checked once per file before the first pass.)
 pub fn file_schema(path: &Path) -> Result<Schema, String> {
     let schema = inferred_schema(path)?;
     let mut seen = std::collections::HashSet::new();
@@ -58,15 +59,16 @@ pub fn file_schema(path: &Path) -> Result<Schema, String> {
             ));
         }
     }
-    if Kind::of(path)? == Kind::JsonLines {
-        unique_json_keys(path)?;
-    }
     Ok(schema)
 }
 
 /// Refuses a JSON-lines file in which one object repeats a key (a JSON parser keeps the last
 /// value and drops the first, silently). A syntax-only pass: values are skipped, not built.
-fn unique_json_keys(path: &Path) -> Result<(), String> {
+/// Other kinds of file pass.
+pub fn unique_json_keys(path: &Path) -> Result<(), String> {
+    if Kind::of(path)? != Kind::JsonLines {
+        return Ok(());
+    }
     use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
     /// One object's keys, refused when one repeats.
     struct UniqueKeys;

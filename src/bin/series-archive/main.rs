@@ -622,6 +622,9 @@ fn ingest(
         )
     };
     // Pass 1: check everything; nothing is staged until the whole input is known good.
+    for path in &files {
+        input::unique_json_keys(path)?;
+    }
     let started = Instant::now();
     let bar = spinner("checking");
     let mut checked = 0usize;
