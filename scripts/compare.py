@@ -478,7 +478,7 @@ def measure(rows: int, args, cli: Cli, helper: Path, con) -> dict:
 
     q_rows = (f"SELECT * EXCLUDE (file_row_number) FROM {src} WHERE {where} "
               f"AND position >= {pos[0]} AND position < {pos[1]}")
-    r["duck_rows"], _, duck_range = timed_runs(lambda: con.execute(q_rows).to_arrow_table(), runs)
+    r["duck_rows"], _, duck_range = timed_runs(lambda: con.execute(q_rows).fetch_arrow_table(), runs)
     duck_sum = checksum_table(duck_range)
     same_checksum("archive rows (in-process) vs DuckDB", probe["rows"], duck_sum, problems)
     same_checksum("archive typed rows vs DuckDB", probe["typed"], duck_sum, problems)

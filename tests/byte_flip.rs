@@ -8,8 +8,7 @@ mod common;
 
 use common::*;
 use series_archive::archive::manifest::SegmentFile;
-use series_archive::archive::{Archive, Config, ReadError};
-use series_archive::BeneathWindow;
+use series_archive::archive::{Archive, Config, ReadError, StoredErrorKind};
 use std::collections::BTreeMap;
 use std::ops::Bound::Unbounded;
 use std::os::unix::fs::FileExt;
@@ -102,7 +101,8 @@ fn seal() -> Sealed {
 #[derive(Debug, PartialEq, Eq)]
 enum Answer {
     Original,
-    Unreadable(String),
+    /// Refused, with the kind of wall the read hit and what it says.
+    Unreadable(StoredErrorKind, String),
 }
 
 /// Reads `selection` through `archive`: the original rows or `Unreadable`, anything else fails.
@@ -127,9 +127,7 @@ fn read(
             );
             Answer::Original
         }
-        Err(ReadError::Refused(BeneathWindow::Unreadable(u))) => {
-            Answer::Unreadable(u.what().to_owned())
-        }
+        Err(ReadError::Stored(e)) => Answer::Unreadable(e.kind, e.what),
         Err(other) => {
             panic!("{context}: {selection:?} answered neither the rows nor Unreadable: {other:?}")
         }
@@ -225,7 +223,12 @@ fn flip_each(
                 .as_ref()
                 .is_none_or(|labels| covers(selection, labels));
             match read(&archive, selection, rows, &context) {
-                Answer::Unreadable(what) => {
+                Answer::Unreadable(kind, what) => {
+                    assert_eq!(
+                        kind,
+                        StoredErrorKind::Corrupt,
+                        "{context}: a flipped byte is damage"
+                    );
                     assert!(
                         must_refuse,
                         "{context}: {selection:?} was refused but reads nothing damaged: {what}"
@@ -316,11 +319,15 @@ fn assert_all_refused(
     expected: &BTreeMap<Selection, Vec<(u64, Row)>>,
     name: &str,
     why: &str,
+    kind: StoredErrorKind,
 ) {
     let archive = read_only(root);
     for (selection, rows) in expected {
         match read(&archive, selection, rows, why) {
-            Answer::Unreadable(what) => assert!(what.contains(name), "{why}: {what}"),
+            Answer::Unreadable(k, what) => {
+                assert!(what.contains(name), "{why}: {what}");
+                assert_eq!(k, kind, "{why}: {what}");
+            }
             Answer::Original => panic!("{why}: {selection:?} was served"),
         }
     }
@@ -342,7 +349,13 @@ fn a_deleted_or_truncated_file_is_unreadable_and_named() {
     let original = std::fs::read(&path).expect("read");
 
     std::fs::remove_file(&path).expect("delete");
-    assert_all_refused(&sealed.root, &sealed.expected, &name, "deleted");
+    assert_all_refused(
+        &sealed.root,
+        &sealed.expected,
+        &name,
+        "deleted",
+        StoredErrorKind::Missing,
+    );
 
     for keep in [original.len() - 1, original.len() / 2, 3, 0] {
         std::fs::write(&path, &original[..keep]).expect("truncate");
@@ -351,13 +364,20 @@ fn a_deleted_or_truncated_file_is_unreadable_and_named() {
             &sealed.expected,
             &name,
             &format!("truncated to {keep} bytes"),
+            StoredErrorKind::Corrupt,
         );
     }
 
     let mut longer = original.clone();
     longer.push(0);
     std::fs::write(&path, &longer).expect("extend");
-    assert_all_refused(&sealed.root, &sealed.expected, &name, "one byte appended");
+    assert_all_refused(
+        &sealed.root,
+        &sealed.expected,
+        &name,
+        "one byte appended",
+        StoredErrorKind::Corrupt,
+    );
 
     std::fs::write(&path, &original).expect("restore");
     let archive = read_only(&sealed.root);

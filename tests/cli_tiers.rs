@@ -120,7 +120,7 @@ fn offload_to_s3_and_every_read_answers_the_same() {
         5,
         "{dry}"
     );
-    let moved = ok(
+    let out = sa(
         &moto,
         &[
             "offload",
@@ -129,9 +129,20 @@ fn offload_to_s3_and_every_read_answers_the_same() {
             "s3://cli-tier/site-a",
             "--local-budget",
             "0",
+            "--requests",
         ],
     );
+    assert!(out.status.success(), "{}", process::show("offload", &out));
+    let moved = String::from_utf8(out.stdout).expect("utf-8");
     assert!(moved.contains("offloaded capture: 5 file(s)"), "{moved}");
+    // What the move cost: one PUT per file (below the multipart threshold), one GET to read
+    // each back whole; claiming the prefix at the first writable open, one GET of `OWNER`
+    // (absent), one LIST (empty, reused by the orphan sweep) and one conditional PUT.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("requests: s3://cli-tier/site-a: 6 GET, 6 PUT, 0 DELETE, 1 LIST"),
+        "{stderr}"
+    );
     let local = std::fs::read_dir(archive.join("streams/capture/rows"))
         .expect("rows dir")
         .count();
@@ -141,6 +152,39 @@ fn offload_to_s3_and_every_read_answers_the_same() {
         assert_eq!(&ok(&moto, read), want, "{read:?} answers the same from S3");
     }
     assert!(ok(&moto, &["verify", a]).starts_with("ok: "));
+    // Requests per tier: a survey answers from the local level files alone; a track's rows
+    // are ranged GETs of its cold files.
+    let requests = |args: &[&str]| -> String {
+        let out = sa(&moto, args);
+        assert!(
+            out.status.success(),
+            "{}",
+            process::show("--requests", &out)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let survey = requests(&[
+        "survey",
+        a,
+        "--stream",
+        "capture",
+        "--budget",
+        "400",
+        "--requests",
+    ]);
+    assert!(survey.contains("(local): "), "{survey}");
+    assert!(
+        !survey.contains("s3://"),
+        "a survey touches no cold object: {survey}"
+    );
+    let rows = requests(&["rows", a, "--stream", "capture", "--requests"]);
+    let gets: u64 = rows
+        .lines()
+        .find_map(|l| l.strip_prefix("requests: s3://cli-tier/site-a: "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("rows reports its cold GETs: {rows}"));
+    assert!(gets >= 5, "at least one GET per cold file: {rows}");
     let inspect = ok(&moto, &["inspect", a]);
     assert!(
         inspect.contains("5 cold") && inspect.contains("in s3://cli-tier/site-a"),
@@ -158,8 +202,8 @@ fn offload_to_s3_and_every_read_answers_the_same() {
         "level files stay local: {levels}"
     );
 
-    // pyarrow and Polars read exactly what `rows` serves, from the URLs `files` prints.
-    let python = process::python("pyarrow, polars");
+    // pyarrow, Polars and DuckDB read exactly what `rows` serves, from the URLs `files` prints.
+    let python = process::python("pyarrow, polars, duckdb");
     let check = r#"
 import sys, csv, io
 import pyarrow.fs, pyarrow.parquet as pq, pyarrow as pa
@@ -180,6 +224,19 @@ urls = open(sys.argv[3]).read().split()
 p = pl.concat([pl.read_parquet(u, storage_options=opts) for u in urls]).sort("_seq")
 assert p.height == len(rows), (p.height, len(rows))
 assert [str(v) for v in p["value"].to_list()] == [r["value"] for r in rows]
+# DuckDB reads them too, through httpfs (installed from the registry as duckdb-ext-httpfs).
+import duckdb, os
+ext = os.path.join(os.path.dirname(duckdb.__file__), "..", "duckdb_ext", "extensions")
+con = duckdb.connect(config={"extension_directory": os.path.abspath(ext),
+                             "autoinstall_known_extensions": False})
+con.execute("LOAD httpfs")
+host = endpoint.split("://", 1)[1]
+con.execute(f"CREATE SECRET cold (TYPE s3, KEY_ID 'test', SECRET 'test', REGION 'us-east-1', "
+            f"ENDPOINT '{host}', URL_STYLE 'path', USE_SSL false)")
+d = con.execute("SELECT _position, value FROM read_parquet(?) ORDER BY _seq", [urls]).fetchall()
+assert len(d) == len(rows), (len(d), len(rows))
+assert [str(p) for p, _ in d] == [r["_position"] for r in rows]
+assert [str(v) for _, v in d] == [r["value"] for r in rows]
 print("ok", t.num_rows)
 "#;
     let expected = dir.path().join("expected.csv");

@@ -14,8 +14,10 @@ mod common;
 use common::tree::{listing, recorded_paths, tree, Tree};
 use common::*;
 use series_archive::archive::manifest::log::parse_generation;
-use series_archive::archive::{Archive, ArchiveError, Config, FaultPoint, Faults, ReadError};
-use series_archive::{BeneathWindow, Position};
+use series_archive::archive::{
+    Archive, ArchiveError, Config, FaultPoint, Faults, ReadError, StoredErrorKind,
+};
+use series_archive::Position;
 use std::collections::BTreeSet;
 use std::ops::Bound::Unbounded;
 use std::os::unix::process::ExitStatusExt;
@@ -554,8 +556,9 @@ fn damage_in_the_middle_of_the_manifest_refuses_writing_and_every_read() {
     // after the damage commit barriers it does not name, so an answer would be short.
     assert_eq!(archive.watermark("capture"), watermark_after(1));
     let refused = |r: Result<(), ReadError>| match r {
-        Err(ReadError::Refused(BeneathWindow::Unreadable(u))) => {
-            assert!(u.what().contains("damaged at byte"), "{u}");
+        Err(ReadError::Stored(e)) => {
+            assert_eq!(e.kind, StoredErrorKind::Corrupt, "{e}");
+            assert!(e.what.contains("damaged at byte"), "{e}");
         }
         other => panic!("expected an Unreadable refusal, got {other:?}"),
     };

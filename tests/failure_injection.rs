@@ -11,7 +11,7 @@ mod common;
 use common::ops::*;
 use common::tree::copy_tree;
 use common::*;
-use series_archive::archive::{Archive, ArchiveError, Faults, Op};
+use series_archive::archive::{Archive, ArchiveError, Faults, Op, ReadError, StoredErrorKind};
 use series_archive::Aggregate;
 use std::ops::Bound::Unbounded;
 use std::path::PathBuf;
@@ -124,6 +124,17 @@ fn every_durable_operation_fails_cleanly_and_reopens_to_before_or_after() {
                 matches!(archive.seal_all(), Err(ArchiveError::Poisoned(_))),
                 "{what}: refuses further barriers after {err}"
             );
+            // A poisoned handle serves no rows: what it lost of its staged rows would make
+            // any answer short.
+            match archive.read_rows("capture", &[], Unbounded, Unbounded) {
+                Err(ReadError::Stored(e)) => {
+                    assert_eq!(e.kind, StoredErrorKind::Poisoned, "{what}: {e}")
+                }
+                other => panic!(
+                    "{what}: a poisoned handle answered {:?}",
+                    other.map(|b| b.num_rows())
+                ),
+            }
             // A failed fsync is never retried on the same file.
             if let (Op::Sync, path, _) = &log[failed] {
                 assert!(
@@ -297,4 +308,38 @@ fn a_failed_background_compaction_poisons_like_a_foreground_one() {
         served(&Archive::open(&root, capture_config()).expect("reopen")),
         before
     );
+}
+
+/// A data file the manifest names that is gone is refused as `Missing` (the kind a reader
+/// beside a writer retries on), never answered without its rows; at the contract boundary it
+/// is an `Unreadable` that does not promise a retry will help.
+#[test]
+fn a_file_the_manifest_names_that_is_gone_is_missing_never_short() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("archive");
+    let mut archive = Archive::open(&root, capture_config()).expect("open");
+    let (rows, positions) = workload(4, 8, 500, 0);
+    archive
+        .stage_batch("capture", &batch(&rows), &positions)
+        .expect("stage");
+    archive.seal_all().expect("seal");
+    drop(archive);
+    let files = Archive::open(&root, capture_config().read_only(true))
+        .expect("open")
+        .files("capture")
+        .expect("files");
+    std::fs::remove_file(&files[0]).expect("remove a data file");
+    let reader = Archive::open(&root, capture_config().read_only(true)).expect("open");
+    match reader.read_rows("capture", &[], Unbounded, Unbounded) {
+        Err(ReadError::Stored(e)) => {
+            assert_eq!(e.kind, StoredErrorKind::Missing, "{e}");
+            assert!(e.what.contains("named by the manifest"), "{e}");
+            assert!(!e.is_transient());
+            match series_archive::BeneathWindow::from(e) {
+                series_archive::BeneathWindow::Unreadable(u) => assert!(!u.is_transient()),
+                other => panic!("{other:?}"),
+            }
+        }
+        other => panic!("answered {:?}", other.map(|b| b.num_rows())),
+    }
 }

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use series_archive::archive::{Archive, Config};
-use series_archive::host::Streams;
+use series_archive::host::{PublishError, Streams};
 use series_archive::{Application, BeneathWindow, Position, Stream};
 use std::ops::Bound::{Excluded, Included, Unbounded};
 
@@ -205,4 +205,62 @@ fn a_row_of_another_type_is_refused_never_dropped() {
             other => panic!("expected a refusal, got {other:?}"),
         }
     });
+}
+
+/// Boot honesty: a stream the archive records but the assembly does not select is not the
+/// adapter's to serve, so its window stands on origin, alone (before, the window stood on
+/// the recorded watermark and every full read then failed `Unreadable`). And the stream
+/// table is frozen at boot: publishing a stream not declared there is refused, nothing
+/// delivered (before, a window was made up on origin).
+#[test]
+fn boot_stands_only_selected_streams_on_the_watermark_and_the_table_is_frozen() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let selecting = || Config::new().select::<Capture>().expect("select");
+    rt.block_on(async {
+        let mut host: Streams<App, Archive> = Streams::boot(
+            Some(Archive::open(dir.path(), selecting()).expect("open")),
+            &[Capture::definition()],
+        )
+        .await;
+        for i in 0..20u64 {
+            host.publish(Position(i + 1), row(i)).expect("publish");
+        }
+        host.stop().await.expect("flush");
+    });
+    rt.block_on(async {
+        // The archive records `capture` (watermark 20) but this assembly selects nothing.
+        let archive = Archive::open(dir.path(), Config::new()).expect("open");
+        assert_eq!(archive.watermark("capture"), Position(20));
+        let mut host: Streams<App, Archive> =
+            Streams::boot(Some(archive), &[Capture::definition()]).await;
+        assert_eq!(host.floor::<Capture>(), Position::ORIGIN);
+        let rows = host
+            .query::<Capture>(Unbounded, Unbounded)
+            .await
+            .expect("the window alone answers");
+        assert!(rows.is_empty());
+    });
+    rt.block_on(async {
+        let archive = Archive::open(dir.path(), selecting()).expect("open");
+        let mut host: Streams<App, Archive> = Streams::boot(Some(archive), &[]).await;
+        match host.publish(Position(21), row(21)) {
+            Err(PublishError::Undeclared(id)) => assert_eq!(id, "capture"),
+            other => panic!("an undeclared stream was published: {other:?}"),
+        }
+        assert_eq!(
+            host.query::<Capture>(Unbounded, Unbounded).await,
+            Err(BeneathWindow::Unserved),
+            "no window was made up for it"
+        );
+        host.stop().await.expect("flush");
+    });
+    let archive = Archive::open(dir.path(), selecting()).expect("open");
+    assert_eq!(
+        archive.watermark("capture"),
+        Position(20),
+        "nothing of the refused row was delivered"
+    );
 }

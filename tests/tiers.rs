@@ -22,7 +22,7 @@ use object_store::{
 };
 use series_archive::archive::cold::ColdTier;
 use series_archive::archive::lifecycle::OffloadPolicy;
-use series_archive::archive::{Archive, ReadError};
+use series_archive::archive::{Archive, ReadError, StoredErrorKind};
 use series_archive::{Aggregate, BeneathWindow};
 use std::ops::Bound::Unbounded;
 use std::path::Path;
@@ -261,6 +261,31 @@ fn suite(name: &str, store: Arc<dyn ObjectStore>, url: &str, dir: &Path) {
         vec!["arch-b/streams/capture/rows/000000000001.parquet".to_owned()],
         "{name}: another prefix is never touched"
     );
+    drop(archive);
+
+    // A prefix belongs to one archive: a second archive configured with the same prefix is
+    // refused before it lists or deletes anything (its sweep would remove every object the
+    // first archive's manifest names), and so is a prefix holding objects nobody claimed.
+    let objects_before = objects(&store, "");
+    for (prefix, why) in [
+        ("arch-a", "belongs to another archive"),
+        ("arch-b", "does not name"),
+    ] {
+        let other = dir.join(format!("other-{name}-{prefix}"));
+        let tier = ColdTier::new(store.clone(), prefix, format!("{url}-{prefix}")).expect("tier");
+        match Archive::open(&other, capture_config().cold(tier)) {
+            Err(e) => assert!(e.to_string().contains(why), "{name}: {prefix}: {e}"),
+            Ok(_) => panic!("{name}: a second archive claimed {prefix}"),
+        }
+    }
+    assert_eq!(
+        objects(&store, ""),
+        objects_before,
+        "{name}: nothing was touched"
+    );
+    let archive = Archive::open(&root, config()).expect("the owner reopens");
+    assert_eq!(served(&archive), after_retire, "{name}");
+    assert!(archive.recovery().cold_orphans_removed.is_empty(), "{name}");
 }
 
 #[test]
@@ -525,8 +550,14 @@ fn a_faulty_store_records_nothing_partial_loses_nothing_and_never_hangs() {
         counter.store(1, Ordering::SeqCst);
         let started = std::time::Instant::now();
         match reader.read_rows("capture", &[], Unbounded, Unbounded) {
-            Err(ReadError::Refused(BeneathWindow::Unreadable(u))) => {
-                assert!(u.is_transient(), "{what}: {u}");
+            Err(ReadError::Stored(e)) => {
+                assert_eq!(e.kind, StoredErrorKind::Unavailable, "{what}: {e}");
+                assert!(e.is_transient(), "{what}: {e}");
+                // At the contract boundary it is an `Unreadable` that says a retry may help.
+                match BeneathWindow::from(e) {
+                    BeneathWindow::Unreadable(u) => assert!(u.is_transient(), "{what}: {u}"),
+                    other => panic!("{what}: {other:?}"),
+                }
             }
             other => panic!(
                 "{what}: expected a transient Unreadable, got {:?}",
@@ -617,7 +648,7 @@ fn a_crash_inside_offload_leaves_every_row_in_exactly_one_tier() {
             String::from_utf8_lossy(&out.stderr)
         );
         let bucket = dir.path().join("bucket");
-        let objects_before: Vec<_> = walk(&bucket.join("site"));
+        let objects_before: Vec<_> = walk(&bucket.join("site/streams"));
         assert!(
             !objects_before.is_empty(),
             "{}: uploads happened",
@@ -635,7 +666,15 @@ fn a_crash_inside_offload_leaves_every_row_in_exactly_one_tier() {
             point.name()
         );
         let locals = walk(&dir.path().join("archive/streams/capture/rows"));
-        let objects = walk(&bucket.join("site"));
+        let objects = walk(&bucket.join("site/streams"));
+        // The prefix is claimed by this archive: the same token at the root and the prefix.
+        let token = |p: std::path::PathBuf| std::fs::read_to_string(p).expect("OWNER");
+        assert_eq!(
+            token(bucket.join("site/OWNER")),
+            token(dir.path().join("archive/OWNER")),
+            "{}",
+            point.name()
+        );
         if moved {
             assert!(locals.is_empty(), "stale local copies deleted: {locals:?}");
             assert_eq!(objects.len(), files.len(), "one object per cold file");

@@ -30,6 +30,9 @@ pub struct ColdError {
     /// A timeout, a throttle, a reset connection or a server error: retry later. A missing
     /// object, a refused credential or a bad path is permanent.
     pub transient: bool,
+    /// The object is not there (permanent; for a reader beside a writer, a sign that the
+    /// manifest moved on).
+    pub missing: bool,
 }
 
 impl fmt::Display for ColdError {
@@ -139,10 +142,12 @@ impl ColdTier {
             .map_err(|e| ColdError {
                 message: format!("starting the cold tier's runtime: {e}"),
                 transient: false,
+                missing: false,
             })?;
         let prefix = ObjectPath::parse(prefix.trim_matches('/')).map_err(|e| ColdError {
             message: format!("cold prefix {prefix:?}: {e}"),
             transient: false,
+            missing: false,
         })?;
         Ok(ColdTier {
             store,
@@ -163,6 +168,7 @@ impl ColdTier {
         let bad = |m: String| ColdError {
             message: format!("cold tier {url:?}: {m}"),
             transient: false,
+            missing: false,
         };
         let parsed = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
         let (store, prefix): (Arc<dyn ObjectStore>, String) = match parsed.scheme() {
@@ -243,6 +249,7 @@ impl ColdTier {
             return Err(ColdError {
                 message: format!("{what}: the cold tier is shutting down"),
                 transient: true,
+                missing: false,
             });
         };
         runtime.spawn(async move {
@@ -253,11 +260,13 @@ impl ColdTier {
             Ok(Ok(Ok(value))) => Ok(value),
             Ok(Ok(Err(e))) => Err(ColdError {
                 transient: is_transient(&e),
+                missing: matches!(e, object_store::Error::NotFound { .. }),
                 message: format!("{what}: {e}"),
             }),
             Ok(Err(_)) | Err(_) => Err(ColdError {
                 message: format!("{what}: no answer within {timeout:?}"),
                 transient: true,
+                missing: false,
             }),
         }
     }
@@ -306,6 +315,28 @@ impl ColdTier {
                 }
             }
         })
+    }
+
+    /// Writes `bytes` as the object of `relative` only if no object is there (one
+    /// conditional PUT). Answers `false`, writing nothing, when one already is.
+    pub fn put_if_absent(&self, relative: &str, bytes: Bytes) -> Result<bool, ColdError> {
+        let location = self.location(relative);
+        let store = self.store.clone();
+        self.requests.puts.fetch_add(1, Ordering::Relaxed);
+        self.run(
+            format!("create {}", self.object_url(relative)),
+            async move {
+                let opts = object_store::PutOptions::from(object_store::PutMode::Create);
+                match store
+                    .put_opts(&location, PutPayload::from(bytes), opts)
+                    .await
+                {
+                    Ok(_) => Ok(true),
+                    Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+                    Err(e) => Err(e),
+                }
+            },
+        )
     }
 
     /// Bytes `offset..offset + len` of the object (one ranged GET).

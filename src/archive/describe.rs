@@ -97,7 +97,8 @@ impl Archive {
     /// Describes the archive's durable contents.
     pub fn describe(&self) -> Result<Description> {
         let streams = self
-            .state
+            .commit
+            .state()
             .streams
             .values()
             .map(|s| StreamDescription {
@@ -161,13 +162,11 @@ impl Archive {
             .collect();
         Ok(Description {
             root: self.root.display().to_string(),
-            generation: self.state.generation,
-            barriers: self.state.barriers,
-            manifest_bytes: std::fs::metadata(
-                self.root
-                    .join(super::MANIFEST_DIR)
-                    .join(super::manifest::log::generation_name(self.state.generation)),
-            )
+            generation: self.commit.state().generation,
+            barriers: self.commit.state().barriers,
+            manifest_bytes: std::fs::metadata(self.root.join(super::MANIFEST_DIR).join(
+                super::manifest::log::generation_name(self.commit.state().generation),
+            ))
             .map_or(0, |m| m.len()),
             streams,
             quarantine: self

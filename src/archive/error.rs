@@ -3,6 +3,7 @@
 //! Refusals of the serving contract ([`crate::BeneathWindow`]) are never mixed with these:
 //! an `ArchiveError` is about opening, declaring, staging or sealing.
 
+use super::store::StoredErrorKind;
 use std::path::PathBuf;
 
 /// Everything the archive can fail at, with the path or row it failed on.
@@ -92,16 +93,17 @@ pub enum ArchiveError {
     /// The archive was opened read-only.
     #[error("archive was opened read-only; {0} needs a writable open")]
     ReadOnly(&'static str),
-    /// A stored file the archive needed (a compaction's input) could not be read or failed
-    /// its digest: the evidence is kept and nothing is recorded.
+    /// A stored file the archive needed (a compaction's input, a file to offload) could not
+    /// be read or failed its digest: the evidence is kept and nothing is recorded.
     #[error("stream {stream:?}: {message}")]
     Unreadable {
         /// The stream id.
         stream: String,
-        /// What could not be read; the refusal's text.
+        /// What could not be read.
         message: String,
-        /// Whether trying again later may help (a cold tier's timeout or throttle).
-        transient: bool,
+        /// Which wall the read hit ([`StoredErrorKind::Unavailable`]: trying again later may
+        /// help).
+        kind: StoredErrorKind,
     },
     /// A bug or an exhausted resource inside the archive (a worker thread that panicked,
     /// reserved names that ran out): nothing is recorded; report it.
@@ -110,7 +112,8 @@ pub enum ArchiveError {
     /// The cold tier failed (listing or deleting objects at a writable open).
     #[error("cold tier: {0}")]
     Cold(String),
-    /// Arrow or Parquet failed while encoding rows this process staged.
+    /// Arrow or Parquet failed while encoding rows this process staged or a compaction
+    /// merged (never a damaged input: that is [`ArchiveError::Unreadable`]).
     #[error("encoding stream {stream:?}: {message}")]
     Encode {
         /// The stream id.
@@ -121,6 +124,18 @@ pub enum ArchiveError {
 }
 
 impl ArchiveError {
+    /// Whether trying the same operation again later may succeed (a cold tier's timeout or
+    /// throttle); everything else needs a change first.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ArchiveError::Unreadable {
+                kind: StoredErrorKind::Unavailable,
+                ..
+            }
+        )
+    }
+
     pub(crate) fn io(
         action: &'static str,
         path: impl Into<PathBuf>,

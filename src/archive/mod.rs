@@ -9,6 +9,7 @@
 
 pub mod clock;
 pub mod cold;
+mod commit;
 pub mod config;
 mod describe;
 mod durable;
@@ -24,6 +25,7 @@ mod series;
 pub mod spec;
 mod stage;
 mod store;
+pub use store::{requests_of_closed_handles, StoredError, StoredErrorKind, TierRequests};
 mod survey;
 
 pub use clock::{Clock, FixedClock, SystemClock};
@@ -40,6 +42,7 @@ pub use survey::{Folded, Survey};
 use crate::contract::{BeneathWindow, Position, TrackKey};
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use commit::CommitPoint;
 use manifest::log::{self, LogWriter, Tail};
 use manifest::{Barrier, BarrierStream, Record, SegmentFile, State, StreamDecl, StreamState};
 use serde::Serialize;
@@ -56,6 +59,9 @@ pub(crate) const STREAMS_DIR: &str = "streams";
 pub(crate) const TMP_DIR: &str = ".tmp";
 pub(crate) const QUARANTINE_DIR: &str = ".quarantine";
 const LOCK_FILE: &str = "LOCK";
+/// The token that claims a cold tier's prefix: kept at the root, and as an object at the
+/// prefix (see `docs/format.md`, "Who owns a cold prefix").
+pub(crate) const OWNER_FILE: &str = "OWNER";
 
 /// One track's level partials from a barrier: every level's cells.
 type TrackPartials = (TrackKey, Vec<levels::Cells>);
@@ -126,17 +132,13 @@ pub struct SealedStream {
 pub struct Archive {
     root: PathBuf,
     config: Config,
-    state: State,
-    log: Option<LogWriter>,
+    /// The manifest log, the state it proves, the name counter, the poisoned flag.
+    commit: CommitPoint,
     _lock: Option<File>,
     selected: BTreeMap<String, Selected>,
     staged: BTreeMap<String, Staged>,
-    next_name: u64,
-    poisoned: Option<String>,
     cursor: Position,
     recovery: Recovery,
-    /// The highest generation number the archive ever held (live or evidence).
-    highest_generation: u64,
     /// The in-memory view of each stream's level tables, built from the files on first use.
     level_views: std::sync::Mutex<BTreeMap<String, levels::LevelView>>,
     /// The generation this open replayed and the length of its trusted prefix.
@@ -149,7 +151,7 @@ impl std::fmt::Debug for Archive {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Archive")
             .field("root", &self.root)
-            .field("generation", &self.state.generation)
+            .field("generation", &self.commit.state().generation)
             .finish_non_exhaustive()
     }
 }
@@ -244,19 +246,17 @@ impl Archive {
             config.faults.clone(),
             config.cold.clone(),
         ));
+        let commit =
+            CommitPoint::recovered(&root, config.faults.clone(), State::default(), None, 1, 0);
         let mut archive = Archive {
             root,
             config,
-            state: State::default(),
-            log: None,
+            commit,
             _lock: lock,
             selected: BTreeMap::new(),
             staged: BTreeMap::new(),
-            next_name: 1,
-            poisoned: None,
             cursor: Position::ORIGIN,
             recovery: Recovery::default(),
-            highest_generation: 0,
             level_views: std::sync::Mutex::new(BTreeMap::new()),
             replayed: None,
             store,
@@ -271,6 +271,24 @@ impl Archive {
     }
 
     fn recover(&mut self) -> Result<()> {
+        let (state, log, highest) = self.replay_and_heal()?;
+        let evidence = durable::walk_files(&self.root.join(QUARANTINE_DIR))?;
+        let next_name = self.name_floor(&state, &evidence)?;
+        self.commit = CommitPoint::recovered(
+            &self.root,
+            self.config.faults.clone(),
+            state,
+            log,
+            next_name,
+            highest,
+        );
+        Ok(())
+    }
+
+    /// Replays the current generation's trusted prefix and (writable) moves every leftover
+    /// into quarantine, starting a new generation after a torn tail. Answers the state, the
+    /// log to append to, and the highest generation ever held.
+    fn replay_and_heal(&mut self) -> Result<(State, Option<LogWriter>, u64)> {
         let manifest_dir = self.root.join(MANIFEST_DIR);
         let quarantine_root = self.root.join(QUARANTINE_DIR);
         let read_only = self.config.read_only;
@@ -294,7 +312,6 @@ impl Archive {
             .chain(evidence.iter().filter_map(|p| generation_of(p)))
             .max()
             .unwrap_or(0);
-        self.highest_generation = highest_generation_ever;
         let Some((current, current_path)) = generations.last().cloned() else {
             let data = durable::walk_files(&self.root.join(STREAMS_DIR))?;
             if !data.is_empty() {
@@ -302,25 +319,25 @@ impl Archive {
                     path: self.root.clone(),
                 });
             }
+            let mut state = State::default();
+            let mut log = None;
             if !read_only {
                 let generation = highest_generation_ever + 1;
-                self.state.generation = generation;
-                self.state.next_name = 1;
-                self.log = Some(LogWriter::create(
+                state.generation = generation;
+                state.next_name = 1;
+                log = Some(LogWriter::create(
                     &self.root.join(TMP_DIR),
                     &manifest_dir,
                     generation,
-                    &self.state,
+                    &state,
                     &self.config.faults,
                 )?);
             }
             self.recovery.quarantined = moved.iter().map(|p| relative(&self.root, p)).collect();
-            let evidence = durable::walk_files(&quarantine_root)?;
-            self.next_name = self.name_floor(&evidence)?.max(1);
-            return Ok(());
+            return Ok((state, log, highest_generation_ever));
         };
         let replayed = log::replay(&current_path, current)?;
-        self.state = replayed.state;
+        let mut state = replayed.state;
         self.replayed = Some((current, replayed.trusted_len));
         match replayed.tail {
             Tail::Clean => {}
@@ -346,12 +363,11 @@ impl Archive {
             }
         }
         if read_only {
-            self.next_name = self.name_floor(&evidence)?;
-            return Ok(());
+            return Ok((state, None, highest_generation_ever));
         }
         // Every other leftover becomes evidence, then repair, then claim.
         {
-            let leftover = self.state.leftovers();
+            let leftover = state.leftovers();
             for path in durable::walk_files(&self.root.join(STREAMS_DIR))? {
                 match leftover(&relative(&self.root, &path)) {
                     manifest::Leftover::Live => {}
@@ -365,28 +381,27 @@ impl Archive {
         for (_, path) in &generations[..generations.len() - 1] {
             moved.push(self.keep_as_evidence(&quarantine, path)?);
         }
-        if self.recovery.torn_tail_at.is_some() {
+        let log = if self.recovery.torn_tail_at.is_some() {
             let generation = highest_generation_ever + 1;
-            self.log = Some(LogWriter::create(
+            let log = LogWriter::create(
                 &self.root.join(TMP_DIR),
                 &manifest_dir,
                 generation,
-                &self.state,
+                &state,
                 &self.config.faults,
-            )?);
-            self.state.generation = generation;
+            )?;
+            state.generation = generation;
             self.recovery.repaired_generation = Some(generation);
             moved.push(self.keep_as_evidence(&quarantine, &current_path)?);
+            log
         } else {
-            self.log = Some(LogWriter::append_to(&current_path, replayed.trusted_len)?);
-        }
+            LogWriter::append_to(&current_path, replayed.trusted_len)?
+        };
         self.recovery.quarantined = moved.iter().map(|p| relative(&self.root, p)).collect();
         if !moved.is_empty() {
             tracing::warn!(archive = %self.root.display(), files = moved.len(), "recovery moved leftovers into quarantine");
         }
-        let evidence = durable::walk_files(&quarantine_root)?;
-        self.next_name = self.name_floor(&evidence)?;
-        Ok(())
+        Ok((state, Some(log), highest_generation_ever))
     }
 
     /// Moves `path` into this open's evidence directory, keeping its relative path.
@@ -409,7 +424,7 @@ impl Archive {
     }
 
     /// The lowest name above every name the archive ever held: recorded, live, or evidence.
-    fn name_floor(&self, evidence: &[PathBuf]) -> Result<u64> {
+    fn name_floor(&self, state: &State, evidence: &[PathBuf]) -> Result<u64> {
         let live = durable::walk_files(&self.root.join(STREAMS_DIR))?;
         let tmp = durable::walk_files(&self.root.join(TMP_DIR))?;
         let seen = live
@@ -418,14 +433,14 @@ impl Archive {
             .chain(evidence)
             .filter_map(|p| numbered(p))
             .max();
-        Ok(self.state.next_name.max(seen.map_or(1, |n| n + 1)))
+        Ok(state.next_name.max(seen.map_or(1, |n| n + 1)))
     }
 
     fn declare(&mut self) -> Result<()> {
         let specs = self.config.streams.clone();
         for spec in specs {
             let decl = spec.decl()?;
-            match self.state.streams.get(&decl.id) {
+            match self.commit.state().streams.get(&decl.id) {
                 Some(existing) if existing.decl != decl => {
                     return Err(ArchiveError::declaration(
                         &decl.id,
@@ -453,41 +468,14 @@ impl Archive {
         Ok(())
     }
 
-    /// The one place a handle is poisoned: after a write, sync, rename or delete failed (or
-    /// a job writing files did), no further barrier or record is attempted until a reopen
-    /// lets recovery decide what is durable; a failed fsync is never retried. The first
-    /// failure is the reason kept; answers the error.
+    /// Poisons this handle (see [`CommitPoint::poison`], the one place it happens).
     pub(crate) fn poison(&mut self, e: ArchiveError) -> ArchiveError {
-        if self.poisoned.is_none() {
-            tracing::error!(error = %e, archive = %self.root.display(), "the archive refuses further writes until it is reopened");
-            self.poisoned = Some(e.to_string());
-        }
-        e
+        self.commit.poison(e)
     }
 
-    /// Appends and syncs one record, then applies it: the only way a claim changes.
+    /// Appends and syncs one record, then applies it (see [`CommitPoint::commit`]).
     fn commit(&mut self, record: &Record) -> Result<()> {
-        if let Some(reason) = &self.poisoned {
-            return Err(ArchiveError::Poisoned(reason.clone()));
-        }
-        let Some(log) = self.log.as_mut() else {
-            return Err(ArchiveError::ReadOnly("recording"));
-        };
-        if let Err(e) = log.append(record, &self.config.faults) {
-            return Err(self.poison(e));
-        }
-        self.config.faults.hit(FaultPoint::AfterRecord);
-        self.state
-            .apply(record)
-            .map_err(|message| ArchiveError::CorruptManifest {
-                path: self
-                    .log
-                    .as_ref()
-                    .map(|l| l.path().to_path_buf())
-                    .unwrap_or_default(),
-                offset: 0,
-                message: format!("a record this process wrote breaks an invariant: {message}"),
-            })
+        self.commit.commit(record)
     }
 
     /// Whether a writer has committed since this (read-only) open replayed the manifest: a
@@ -526,14 +514,24 @@ impl Archive {
 
     /// The durable state (recorded streams, files, catalog).
     pub fn state(&self) -> &State {
-        &self.state
+        self.commit.state()
     }
 
     /// A stream selected at assembly, with its durable state.
+    /// Whether `stream` was selected at assembly (this handle writes and serves it).
+    pub fn selects(&self, stream: &str) -> bool {
+        self.selected.contains_key(stream)
+    }
+
     fn selected_stream(&self, stream: &str) -> Result<(&Selected, &StreamState)> {
         let unknown = || ArchiveError::UnknownStream(stream.to_owned());
         let selected = self.selected.get(stream).ok_or_else(unknown)?;
-        let durable = self.state.streams.get(stream).ok_or_else(unknown)?;
+        let durable = self
+            .commit
+            .state()
+            .streams
+            .get(stream)
+            .ok_or_else(unknown)?;
         Ok((selected, durable))
     }
 
@@ -548,7 +546,12 @@ impl Archive {
         // Field by field, so the staged map can be borrowed mutably beside them.
         let unknown = || ArchiveError::UnknownStream(stream.to_owned());
         let selected = self.selected.get(stream).ok_or_else(unknown)?;
-        let durable = self.state.streams.get(stream).ok_or_else(unknown)?;
+        let durable = self
+            .commit
+            .state()
+            .streams
+            .get(stream)
+            .ok_or_else(unknown)?;
         let staged = self.staged.entry(stream.to_owned()).or_default();
         let n = stage::stage(
             &durable.decl,
@@ -583,7 +586,8 @@ impl Archive {
 
     /// The position through which `stream` is durable (the last recorded barrier's).
     pub fn watermark(&self, stream: &str) -> Position {
-        self.state
+        self.commit
+            .state()
             .streams
             .get(stream)
             .map_or(Position::ORIGIN, |s| s.watermark)
@@ -597,12 +601,7 @@ impl Archive {
     /// A failed write or sync poisons the archive: no retry, no further barrier until it is
     /// reopened and recovery decides what is durable.
     pub fn seal_all(&mut self) -> Result<Option<BarrierReport>> {
-        if let Some(reason) = &self.poisoned {
-            return Err(ArchiveError::Poisoned(reason.clone()));
-        }
-        if self.log.is_none() {
-            return Err(ArchiveError::ReadOnly("seal"));
-        }
+        self.commit.writable("seal")?;
         if self.staged.values().all(Staged::is_empty) {
             return Ok(None);
         }
@@ -616,21 +615,21 @@ impl Archive {
     }
 
     fn write_barrier(&mut self) -> Result<BarrierReport> {
-        let barrier_no = self.state.barriers + 1;
+        let barrier_no = self.commit.state().barriers + 1;
         let sealed_at_ns = self.config.clock.now_ns();
         let tmp = self.root.join(TMP_DIR);
         let mut written: Vec<(PathBuf, PathBuf)> = Vec::new();
         let mut streams = Vec::new();
         let mut report = Vec::new();
         let mut absorbed: Vec<(String, Vec<TrackPartials>)> = Vec::new();
-        let mut next_name = self.next_name;
+        let mut next_name = self.commit.next_name();
         let staged = std::mem::take(&mut self.staged);
         for (id, mut staged) in staged {
             if staged.is_empty() {
                 continue;
             }
             let selected = &self.selected[&id];
-            let decl = &self.state.streams[&id].decl;
+            let decl = &self.commit.state().streams[&id].decl;
             let (tracks, watermark, next_seq) =
                 staged
                     .drain(&selected.full_schema)
@@ -779,8 +778,8 @@ impl Archive {
             next_name,
             streams,
         });
+        // The record carries the name counter past every name this barrier used.
         self.commit(&record)?;
-        self.next_name = next_name;
         // Keep the in-memory level view (if built) equal to the files it mirrors.
         let mut views = self.level_views.lock().unwrap_or_else(|p| p.into_inner());
         for (id, tracks) in absorbed {
@@ -814,23 +813,24 @@ impl Archive {
     fn trusted(&self) -> std::result::Result<(), ReadError> {
         match self.recovery.unrepaired_damage() {
             None => Ok(()),
-            Some(offset) => Err(ReadError::Refused(BeneathWindow::unreadable(format!(
+            Some(offset) => Err(StoredError::corrupt(format!(
                 "the manifest is damaged at byte {offset} with valid records after the damage, so the archive may hold more than its trusted prefix names; nothing is served from it (`series-archive repair` keeps the evidence and starts a new generation)"
-            )))),
+            ))
+            .into()),
         }
     }
 
     fn recorded(&self, stream: &str) -> std::result::Result<(&StreamState, SchemaRef), ReadError> {
         self.trusted()?;
         let state = self
-            .state
+            .commit
+            .state()
             .streams
             .get(stream)
             .ok_or_else(|| ReadError::UnknownStream(stream.to_owned()))?;
         let schema = match self.selected.get(stream) {
             Some(s) => s.full_schema.clone(),
-            None => stored_schema(&state.decl)
-                .map_err(|m| ReadError::Refused(BeneathWindow::unreadable(m)))?,
+            None => stored_schema(&state.decl).map_err(StoredError::corrupt)?,
         };
         Ok((state, schema))
     }
@@ -857,12 +857,16 @@ impl Archive {
             )));
         }
         let prefix = TrackKey::encode(track).map_err(|e| ReadError::BadSelection(e.to_string()))?;
-        if let Some(reason) = &self.poisoned {
+        if let Some(reason) = self.commit.poisoned() {
             // A failed barrier discarded what was staged: the rows it held are neither
             // durable nor here, so an answer now could be short.
-            return Err(ReadError::Refused(BeneathWindow::unreadable(format!(
-                "an earlier barrier failed ({reason}); the rows it was sealing are not served by this handle — reopen the archive to serve what is durable"
-            ))));
+            return Err(StoredError::new(
+                StoredErrorKind::Poisoned,
+                format!(
+                    "an earlier barrier failed ({reason}); the rows it was sealing are not served by this handle — reopen the archive to serve what is durable"
+                ),
+            )
+            .into());
         }
         let tracks = read::select(state, &prefix);
         // Rows staged and not yet sealed are served too: a window that evicted them has
@@ -878,7 +882,6 @@ impl Archive {
             })
             .unwrap_or_default();
         read::rows(&self.store, state, &schema, &tracks, &staged, start, end)
-            .map_err(ReadError::Refused)
     }
 
     /// The committed data files of `stream`: exactly what the manifest holds, no more and no
@@ -902,6 +905,12 @@ impl Archive {
         }
     }
 
+    /// The requests this handle made so far, per tier: the local directory (reads), then
+    /// each cold tier it wrote to or read from (reads, writes, deletes, lists).
+    pub fn requests(&self) -> Vec<TierRequests> {
+        self.store.requests()
+    }
+
     /// The configured cold tier's request counters `(puts, gets, deletes, lists)`, when one
     /// is configured.
     pub fn cold_requests(&self) -> Option<[u64; 4]> {
@@ -911,7 +920,7 @@ impl Archive {
     /// Verifies every digest of every committed file; `progress(done, total)` after each
     /// file. Answers what is damaged (empty when everything verifies).
     pub fn verify(&self, mut progress: impl FnMut(usize, usize)) -> Vec<String> {
-        let files: Vec<&SegmentFile> = self.state.live_files().collect();
+        let files: Vec<&SegmentFile> = self.commit.state().live_files().collect();
         let mut damaged = Vec::new();
         if let Some(offset) = self.recovery.unrepaired_damage() {
             damaged.push(format!(
@@ -924,10 +933,7 @@ impl Archive {
             self.store.forget(file.name);
             let check = segment::OpenSegment::open(&self.store, file).and_then(|s| s.verify_all());
             if let Err(e) = check {
-                damaged.push(match e {
-                    BeneathWindow::Unreadable(u) => u.what().to_owned(),
-                    other => other.to_string(),
-                });
+                damaged.push(e.what);
             }
             progress(i + 1, files.len());
         }
@@ -979,12 +985,21 @@ impl Validator {
 /// Why a read through the archive's own API was not answered.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
-    /// A refusal of the serving contract.
+    /// A refusal of the serving contract decided by the archive (a raw floor).
     #[error(transparent)]
     Refused(#[from] BeneathWindow),
+    /// Stored data could not be read; the kind says which wall it hit. The contract answers
+    /// it as `Unreadable` (transient for [`StoredErrorKind::Unavailable`]), and the CLI
+    /// exits 3 with its message.
+    #[error("unreadable: {0}")]
+    Stored(#[from] StoredError),
     /// The archive records no such stream.
     #[error("the archive records no stream {0:?}")]
     UnknownStream(String),
+    /// The stream is recorded but this handle did not select it by its row type, so it
+    /// cannot hand its rows back typed. The contract answers `Unserved`.
+    #[error("stream {0:?} was not selected by row type in this archive's assembly")]
+    NotSelected(String),
     /// The track selection cannot name anything stored.
     #[error("bad track selection: {0}")]
     BadSelection(String),

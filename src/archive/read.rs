@@ -3,7 +3,8 @@
 use super::manifest::{StreamState, TrackState};
 use super::segment::OpenSegment;
 use super::spec::{POSITION_COLUMN, SEQ_COLUMN};
-use super::store::Store;
+use super::store::{Store, StoredError};
+use super::ReadError;
 use crate::contract::{BeneathWindow, Position, TrackKey};
 use arrow::array::{Array, BooleanArray, RecordBatch, UInt64Array};
 use arrow::compute::{concat_batches, filter_record_batch, interleave_record_batch};
@@ -49,7 +50,7 @@ fn contains(start: Bound<Position>, end: Bound<Position>, p: u64) -> bool {
 pub(crate) fn floor_refusal(
     tracks: &[(&TrackKey, &TrackState)],
     start: Bound<Position>,
-) -> Result<(), BeneathWindow> {
+) -> Result<(), ReadError> {
     let floor = tracks
         .iter()
         .map(|(_, t)| t.floor())
@@ -64,7 +65,7 @@ pub(crate) fn floor_refusal(
         Bound::Excluded(s) => s.0.saturating_add(1) < floor.0,
     };
     if reaches_beneath {
-        Err(BeneathWindow::Floor { floor })
+        Err(ReadError::Refused(BeneathWindow::Floor { floor }))
     } else {
         Ok(())
     }
@@ -84,7 +85,7 @@ pub(crate) fn rows(
     staged: &[(&TrackKey, &[RecordBatch])],
     start: Bound<Position>,
     end: Bound<Position>,
-) -> Result<RecordBatch, BeneathWindow> {
+) -> Result<RecordBatch, ReadError> {
     floor_refusal(tracks, start)?;
     let mut open: HashMap<usize, OpenSegment<'_>> = HashMap::new();
     let mut runs: Vec<RecordBatch> = Vec::with_capacity(tracks.len() + staged.len());
@@ -119,8 +120,7 @@ pub(crate) fn rows(
         }
         if !parts.is_empty() {
             runs.push(
-                concat_batches(schema, &parts)
-                    .map_err(|e| BeneathWindow::unreadable(e.to_string()))?,
+                concat_batches(schema, &parts).map_err(|e| StoredError::internal(e.to_string()))?,
             );
         }
     }
@@ -130,8 +130,7 @@ pub(crate) fn rows(
         clip_all(batches, start, end, &mut parts)?;
         if !parts.is_empty() {
             runs.push(
-                concat_batches(schema, &parts)
-                    .map_err(|e| BeneathWindow::unreadable(e.to_string()))?,
+                concat_batches(schema, &parts).map_err(|e| StoredError::internal(e.to_string()))?,
             );
         }
     }
@@ -144,7 +143,7 @@ fn clip_all(
     start: Bound<Position>,
     end: Bound<Position>,
     parts: &mut Vec<RecordBatch>,
-) -> Result<(), BeneathWindow> {
+) -> Result<(), ReadError> {
     for batch in batches {
         let clipped = clip(batch, start, end)?;
         if clipped.num_rows() > 0 {
@@ -158,32 +157,30 @@ fn clip(
     batch: &RecordBatch,
     start: Bound<Position>,
     end: Bound<Position>,
-) -> Result<RecordBatch, BeneathWindow> {
+) -> Result<RecordBatch, ReadError> {
     let positions = position_column(batch)?;
     let keep: BooleanArray = positions
         .iter()
         .map(|p| Some(contains(start, end, p.unwrap_or(0))))
         .collect();
-    filter_record_batch(batch, &keep).map_err(|e| BeneathWindow::unreadable(e.to_string()))
+    Ok(filter_record_batch(batch, &keep).map_err(|e| StoredError::internal(e.to_string()))?)
 }
 
-fn u64_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a UInt64Array, BeneathWindow> {
+fn u64_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a UInt64Array, StoredError> {
     batch
         .column_by_name(name)
         .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
-        .ok_or_else(|| {
-            BeneathWindow::unreadable(format!("a stored row group lacks its {name} column"))
-        })
+        .ok_or_else(|| StoredError::corrupt(format!("a stored row group lacks its {name} column")))
 }
 
 /// The `_position` column of a stored batch.
-pub(crate) fn position_column(batch: &RecordBatch) -> Result<&UInt64Array, BeneathWindow> {
+pub(crate) fn position_column(batch: &RecordBatch) -> Result<&UInt64Array, StoredError> {
     u64_column(batch, POSITION_COLUMN)
 }
 
 /// Merges runs that are each ordered by `_seq` into one batch ordered by `_seq`: a linear
 /// k-way merge, never a sort.
-fn merge_by_seq(schema: &SchemaRef, runs: Vec<RecordBatch>) -> Result<RecordBatch, BeneathWindow> {
+fn merge_by_seq(schema: &SchemaRef, runs: Vec<RecordBatch>) -> Result<RecordBatch, ReadError> {
     match runs.len() {
         0 => return Ok(RecordBatch::new_empty(schema.clone())),
         1 => return Ok(runs.into_iter().next().expect("one run")),
@@ -211,5 +208,6 @@ fn merge_by_seq(schema: &SchemaRef, runs: Vec<RecordBatch>) -> Result<RecordBatc
         }
     }
     let refs: Vec<&RecordBatch> = runs.iter().collect();
-    interleave_record_batch(&refs, &indices).map_err(|e| BeneathWindow::unreadable(e.to_string()))
+    Ok(interleave_record_batch(&refs, &indices)
+        .map_err(|e| StoredError::internal(e.to_string()))?)
 }

@@ -207,9 +207,7 @@ impl Archive {
     /// was deleted. Needs a writable open, so no recovery adds evidence meanwhile; evidence
     /// whose time the archive cannot tell is kept.
     pub fn purge_evidence(&mut self, before_ns: u64) -> Result<Vec<Evidence>> {
-        if self.log.is_none() {
-            return Err(ArchiveError::ReadOnly("purging quarantine"));
-        }
+        self.commit.writable("purging quarantine")?;
         let mut purged = Vec::new();
         for evidence in self.evidence()? {
             if evidence.kept_at_ns.is_some_and(|t| t < before_ns) {

@@ -5,8 +5,7 @@ use super::cold::{ColdError, ColdTier};
 use super::error::{ArchiveError, Result};
 use super::faults::Op;
 use super::manifest::{GroupEntry, SegmentFile, Span};
-use super::store::Store;
-use crate::contract::BeneathWindow;
+use super::store::{Store, StoredError, StoredErrorKind};
 use arrow::array::{RecordBatch, RecordBatchReader};
 use arrow::datatypes::{DataType, SchemaRef};
 use bytes::Bytes;
@@ -232,19 +231,25 @@ fn read_from(
     shown: &str,
     offset: u64,
     len: u64,
-) -> std::result::Result<Bytes, BeneathWindow> {
+) -> std::result::Result<Bytes, StoredError> {
     match source {
         Source::Local(file) => {
+            store.count_local_read();
             let mut buf = vec![0u8; len as usize];
             store
                 .faults()
                 .check(Op::Read, Path::new(shown))
                 .and_then(|()| file.read_exact_at(&mut buf, offset))
                 .map_err(|e| {
-                    BeneathWindow::unreadable(format!(
-                        "{shown}: reading bytes {offset}..{}: {e}",
-                        offset + len
-                    ))
+                    let kind = if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                        StoredErrorKind::Corrupt
+                    } else {
+                        StoredErrorKind::Io
+                    };
+                    StoredError::new(
+                        kind,
+                        format!("{shown}: reading bytes {offset}..{}: {e}", offset + len),
+                    )
                 })?;
             Ok(Bytes::from(buf))
         }
@@ -252,10 +257,10 @@ fn read_from(
             store
                 .faults()
                 .check(Op::Read, Path::new(shown))
-                .map_err(|e| BeneathWindow::unreadable(format!("{shown}: {e}")))?;
-            let bytes = tier.read(relative, offset, len).map_err(cold_refusal)?;
+                .map_err(|e| StoredError::new(StoredErrorKind::Io, format!("{shown}: {e}")))?;
+            let bytes = tier.read(relative, offset, len).map_err(cold_failure)?;
             if bytes.len() as u64 != len {
-                return Err(BeneathWindow::unreadable(format!(
+                return Err(StoredError::corrupt(format!(
                     "{shown}: bytes {offset}..{} answered {} bytes (the object is shorter than the manifest records)",
                     offset + len,
                     bytes.len()
@@ -315,17 +320,20 @@ pub(crate) struct OpenSegment<'a> {
     store: &'a Store,
 }
 
-/// A cold read's failure as a refusal: transient failures say so, so a caller can retry.
-fn cold_refusal(e: ColdError) -> BeneathWindow {
-    if e.transient {
-        BeneathWindow::Unreadable(crate::contract::Unreadable::transient(e.to_string()))
+/// A cold read's failure by kind: transient failures say so, so a caller can retry.
+fn cold_failure(e: ColdError) -> StoredError {
+    let kind = if e.transient {
+        StoredErrorKind::Unavailable
+    } else if e.missing {
+        StoredErrorKind::Missing
     } else {
-        BeneathWindow::unreadable(e.to_string())
-    }
+        StoredErrorKind::Io
+    };
+    StoredError::new(kind, e.to_string())
 }
 
 impl<'a> OpenSegment<'a> {
-    fn read_at(&self, offset: u64, len: u64) -> std::result::Result<Bytes, BeneathWindow> {
+    fn read_at(&self, offset: u64, len: u64) -> std::result::Result<Bytes, StoredError> {
         read_from(self.store, &self.source, &self.shown, offset, len)
     }
 
@@ -335,7 +343,7 @@ impl<'a> OpenSegment<'a> {
     pub fn open(
         store: &'a Store,
         entry: &'a SegmentFile,
-    ) -> std::result::Result<Self, BeneathWindow> {
+    ) -> std::result::Result<Self, StoredError> {
         let (source, shown) = match &entry.cold {
             None => {
                 let path = store.root().join(&entry.path);
@@ -345,14 +353,19 @@ impl<'a> OpenSegment<'a> {
                     .check(Op::Read, &path)
                     .and_then(|()| File::open(&path))
                     .map_err(|e| {
-                        BeneathWindow::unreadable(format!("{shown} (named by the manifest): {e}"))
+                        let kind = if e.kind() == std::io::ErrorKind::NotFound {
+                            StoredErrorKind::Missing
+                        } else {
+                            StoredErrorKind::Io
+                        };
+                        StoredError::new(kind, format!("{shown} (named by the manifest): {e}"))
                     })?;
                 let len = file
                     .metadata()
-                    .map_err(|e| BeneathWindow::unreadable(format!("{shown}: {e}")))?
+                    .map_err(|e| StoredError::new(StoredErrorKind::Io, format!("{shown}: {e}")))?
                     .len();
                 if len != entry.bytes {
-                    return Err(BeneathWindow::unreadable(format!(
+                    return Err(StoredError::corrupt(format!(
                         "{shown}: {len} bytes on disk, the manifest recorded {}",
                         entry.bytes
                     )));
@@ -360,7 +373,7 @@ impl<'a> OpenSegment<'a> {
                 (Source::Local(file), shown)
             }
             Some(url) => {
-                let tier = store.tier_for(url, &entry.path).map_err(cold_refusal)?;
+                let tier = store.tier_for(url, &entry.path).map_err(cold_failure)?;
                 (Source::Cold(tier, entry.path.clone()), url.clone())
             }
         };
@@ -380,7 +393,7 @@ impl<'a> OpenSegment<'a> {
                     entry.footer.len,
                 )?;
                 if digest(entry.name, FOOTER_INDEX, &[&magic, &footer]) != entry.footer.crc32c {
-                    return Err(BeneathWindow::unreadable(format!(
+                    return Err(StoredError::corrupt(format!(
                         "{shown}: footer digest mismatch (bytes {}..{} or the leading magic were altered)",
                         entry.footer.offset, entry.bytes
                     )));
@@ -400,13 +413,13 @@ impl<'a> OpenSegment<'a> {
     }
 
     /// Reads row group `index`, verifying its digest first.
-    pub fn read_group(&self, index: usize) -> std::result::Result<RecordBatch, BeneathWindow> {
+    pub fn read_group(&self, index: usize) -> std::result::Result<RecordBatch, StoredError> {
         let group = self.entry.groups.get(index).ok_or_else(|| {
-            BeneathWindow::unreadable(format!("{}: no row group {index}", self.shown))
+            StoredError::internal(format!("{}: no row group {index}", self.shown))
         })?;
         let bytes = self.read_at(group.span.offset, group.span.len)?;
         if digest(self.entry.name, index as u32, &[&bytes]) != group.span.crc32c {
-            return Err(BeneathWindow::unreadable(format!(
+            return Err(StoredError::corrupt(format!(
                 "{}: row group {index} digest mismatch (bytes {}..{} were altered)",
                 self.shown,
                 group.span.offset,
@@ -422,7 +435,7 @@ impl<'a> OpenSegment<'a> {
             ],
         };
         let decode = |e: &dyn std::fmt::Display| {
-            BeneathWindow::unreadable(format!("{}: row group {index}: {e}", self.shown))
+            StoredError::corrupt(format!("{}: row group {index}: {e}", self.shown))
         };
         let reader = ParquetRecordBatchReaderBuilder::try_new(verified)
             .map_err(|e| decode(&e))?
@@ -446,11 +459,11 @@ impl<'a> OpenSegment<'a> {
     }
 
     /// Verifies every digest of the file.
-    pub fn verify_all(&self) -> std::result::Result<(), BeneathWindow> {
+    pub fn verify_all(&self) -> std::result::Result<(), StoredError> {
         for (index, group) in self.entry.groups.iter().enumerate() {
             let bytes = self.read_at(group.span.offset, group.span.len)?;
             if digest(self.entry.name, index as u32, &[&bytes]) != group.span.crc32c {
-                return Err(BeneathWindow::unreadable(format!(
+                return Err(StoredError::corrupt(format!(
                     "{}: row group {index} digest mismatch (bytes {}..{})",
                     self.shown,
                     group.span.offset,

@@ -1,6 +1,6 @@
 //! The archive as a series adapter: the contract's traits over the inherent API.
 
-use super::{Archive, ArchiveError, ReadError};
+use super::{Archive, ArchiveError, ReadError, StoredError};
 use crate::contract::{
     Aggregate, Aggregated, Application, At, BeneathWindow, Bucket, Cursor, Definition, ErasedRow,
     Position, Run, Series, StreamConsumer,
@@ -36,20 +36,18 @@ impl Archive {
         start: Bound<Position>,
         end: Bound<Position>,
     ) -> Result<Vec<At<ErasedRow>>, ReadError> {
-        let batch = self.read_rows(stream, track, start, end)?;
         let typed = self
             .selected
             .get(stream)
             .and_then(|s| s.spec.typed)
-            .ok_or_else(|| {
-                ReadError::BadSelection(format!("stream {stream:?} was not selected by row type"))
-            })?;
+            .ok_or_else(|| ReadError::NotSelected(stream.to_owned()))?;
+        let batch = self.read_rows(stream, track, start, end)?;
         let positions = super::read::position_column(&batch)?.clone();
         let own = batch.num_columns() - 2;
         let rows_only = batch
             .project(&(0..own).collect::<Vec<_>>())
-            .map_err(|e| BeneathWindow::unreadable(e.to_string()))?;
-        let rows = (typed.from_batch)(&rows_only).map_err(BeneathWindow::unreadable)?;
+            .map_err(|e| StoredError::internal(e.to_string()))?;
+        let rows = (typed.from_batch)(&rows_only).map_err(StoredError::corrupt)?;
         Ok(rows
             .into_iter()
             .zip(positions.values().iter())
@@ -77,10 +75,15 @@ impl<A: Application> StreamConsumer<A> for Archive {
 fn refusal(e: ReadError) -> BeneathWindow {
     match e {
         ReadError::Refused(r) => r,
+        // The contract boundary: whatever the kind, the adapter could not read what it
+        // holds; only the transient kind says a retry may answer.
+        ReadError::Stored(e) => e.into(),
         ReadError::Floor { floor, .. } => BeneathWindow::Floor { floor },
         // Nothing is stored under a stream the archive never recorded: the tier holds no
         // history for it, which is the unattached answer.
         ReadError::UnknownStream(_) => BeneathWindow::Unserved,
+        // A stream the assembly did not select is not this adapter's to serve.
+        ReadError::NotSelected(_) => BeneathWindow::Unserved,
         ReadError::BadSelection(m) => BeneathWindow::unreadable(m),
         // No tier holds buckets or statistics for a stream without an axis or levels.
         ReadError::NotSurveyable { .. } => BeneathWindow::Unserved,
@@ -128,6 +131,11 @@ impl<A: Application> Series<A> for Archive {
     }
 
     async fn seal(&mut self, stream: Definition, _track: &[String]) -> Position {
+        // A stream this archive does not select is not its to serve: however much of it the
+        // manifest records, the host stands that window on origin, alone.
+        if !self.selects(&stream.id) {
+            return Position::ORIGIN;
+        }
         if let Err(e) = self.seal_all() {
             tracing::error!(error = %e, "barrier failed; the archive refuses further barriers until reopened");
         }

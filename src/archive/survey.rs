@@ -4,8 +4,9 @@
 use super::levels::{self, Cells, LevelView, Plan};
 use super::manifest::{StreamState, TrackState};
 use super::segment::OpenSegment;
+use super::store::StoredError;
 use super::{Archive, ReadError};
-use crate::contract::{Aggregate, Aggregated, BeneathWindow, Bucket, TrackKey};
+use crate::contract::{Aggregate, Aggregated, Bucket, TrackKey};
 use arrow::array::{Array, UInt64Array};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -172,24 +173,21 @@ impl Archive {
         state: &StreamState,
         k: usize,
         f: impl FnOnce(&BTreeMap<TrackKey, Cells>) -> T,
-    ) -> Result<T, BeneathWindow> {
+    ) -> Result<T, ReadError> {
         let mut views = self.level_views.lock().unwrap_or_else(|p| p.into_inner());
         let levels = state.decl.ladder.map_or(0, |l| l.levels as usize);
         let view = views
             .entry(state.decl.id.clone())
             .or_insert_with(|| LevelView::new(levels));
         let Some(slot) = view.levels.get_mut(k) else {
-            return Err(BeneathWindow::unreadable(format!(
-                "level {k} is not declared"
-            )));
+            return Err(StoredError::internal(format!("level {k} is not declared")).into());
         };
         if slot.is_none() {
             let mut tracks: BTreeMap<TrackKey, Cells> = BTreeMap::new();
             for file in &state.levels {
                 let batch = OpenSegment::open(&self.store, file)?.read_group(k)?;
-                let partials = levels::decode_level(&state.decl, &batch).map_err(|m| {
-                    BeneathWindow::unreadable(format!("{}: level {k}: {m}", file.path))
-                })?;
+                let partials = levels::decode_level(&state.decl, &batch)
+                    .map_err(|m| StoredError::corrupt(format!("{}: level {k}: {m}", file.path)))?;
                 for (key, cells) in partials {
                     let merged = tracks.entry(key).or_default();
                     for (at, bucket) in cells {
@@ -388,7 +386,7 @@ impl Archive {
         lo: u64,
         hi: u64,
         mut visit: impl FnMut(&[arrow::array::Float64Array]),
-    ) -> Result<(), BeneathWindow> {
+    ) -> Result<(), ReadError> {
         let axis_name = state.decl.axis.as_deref().unwrap_or_default();
         let mut open: BTreeMap<usize, OpenSegment<'_>> = BTreeMap::new();
         for (_, track) in tracks {
@@ -412,17 +410,17 @@ impl Archive {
                         .column_by_name(axis_name)
                         .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
                         .ok_or_else(|| {
-                            BeneathWindow::unreadable(format!("{}: no axis column", file.path))
+                            StoredError::corrupt(format!("{}: no axis column", file.path))
                         })?;
                     let keep: arrow::array::BooleanArray = axis
                         .iter()
                         .map(|a| a.map(|a| (lo..=hi).contains(&a)))
                         .collect();
                     batch = arrow::compute::filter_record_batch(&batch, &keep)
-                        .map_err(|e| BeneathWindow::unreadable(e.to_string()))?;
+                        .map_err(|e| StoredError::internal(e.to_string()))?;
                 }
-                let measured = levels::measured_columns(&state.decl, &batch)
-                    .map_err(BeneathWindow::unreadable)?;
+                let measured =
+                    levels::measured_columns(&state.decl, &batch).map_err(StoredError::corrupt)?;
                 visit(&measured);
             }
         }

@@ -18,7 +18,12 @@
 //! - **A prefix scan is a prefix selection.** A key starts with another key exactly when its
 //!   tuple starts with that tuple, so `run_70` is not beneath `run_7`.
 //!
-//! Both rest on every label byte being above U+001F, which is why a label holding a control
+//! Integer and boolean components are labels too, as their decimal (or `true`/`false`) text,
+//! so they order as text: run `10` sorts before run `7`. The key is text on purpose (it is
+//! what a glob, DuckDB and Polars see in the track columns' string form, and it never changes
+//! with a column's width); order-sensitive callers zero-pad or sort the answer.
+//!
+//! Both laws rest on every label byte being above U+001F, which is why a label holding a control
 //! character is refused where it is encoded. Everything else is a label: dots, hyphens,
 //! spaces, any script, the empty string.
 
@@ -31,15 +36,28 @@ pub const UNIT_SEPARATOR: char = '\u{1f}';
 /// The deepest a track may be declared.
 pub const MAX_DEPTH: usize = 4;
 
+mod sealed {
+    /// Only this crate implements [`super::Label`].
+    pub trait StoredAsText {}
+}
+
 /// A typed track component and the durable text it carries.
 ///
-/// Implementations must be injective (two different components never share a label) and
-/// must not depend on anything but the value. The label is what the served tier stores and
-/// what a narrowed read is cut by.
-pub trait Label {
+/// Sealed: implemented for `String`, `&str`, `Arc<str>`, the integers and `bool`, and for no
+/// other type. The window narrows a read by `label()`, while the served tier stores the
+/// component's column and derives its label from that column's value as text; for these
+/// types both are the same text (the decimal digits, `true`/`false`). A custom type could
+/// label itself differently from how it is stored, and every narrowed read beneath the
+/// window would then come back empty without a refusal. A component of another type is
+/// stored as one of these (an enum as its name, say).
+pub trait Label: sealed::StoredAsText {
     /// The text this component is stored and selected under.
     fn label(&self) -> Cow<'_, str>;
 }
+
+impl sealed::StoredAsText for String {}
+impl sealed::StoredAsText for &str {}
+impl sealed::StoredAsText for std::sync::Arc<str> {}
 
 impl Label for String {
     fn label(&self) -> Cow<'_, str> {
@@ -61,6 +79,7 @@ impl Label for std::sync::Arc<str> {
 
 macro_rules! integer_labels {
     ($($t:ty),*) => {$(
+        impl sealed::StoredAsText for $t {}
         impl Label for $t {
             fn label(&self) -> Cow<'_, str> {
                 Cow::Owned(self.to_string())
@@ -323,6 +342,19 @@ mod tests {
         assert!(!run70.starts_with(&run7));
         assert!(run7p.starts_with(&run7));
         assert!(run7 < run7p && run7p < run70);
+    }
+
+    /// What the module documentation promises: integer components order as their text.
+    #[test]
+    fn integer_components_order_as_their_decimal_text() {
+        let key = |run: u32| TrackKey::encode(&TrackTuple::labels(&(run,))).expect("a label");
+        assert!(key(10) < key(7), "\"10\" sorts before \"7\"");
+        assert!(key(7) < key(70));
+        assert_eq!(TrackTuple::labels(&(true,)), vec!["true".to_owned()]);
+        assert_eq!(
+            TrackTuple::labels(&(-3i64, 0u8)),
+            vec!["-3".to_owned(), "0".to_owned()]
+        );
     }
 
     #[test]

@@ -23,6 +23,18 @@ struct Window {
     floor: Position,
 }
 
+/// Why a row was not published.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError<E: std::error::Error + 'static> {
+    /// The stream was not declared at boot: the stream table is frozen there, and a window
+    /// made up on the spot would stand on origin over history it knows nothing of.
+    #[error("stream {0:?} was not declared at boot; declare it in the streams passed to `Streams::boot`")]
+    Undeclared(&'static str),
+    /// The adapter refused the delivery; nothing of the row was staged.
+    #[error(transparent)]
+    Adapter(E),
+}
+
 /// Streams over an optional series adapter.
 pub struct Streams<A: Application, S: Series<A>> {
     adapter: Option<S>,
@@ -92,23 +104,26 @@ impl<A: Application, S: Series<A>> Streams<A, S> {
     }
 
     /// Publishes one row: synchronous into the window, delivered to the adapter (which only
-    /// stages it). Evicting a row raises the floor to its position.
-    pub fn publish<T: Stream>(&mut self, position: Position, row: T) -> Result<(), S::Error> {
+    /// stages it). Evicting a row raises the floor to its position. The stream table is
+    /// frozen at boot: a stream not declared there is refused, nothing delivered.
+    pub fn publish<T: Stream>(
+        &mut self,
+        position: Position,
+        row: T,
+    ) -> Result<(), PublishError<S::Error>> {
+        let Some(window) = self.windows.get_mut(T::ID) else {
+            return Err(PublishError::Undeclared(T::ID));
+        };
         let at = At::new(position, Arc::new(row) as ErasedRow);
         if let Some(adapter) = self.adapter.as_mut() {
             let definition = T::definition();
-            adapter.deliver(Run {
-                stream: &definition,
-                rows: std::slice::from_ref(&at),
-            })?;
+            adapter
+                .deliver(Run {
+                    stream: &definition,
+                    rows: std::slice::from_ref(&at),
+                })
+                .map_err(PublishError::Adapter)?;
         }
-        let window = self
-            .windows
-            .entry(T::ID.to_owned())
-            .or_insert_with(|| Window {
-                capacity: T::WINDOW.max(1),
-                ..Window::default()
-            });
         window.ring.push_back(at);
         while window.ring.len() > window.capacity {
             if let Some(evicted) = window.ring.pop_front() {

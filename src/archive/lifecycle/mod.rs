@@ -27,12 +27,11 @@ pub use retention::{parse_duration, parse_size, Compaction, Lifetime, Retention}
 use super::error::{ArchiveError, Result};
 use super::faults::{FaultPoint, Faults};
 use super::levels::{self, Cells};
-use super::manifest::log::LogWriter;
 use super::manifest::{Compact, LevelFloor, RawFloor, Record, Retire, SegmentFile, StreamDecl};
 use super::segment::{self, OpenSegment, TrackRows};
-use super::store::Store;
+use super::store::{Store, StoredError};
 use super::{durable, Archive, STREAMS_DIR, TMP_DIR};
-use crate::contract::{BeneathWindow, TrackKey};
+use crate::contract::TrackKey;
 use arrow::array::{Array, RecordBatch, StringArray, UInt64Array};
 use arrow::datatypes::SchemaRef;
 use serde::Serialize;
@@ -148,10 +147,10 @@ impl std::fmt::Debug for CompactedFiles {
     }
 }
 
-fn unreadable(stream: &str) -> impl Fn(BeneathWindow) -> ArchiveError + '_ {
+fn unreadable(stream: &str) -> impl Fn(StoredError) -> ArchiveError + '_ {
     move |e| ArchiveError::Unreadable {
         stream: stream.to_owned(),
-        transient: matches!(&e, BeneathWindow::Unreadable(u) if u.is_transient()),
+        kind: e.kind,
         message: format!("compaction could not read its input: {e}"),
     }
 }
@@ -205,10 +204,11 @@ impl CompactionJob {
             let mut parts = Vec::with_capacity(out.sources.len());
             let (mut sealed_at, mut barrier) = (0u64, 0u64);
             for &(name, group) in &out.sources {
-                let file = self
-                    .files
-                    .get(&name)
-                    .ok_or_else(|| fail(format!("planned source file {name} is unknown")))?;
+                let file = self.files.get(&name).ok_or_else(|| {
+                    ArchiveError::Internal(format!(
+                        "stream {id:?}: planned source file {name} is unknown"
+                    ))
+                })?;
                 sealed_at = sealed_at.max(file.sealed_at_ns);
                 barrier = barrier.max(file.barrier);
                 let segment = match open.entry(name) {
@@ -331,8 +331,12 @@ impl CompactionJob {
                     ),
                 });
                 let batch = segment.read_group(k).map_err(unreadable(id))?;
-                let tracks = levels::decode_level(&self.decl, &batch)
-                    .map_err(|m| fail(format!("{}: {m}", file.path)))?;
+                let tracks = levels::decode_level(&self.decl, &batch).map_err(|m| {
+                    unreadable(id)(StoredError::corrupt(format!(
+                        "{}: level {k}: {m}",
+                        file.path
+                    )))
+                })?;
                 for (key, cells) in tracks {
                     let into = merged.entry(key).or_default();
                     for (at, bucket) in cells {
@@ -451,19 +455,13 @@ fn track_row(decl: &StreamDecl, labels: &[&str]) -> std::result::Result<RecordBa
 
 impl Archive {
     fn writable(&self) -> Result<()> {
-        if let Some(reason) = &self.poisoned {
-            return Err(ArchiveError::Poisoned(reason.clone()));
-        }
-        if self.log.is_none() {
-            return Err(ArchiveError::ReadOnly("retire or compact"));
-        }
-        Ok(())
+        self.commit.writable("retire or compact")
     }
 
     /// Checks the declared lifetimes against the recorded streams (at open).
     pub(crate) fn check_retention(&self) -> Result<()> {
         for (id, retention) in &self.config.retention {
-            let Some(stream) = self.state.streams.get(id) else {
+            let Some(stream) = self.commit.state().streams.get(id) else {
                 return Err(ArchiveError::declaration(
                     id,
                     "a lifetime is declared for a stream the archive neither records nor selects",
@@ -481,7 +479,8 @@ impl Archive {
     fn execute_retire(&mut self, retire: Retire) -> Result<RetireReport> {
         self.writable()?;
         let stream = self
-            .state
+            .commit
+            .state()
             .streams
             .get(&retire.stream)
             .ok_or_else(|| ArchiveError::UnknownStream(retire.stream.clone()))?;
@@ -528,7 +527,7 @@ impl Archive {
         let ids: Vec<String> = self.config.retention.keys().cloned().collect();
         for id in ids {
             let retention = &self.config.retention[&id];
-            let Some(stream) = self.state.streams.get(&id) else {
+            let Some(stream) = self.commit.state().streams.get(&id) else {
                 continue;
             };
             if let Some(retire) = plan_retirement(stream, retention, now_ns) {
@@ -548,7 +547,8 @@ impl Archive {
     ) -> Result<Option<RetireReport>> {
         self.writable()?;
         let state = self
-            .state
+            .commit
+            .state()
             .streams
             .get(stream)
             .ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
@@ -577,7 +577,8 @@ impl Archive {
     pub fn plan_compaction(&mut self, stream: &str, force: bool) -> Result<Option<CompactionJob>> {
         self.writable()?;
         let state = self
-            .state
+            .commit
+            .state()
             .streams
             .get(stream)
             .ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
@@ -595,9 +596,7 @@ impl Archive {
                 .map_err(|m| ArchiveError::declaration(stream, m))?,
         };
         let names = plan.outputs.len() as u64 + u64::from(!plan.level_inputs.is_empty());
-        let first = self.next_name;
-        self.next_name += names;
-        let files = state
+        let files: BTreeMap<u64, SegmentFile> = state
             .files
             .iter()
             .filter(|f| plan.inputs.contains(&f.name))
@@ -609,15 +608,17 @@ impl Archive {
             .filter(|f| plan.level_inputs.contains(&f.name))
             .cloned()
             .collect();
+        let (decl, floors) = (state.decl.clone(), floors_of(state));
+        let names = self.commit.reserve(names);
         Ok(Some(CompactionJob {
             root: self.root.clone(),
-            decl: state.decl.clone(),
+            decl,
             schema,
-            floors: floors_of(state),
+            floors,
             plan,
             files,
             level_files,
-            names: first..first + names,
+            names,
             group_rows: self.config.compaction.group_rows,
             faults: self.config.faults.clone(),
             store: self.store.clone(),
@@ -630,7 +631,7 @@ impl Archive {
     /// since the plan: the next compaction plans again.
     pub fn finish_compaction(&mut self, done: CompactedFiles) -> Result<Option<CompactReport>> {
         self.writable()?;
-        let Some(state) = self.state.streams.get(&done.stream) else {
+        let Some(state) = self.commit.state().streams.get(&done.stream) else {
             return Err(ArchiveError::UnknownStream(done.stream));
         };
         let live = |names: &[u64], files: &[SegmentFile]| {
@@ -671,8 +672,7 @@ impl Archive {
             level_bytes_out: done.record.added_levels.iter().map(|f| f.bytes).sum(),
         };
         let mut record = done.record;
-        record.next_name = record.next_name.max(self.next_name);
-        self.next_name = record.next_name;
+        record.next_name = record.next_name.max(self.commit.next_name());
         self.commit(&Record::Compact(record))?;
         self.forget_level_view(&done.stream);
         let replaced: Vec<SegmentFile> = raw_paths.into_iter().chain(level_paths).collect();
@@ -688,7 +688,7 @@ impl Archive {
         force: bool,
         mut progress: impl FnMut(&str, usize, usize),
     ) -> Result<Vec<CompactReport>> {
-        let ids: Vec<String> = self.state.streams.keys().cloned().collect();
+        let ids: Vec<String> = self.commit.state().streams.keys().cloned().collect();
         let mut reports = Vec::new();
         for id in ids {
             if let Some(job) = self.plan_compaction(&id, force)? {
@@ -708,27 +708,10 @@ impl Archive {
     /// the old one. Open time then depends on the live state, not on history. Answers the
     /// new generation.
     pub fn checkpoint(&mut self) -> Result<u64> {
-        self.writable()?;
-        let old = self.log.as_ref().map(|l| l.path().to_path_buf());
-        let generation = self.state.generation.max(self.highest_generation) + 1;
-        let manifest_dir = self.root.join(super::MANIFEST_DIR);
-        let mut next = self.state.clone();
-        next.next_name = next.next_name.max(self.next_name);
-        next.generation = generation;
-        next.obsolete.clear();
-        let log = match LogWriter::create(
+        let (generation, old) = self.commit.checkpoint(
             &self.root.join(TMP_DIR),
-            &manifest_dir,
-            generation,
-            &next,
-            &self.config.faults,
-        ) {
-            Ok(log) => log,
-            Err(e) => return Err(self.poison(e)),
-        };
-        self.log = Some(log);
-        self.state = next;
-        self.highest_generation = generation;
+            &self.root.join(super::MANIFEST_DIR),
+        )?;
         if let Some(old) = old {
             self.delete(std::iter::once(old.as_path()))?;
         }
@@ -738,7 +721,7 @@ impl Archive {
 
     /// The manifest's current size in bytes (0 read-only).
     pub fn manifest_bytes(&self) -> u64 {
-        self.log.as_ref().map_or(0, LogWriter::bytes)
+        self.commit.manifest_bytes()
     }
 
     /// Everything the lifecycle owes at `now_ns`, in order: the declared retirements, the
@@ -794,7 +777,7 @@ impl Maintainer {
             done.compacted
                 .extend(Self::record(archive, &stream, handle)?);
         }
-        let ids: Vec<String> = archive.state.streams.keys().cloned().collect();
+        let ids: Vec<String> = archive.commit.state().streams.keys().cloned().collect();
         for id in ids {
             if self.running.iter().any(|(s, _)| *s == id) {
                 continue;

@@ -9,10 +9,12 @@
 //! A failed upload or confirmation deletes what it uploaded, leaves the file local and is
 //! reported; the move is retried by a later offload. Nothing is recorded that is not whole.
 
+use super::super::cold::{ColdError, ColdTier};
 use super::super::faults::FaultPoint;
 use super::super::manifest::{Offload, Offloaded, Record, SegmentFile};
 use super::super::segment;
-use super::super::{durable, Archive, ArchiveError, Result};
+use super::super::{durable, Archive, ArchiveError, Result, OWNER_FILE};
+use bytes::Bytes;
 use serde::Serialize;
 use std::time::Duration;
 
@@ -99,7 +101,7 @@ impl Archive {
             )
         })?;
         let mut plans = Vec::new();
-        for (id, stream) in &self.state.streams {
+        for (id, stream) in &self.commit.state().streams {
             let Some(policy) = policy.or_else(|| self.config.offload.get(id)) else {
                 continue;
             };
@@ -192,22 +194,113 @@ impl Archive {
         Ok(())
     }
 
-    /// Removes objects under the cold tier's `streams/` that no live file names: uploads a
-    /// crash (or a failure) cut off before their record, and objects whose deletion after a
-    /// retirement or compaction did not happen. Never an object a record names. Answers the
-    /// removed objects.
+    /// Claims the configured tier's prefix for this archive, or refuses it. The sweep that
+    /// follows deletes every object under the prefix that no record names, so it must never
+    /// run over another archive's objects: the prefix holds an `OWNER` object whose token
+    /// equals the one this archive keeps in `OWNER` at its root. A prefix claimed by another
+    /// token is refused; an unclaimed one is claimed (a conditional create, so two archives
+    /// racing for it cannot both win) only when nothing under it could be another archive's:
+    /// it is empty, or this archive's manifest already names objects there (an archive that
+    /// offloaded before claims existed).
+    /// Answers the listing of `streams/` when it made one (the sweep reuses it).
+    fn claim_cold_prefix(&mut self, tier: &ColdTier) -> Result<Option<Vec<(String, u64)>>> {
+        let cold = |e: ColdError| ArchiveError::Cold(e.to_string());
+        let local_path = self.root.join(OWNER_FILE);
+        let local = match std::fs::read_to_string(&local_path) {
+            Ok(token) => Some(token.trim().to_owned()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(ArchiveError::io("read", &local_path)(e)),
+        };
+        let claimed = |tier: &ColdTier| -> Result<Option<String>> {
+            match tier.get(OWNER_FILE) {
+                Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).trim().to_owned())),
+                Err(e) if e.missing => Ok(None),
+                Err(e) => Err(cold(e)),
+            }
+        };
+        let refuse = |theirs: &str| {
+            ArchiveError::Cold(format!(
+                "{} belongs to another archive (its {OWNER_FILE} object holds {theirs:?}; this archive's {} is {}): two archives must not share a prefix, since each removes the objects its own manifest does not name — give this archive its own prefix",
+                tier.url(),
+                local_path.display(),
+                local.as_deref().map_or("absent".to_owned(), |t| format!("{t:?}")),
+            ))
+        };
+        match claimed(tier)? {
+            Some(theirs) if Some(&theirs) == local.as_ref() => return Ok(None),
+            Some(theirs) => return Err(refuse(&theirs)),
+            None => {}
+        }
+        let names_objects_there = self.commit.state().live_files().any(|f| {
+            f.cold
+                .as_deref()
+                .is_some_and(|u| tier.relative(u).is_some())
+        });
+        let mut listing = None;
+        if !names_objects_there {
+            let listed = tier.list(super::super::STREAMS_DIR).map_err(cold)?;
+            if !listed.is_empty() {
+                return Err(ArchiveError::Cold(format!(
+                    "{} holds {} object(s) under streams/ that this archive's manifest does not name, and no {OWNER_FILE} object: it may be another archive's prefix, and claiming it would delete them — give this archive its own prefix (or, if they are this archive's own leftovers, remove them)",
+                    tier.url(),
+                    listed.len()
+                )));
+            }
+            listing = Some(listed);
+        }
+        let token = match local.clone() {
+            Some(token) => token,
+            None => {
+                let token = new_owner_token(self.config.clock.now_ns());
+                let staged = self.root.join(super::super::TMP_DIR).join(OWNER_FILE);
+                let faults = &self.config.faults;
+                durable::write_synced(faults, &staged, format!("{token}\n").as_bytes())?;
+                durable::rename(faults, &staged, &local_path)?;
+                durable::sync_dir(faults, &self.root)?;
+                token
+            }
+        };
+        if !tier
+            .put_if_absent(OWNER_FILE, Bytes::from(format!("{token}\n")))
+            .map_err(cold)?
+        {
+            // Another archive created it between the look and the create.
+            match claimed(tier)? {
+                Some(theirs) if theirs == token => {}
+                Some(theirs) => return Err(refuse(&theirs)),
+                None => {
+                    return Err(ArchiveError::Cold(format!(
+                        "{}: {OWNER_FILE} was refused as existing, then read as absent",
+                        tier.url()
+                    )))
+                }
+            }
+        }
+        tracing::info!(tier = %tier.url(), "claimed the cold prefix for this archive");
+        Ok(listing)
+    }
+
+    /// Claims the configured tier's prefix (see `claim_cold_prefix`), then removes objects
+    /// under its `streams/` that no live file names: uploads a crash (or a failure) cut off
+    /// before their record, and objects whose deletion after a retirement or compaction did
+    /// not happen. Never an object a record names. Answers the removed objects.
     pub(crate) fn sweep_cold_orphans(&mut self) -> Result<Vec<String>> {
         let Some(tier) = self.store.configured() else {
             return Ok(Vec::new());
         };
+        let listed_at_claim = self.claim_cold_prefix(&tier)?;
         let named: std::collections::BTreeSet<&str> = self
-            .state
+            .commit
+            .state()
             .live_files()
             .filter_map(|f| f.cold.as_deref())
             .collect();
-        let listed = tier
-            .list(super::super::STREAMS_DIR)
-            .map_err(|e| ArchiveError::Cold(e.to_string()))?;
+        let listed = match listed_at_claim {
+            Some(listed) => listed,
+            None => tier
+                .list(super::super::STREAMS_DIR)
+                .map_err(|e| ArchiveError::Cold(e.to_string()))?,
+        };
         let mut removed = Vec::new();
         for (relative, _) in listed {
             let url = tier.object_url(&relative);
@@ -252,4 +345,15 @@ impl Archive {
         }
         Ok(())
     }
+}
+
+/// A token no other archive holds: the time, the process and two randomly keyed hashes.
+fn new_owner_token(now_ns: u64) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut a = std::collections::hash_map::RandomState::new().build_hasher();
+    a.write_u64(now_ns);
+    a.write_u32(std::process::id());
+    let mut b = std::collections::hash_map::RandomState::new().build_hasher();
+    b.write_u64(a.finish());
+    format!("{:016x}{:016x}", a.finish(), b.finish())
 }

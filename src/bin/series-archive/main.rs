@@ -23,7 +23,9 @@ mod survey;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use series_archive::archive::{Archive, ArchiveError, Config, ReadError, StreamSpec};
+use series_archive::archive::{
+    Archive, ArchiveError, Config, ReadError, StoredErrorKind, StreamSpec,
+};
 use series_archive::Position;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -41,6 +43,10 @@ struct Cli {
     /// region and endpoint come from the standard AWS environment variables.
     #[arg(long, global = true, value_name = "URL")]
     cold: Option<String>,
+    /// After the command, print to stderr the requests it made per tier: local reads, and
+    /// each cold tier's GETs, PUTs, DELETEs and LISTs (what a read or a move costs).
+    #[arg(long, global = true)]
+    requests: bool,
 }
 
 /// What `survey` and `fold` read: a stream, a track selection and an axis range [from, to).
@@ -324,6 +330,10 @@ pub(crate) fn refused(e: ReadError) -> Failure {
             code: 3,
             message: format!("refused: {r}"),
         },
+        ReadError::Stored(e) => Failure {
+            code: 3,
+            message: format!("refused: {}", series_archive::BeneathWindow::from(e)),
+        },
         e @ ReadError::Floor { .. } => Failure {
             code: 3,
             message: format!("refused: {e}"),
@@ -344,6 +354,7 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     lifecycle::set_cold(cli.cold.clone());
+    let requests = cli.requests;
     let result = match cli.command {
         Command::Ingest {
             archive,
@@ -471,6 +482,19 @@ fn main() -> ExitCode {
             no_compact,
         } => demo::run(&dir, runs, probes, ticks, cadence, !no_compact).map_err(Failure::from),
     };
+    if requests {
+        // Every archive handle is closed by now: the totals are the command's.
+        for r in series_archive::archive::requests_of_closed_handles() {
+            if r.tier.contains("://") {
+                eprintln!(
+                    "requests: {}: {} GET, {} PUT, {} DELETE, {} LIST",
+                    r.tier, r.reads, r.writes, r.deletes, r.lists
+                );
+            } else {
+                eprintln!("requests: {} (local): {} reads", r.tier, r.reads);
+            }
+        }
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
@@ -495,7 +519,8 @@ pub(crate) fn read_only(archive: &Path) -> Result<Archive, Failure> {
 }
 
 /// Opens read-only and reads. A writer may commit a compaction, retirement or checkpoint
-/// while this reads, and delete files the opened snapshot names: a read refused `Unreadable`
+/// while this reads, and delete files the opened snapshot names: a read that finds a named
+/// file missing (`StoredErrorKind::Missing`)
 /// after the manifest moved on (or an open that lost a generation to a checkpoint) starts
 /// again on a fresh open, at most `READ_ATTEMPTS` times in all. Anything else is answered as
 /// it is.
@@ -520,10 +545,10 @@ pub(crate) fn reading<T>(
             Err(e) => return Err(e.into()),
         };
         match read(&opened) {
-            Err(ReadError::Refused(series_archive::BeneathWindow::Unreadable(u)))
-                if !last && opened.manifest_moved() =>
+            Err(ReadError::Stored(e))
+                if e.kind == StoredErrorKind::Missing && !last && opened.manifest_moved() =>
             {
-                tracing::debug!(attempt, reason = %u, "the manifest moved on during the read; reading again");
+                tracing::debug!(attempt, reason = %e, "the manifest moved on during the read; reading again");
             }
             other => return other.map_err(refused),
         }
