@@ -1428,3 +1428,37 @@ fn late_bad_csv_value_names_row_and_column() {
         "late bad value",
     );
 }
+
+/// A CSV's track labels are its text: `007`, `7` and `7.1` are three tracks (before, the run
+/// column was inferred as a number, `7.1` made the ingest refuse "Float64", and `007` and `7`
+/// would have merged into one track 7). Every row comes back under its own label.
+#[test]
+fn csv_track_labels_are_kept_as_text() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let archive = dir.path().join("archive");
+    let file = dir.path().join("labels.csv");
+    fs::write(
+        &file,
+        "run,probe,ordinal,value,noise\n007,1,1,1,0.5\n7,1,1,2,0.5\n7.1,1,1,3,0.5\n007,1,2,4,0.5\n7,01,2,5,0.5\n",
+    )
+    .expect("write");
+    ingest(&archive, &[], &[&file]).ok("ingest numeric-looking labels");
+    let inspect = inspect_json(&archive);
+    let tracks = inspect["streams"][0]["tracks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("tracks: {inspect}"))
+        .len();
+    assert_eq!(tracks, 4, "007/1, 7/1, 7.1/1, 7/01: {inspect}");
+    let values = |track: &str| -> Vec<String> {
+        rows(&archive, &["--track", track])
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').nth(3).expect("value").to_owned())
+            .collect()
+    };
+    assert_eq!(values("007"), vec!["1", "4"]);
+    assert_eq!(values("7"), vec!["2", "5"]);
+    assert_eq!(values("7.1"), vec!["3"]);
+    let out = rows(&archive, &["--track", "7", "01"]);
+    assert_eq!(out.lines().count(), 2, "{out}");
+}

@@ -195,8 +195,12 @@ pub struct Columns {
 }
 
 /// The declaration a new stream gets from its first file: every column but the position
-/// column, the axis as UInt64, track and axis columns not nullable.
+/// column, the axis as UInt64, track and axis columns not nullable. A track column is text
+/// when the file is CSV (CSV has no types: inferring `7` and `007` as the integer 7 would
+/// merge two tracks, and `7.1` would be a float, which no track component can be) and when
+/// the file types it as a float; otherwise it keeps the file's type.
 pub fn declare_from(file: &Schema, columns: &Columns, path: &Path) -> Result<SchemaRef, String> {
+    let csv = matches!(Kind::of(path)?, Kind::Csv);
     let mut fields = Vec::new();
     for name in columns
         .track
@@ -219,6 +223,8 @@ pub fn declare_from(file: &Schema, columns: &Columns, path: &Path) -> Result<Sch
         let coordinate = columns.track.contains(f.name()) || f.name() == &columns.axis;
         let data_type = if f.name() == &columns.axis {
             DataType::UInt64
+        } else if columns.track.contains(f.name()) && (csv || f.data_type().is_floating()) {
+            DataType::Utf8
         } else {
             f.data_type().clone()
         };
