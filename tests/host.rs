@@ -46,8 +46,7 @@ fn the_splice_owns_the_boundary_once_and_survives_a_restart() {
         .expect("open")
     };
     rt.block_on(async {
-        let mut host: Streams<App, Archive> =
-            Streams::boot(Some(open()), &[Capture::definition()]).await;
+        let host: Streams<App> = Streams::boot(Some(open()), &[Capture::definition()]).await;
         // 30 rows, two per position (positions are not unique), window of 8 rows.
         for i in 0..30u64 {
             host.publish(Position(i / 2 + 1), row(i)).expect("publish");
@@ -57,10 +56,7 @@ fn the_splice_owns_the_boundary_once_and_survives_a_restart() {
         }
         let floor = host.floor::<Capture>();
         assert!(floor > Position::ORIGIN, "eviction raised the floor");
-        let all = host
-            .query::<Capture>(Unbounded, Unbounded)
-            .await
-            .expect("spliced");
+        let all = host.query::<Capture>(..).await.expect("spliced");
         assert_eq!(
             all.len(),
             30,
@@ -71,7 +67,7 @@ fn the_splice_owns_the_boundary_once_and_survives_a_restart() {
             (0..30).collect::<Vec<_>>()
         );
         let around = host
-            .query::<Capture>(Included(floor), Excluded(Position(floor.0 + 2)))
+            .query::<Capture>((Included(floor), Excluded(Position(floor.0 + 2))))
             .await
             .expect("spliced");
         assert_eq!(
@@ -79,7 +75,8 @@ fn the_splice_owns_the_boundary_once_and_survives_a_restart() {
             vec![floor.0, floor.0, floor.0 + 1, floor.0 + 1]
         );
         let one_run = host
-            .query_track::<Capture, _>(("run_1".to_owned(),), Unbounded, Unbounded)
+            .query::<Capture>(..)
+            .track(("run_1".to_owned(),))
             .await
             .expect("track");
         assert_eq!(one_run.len(), 15);
@@ -88,27 +85,23 @@ fn the_splice_owns_the_boundary_once_and_survives_a_restart() {
     });
     // A restarted host has an empty ring standing on the watermark: a full query splices.
     rt.block_on(async {
-        let mut host: Streams<App, Archive> =
-            Streams::boot(Some(open()), &[Capture::definition()]).await;
+        let host: Streams<App> = Streams::boot(Some(open()), &[Capture::definition()]).await;
         assert_eq!(host.floor::<Capture>(), Position(15));
-        let all = host
-            .query::<Capture>(Unbounded, Unbounded)
-            .await
-            .expect("spliced");
+        let all = host.query::<Capture>(..).await.expect("spliced");
         assert_eq!(all.len(), 30);
     });
     // With no adapter attached, a read beneath the window's floor is Unserved.
     rt.block_on(async {
-        let mut host: Streams<App, Archive> = Streams::boot(None, &[Capture::definition()]).await;
+        let host: Streams<App> = Streams::boot::<Archive>(None, &[Capture::definition()]).await;
         for i in 0..30u64 {
             host.publish(Position(i / 2 + 1), row(i)).expect("publish");
         }
         assert_eq!(
-            host.query::<Capture>(Unbounded, Unbounded).await,
+            host.query::<Capture>(..).await,
             Err(BeneathWindow::Unserved)
         );
         let recent = host
-            .query::<Capture>(Excluded(host.floor::<Capture>()), Unbounded)
+            .query::<Capture>((Excluded(host.floor::<Capture>()), Unbounded))
             .await
             .expect("window");
         assert!(!recent.is_empty() && recent.len() <= 8);
@@ -130,16 +123,12 @@ fn a_splice_serves_rows_evicted_before_any_seal() {
     )
     .expect("open");
     rt.block_on(async {
-        let mut host: Streams<App, Archive> =
-            Streams::boot(Some(archive), &[Capture::definition()]).await;
+        let host: Streams<App> = Streams::boot(Some(archive), &[Capture::definition()]).await;
         for i in 0..100u64 {
             host.publish(Position(i + 1), row(i)).expect("publish");
         }
         assert_eq!(host.floor::<Capture>(), Position(92), "window of 8 rows");
-        let all = host
-            .query::<Capture>(Unbounded, Unbounded)
-            .await
-            .expect("spliced");
+        let all = host.query::<Capture>(..).await.expect("spliced");
         assert_eq!(
             all.iter().map(|at| at.row.ordinal).collect::<Vec<_>>(),
             (0..100).collect::<Vec<_>>(),
@@ -147,12 +136,13 @@ fn a_splice_serves_rows_evicted_before_any_seal() {
         );
         // Narrowed to one run, and a range straddling the floor.
         let run_0 = host
-            .query_track::<Capture, _>(("run_0".to_owned(),), Unbounded, Unbounded)
+            .query::<Capture>(..)
+            .track(("run_0".to_owned(),))
             .await
             .expect("track");
         assert_eq!(run_0.len(), 50);
         let around = host
-            .query::<Capture>(Included(Position(90)), Excluded(Position(95)))
+            .query::<Capture>((Included(Position(90)), Excluded(Position(95))))
             .await
             .expect("spliced");
         assert_eq!(positions(&around), vec![90, 91, 92, 93, 94]);
@@ -161,10 +151,7 @@ fn a_splice_serves_rows_evicted_before_any_seal() {
         for i in 100..150u64 {
             host.publish(Position(i + 1), row(i)).expect("publish");
         }
-        let all = host
-            .query::<Capture>(Unbounded, Unbounded)
-            .await
-            .expect("spliced");
+        let all = host.query::<Capture>(..).await.expect("spliced");
         assert_eq!(
             all.iter().map(|at| at.row.ordinal).collect::<Vec<_>>(),
             (0..150).collect::<Vec<_>>()
@@ -188,7 +175,7 @@ fn a_row_of_another_type_is_refused_never_dropped() {
         .build()
         .expect("runtime");
     rt.block_on(async {
-        let mut host: Streams<App, Archive> = Streams::boot(None, &[Capture::definition()]).await;
+        let host: Streams<App> = Streams::boot::<Archive>(None, &[Capture::definition()]).await;
         host.publish(Position(1), row(0)).expect("publish");
         host.publish(
             Position(2),
@@ -200,7 +187,7 @@ fn a_row_of_another_type_is_refused_never_dropped() {
             },
         )
         .expect("publish");
-        match host.query::<Capture>(Unbounded, Unbounded).await {
+        match host.query::<Capture>(..).await {
             Err(BeneathWindow::Unreadable(u)) => assert!(u.what().contains("position 2"), "{u}"),
             other => panic!("expected a refusal, got {other:?}"),
         }
@@ -220,7 +207,7 @@ fn boot_stands_only_selected_streams_on_the_watermark_and_the_table_is_frozen() 
     let dir = tempfile::tempdir().expect("tempdir");
     let selecting = || Config::new().select::<Capture>().expect("select");
     rt.block_on(async {
-        let mut host: Streams<App, Archive> = Streams::boot(
+        let host: Streams<App> = Streams::boot(
             Some(Archive::open(dir.path(), selecting()).expect("open")),
             &[Capture::definition()],
         )
@@ -234,24 +221,23 @@ fn boot_stands_only_selected_streams_on_the_watermark_and_the_table_is_frozen() 
         // The archive records `capture` (watermark 20) but this assembly selects nothing.
         let archive = Archive::open(dir.path(), Config::new()).expect("open");
         assert_eq!(archive.watermark("capture"), Position(20));
-        let mut host: Streams<App, Archive> =
-            Streams::boot(Some(archive), &[Capture::definition()]).await;
+        let host: Streams<App> = Streams::boot(Some(archive), &[Capture::definition()]).await;
         assert_eq!(host.floor::<Capture>(), Position::ORIGIN);
         let rows = host
-            .query::<Capture>(Unbounded, Unbounded)
+            .query::<Capture>(..)
             .await
             .expect("the window alone answers");
         assert!(rows.is_empty());
     });
     rt.block_on(async {
         let archive = Archive::open(dir.path(), selecting()).expect("open");
-        let mut host: Streams<App, Archive> = Streams::boot(Some(archive), &[]).await;
+        let host: Streams<App> = Streams::boot(Some(archive), &[]).await;
         match host.publish(Position(21), row(21)) {
             Err(PublishError::Undeclared(id)) => assert_eq!(id, "capture"),
             other => panic!("an undeclared stream was published: {other:?}"),
         }
         assert_eq!(
-            host.query::<Capture>(Unbounded, Unbounded).await,
+            host.query::<Capture>(..).await,
             Err(BeneathWindow::Unserved),
             "no window was made up for it"
         );

@@ -1,18 +1,45 @@
-//! A minimal host playing the stream runtime's part: a bounded window per stream, the splice
-//! onto the series tier beneath it, and a boot that stands each window on the watermark.
+//! The runtime side of the contract: bounded windows, a supervisor that owns the series
+//! adapter, and the splice that answers a read from both.
 //!
-//! This is not the runtime: it has no supervisor, no lane and no cadence. It exists so the
-//! contract's read path — window first, floor from the same snapshot, the tier beneath
-//! capped at that floor — is exercised end to end against a real adapter.
+//! ```text
+//!  publish (sync, no I/O) ──► window ring ──evicts──► floor
+//!        │ feed (unbounded)
+//!        ▼
+//!  supervisor thread ── owns the adapter: drains feeds, answers the lane, ticks the cadence
+//!        ▲ lane (bounded, single-use replies)
+//!        │
+//!  query / survey / fold / seal ── window above the floor, the adapter at or beneath it
+//! ```
+//!
+//! - The stream table is frozen at boot: a stream not declared there is refused.
+//! - `publish` pushes into the window and sends on the feed; the adapter's staging happens
+//!   on the supervisor. A delivery the adapter refuses makes that stream's reads beneath the
+//!   window refuse `Unreadable` (it no longer holds the whole history), never answer short.
+//! - A read takes one snapshot of the window (its floor and the rows above it), then asks
+//!   the adapter for the rest capped at that floor; the supervisor drains every ready feed
+//!   first, so the rows the window evicted are staged before it answers.
+//! - Once the supervisor is gone (stopped, or it panicked), a failed send and a dropped
+//!   reply both answer `Unserved`: never a hang.
+//! - The cadence declared at assembly closes one barrier per tick for every stream and then
+//!   runs the declared lifecycle; a clean stop closes the last barrier through `flush`.
+
+mod supervisor;
+mod verbs;
+
+pub use supervisor::{Lifecycle, LANE_DEPTH};
+pub use verbs::{Query, Seal, Survey};
 
 use crate::contract::{
-    Application, At, BeneathWindow, Definition, ErasedRow, Position, Prefix, Run, Series, Stream,
-    Tracked,
+    Aggregate, Aggregated, Application, At, BeneathWindow, Bucket, Definition, ErasedRow, Position,
+    Series, Stream,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::marker::PhantomData;
 use std::ops::Bound;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use supervisor::{Fed, Request, Supervisor};
+use tokio::sync::{mpsc, oneshot};
 
 /// One stream's bounded window: the newest rows, and the floor beneath which it holds
 /// nothing (everything at or below the floor belongs to the tier beneath).
@@ -21,34 +48,229 @@ struct Window {
     capacity: usize,
     ring: VecDeque<At<ErasedRow>>,
     floor: Position,
+    /// The adapter's watermark was beyond the frontier the boot recovered: the tiers no
+    /// longer share a coordinate, so the window alone is served (beneath it: `Unserved`).
+    alone: bool,
+}
+
+/// The boot-frozen stream table: definitions and their windows, by index.
+#[derive(Debug)]
+struct Table {
+    index: BTreeMap<String, usize>,
+    windows: Vec<Mutex<Window>>,
+}
+
+/// The supervisor's end of the handle: the feed and the lane, and its thread.
+struct Attached {
+    feed: mpsc::UnboundedSender<Fed>,
+    lane: mpsc::Sender<Request>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for Attached {
+    /// The last handle is gone: closing both channels makes the supervisor drain, close the
+    /// last barrier through `flush` and end; waiting for it means the adapter (and whatever
+    /// it holds, such as an archive's writer lock) is released when this returns.
+    fn drop(&mut self) {
+        drop(std::mem::replace(
+            &mut self.feed,
+            mpsc::unbounded_channel().0,
+        ));
+        drop(std::mem::replace(&mut self.lane, mpsc::channel(1).0));
+        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Streams over an optional series adapter. Cheap to clone; every clone publishes into the
+/// same windows and reads through the same supervisor.
+pub struct Streams<A: Application> {
+    table: Arc<Table>,
+    attached: Option<Arc<Attached>>,
+    _application: PhantomData<fn() -> A>,
+}
+
+impl<A: Application> Clone for Streams<A> {
+    fn clone(&self) -> Self {
+        Streams {
+            table: self.table.clone(),
+            attached: self.attached.clone(),
+            _application: PhantomData,
+        }
+    }
+}
+
+impl<A: Application> std::fmt::Debug for Streams<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Streams")
+            .field("streams", &self.table.index.keys().collect::<Vec<_>>())
+            .field("adapter", &self.attached.is_some())
+            .finish()
+    }
 }
 
 /// Why a row was not published.
-#[derive(Debug, thiserror::Error)]
-pub enum PublishError<E: std::error::Error + 'static> {
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PublishError {
     /// The stream was not declared at boot: the stream table is frozen there, and a window
     /// made up on the spot would stand on origin over history it knows nothing of.
-    #[error("stream {0:?} was not declared at boot; declare it in the streams passed to `Streams::boot`")]
+    #[error("stream {0:?} was not declared at boot; declare it in the assembly")]
     Undeclared(&'static str),
-    /// The adapter refused the delivery; nothing of the row was staged.
-    #[error(transparent)]
-    Adapter(E),
 }
 
-/// Streams over an optional series adapter.
-pub struct Streams<A: Application, S: Series<A>> {
+/// Why `stop` could not close the last barrier.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StopError {
+    /// The adapter's `flush` failed: what was staged is not durable.
+    #[error("the last barrier failed: {0}")]
+    Flush(String),
+    /// The supervisor was already gone (stopped before, or it panicked): nothing staged
+    /// since it went was made durable.
+    #[error("the supervisor is gone; nothing staged since could be made durable")]
+    Gone,
+}
+
+/// What a runtime is assembled from: the streams, and at most one designated series
+/// adapter with its sealing cadence and lifecycle.
+pub struct Assembly<A: Application, S: Series<A>> {
+    streams: Vec<Definition>,
     adapter: Option<S>,
-    windows: BTreeMap<String, Window>,
-    _application: PhantomData<A>,
+    cadence: Option<Duration>,
+    lifecycle: Option<Lifecycle<S>>,
+    frontier: Option<Position>,
+    _application: PhantomData<fn() -> A>,
 }
 
-impl<A: Application, S: Series<A>> std::fmt::Debug for Streams<A, S> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Streams")
-            .field("windows", &self.windows.len())
-            .field("adapter", &self.adapter.is_some())
-            .finish()
+impl<A: Application, S: Series<A> + Send + 'static> Assembly<A, S> {
+    /// The frontier the runtime's boot recovered (its journal's highest position). A stream
+    /// whose adapter is durable beyond it has rows the runtime's state never stood on: its
+    /// window is served alone (reads beneath it answer `Unserved`) rather than spliced on a
+    /// coordinate the two tiers no longer share.
+    pub fn frontier(mut self, at: Position) -> Self {
+        self.frontier = Some(at);
+        self
     }
+
+    /// Declares stream `T`. The table is frozen at boot.
+    pub fn stream<T: Stream>(mut self) -> Self {
+        self.streams.push(T::definition());
+        self
+    }
+
+    /// Declares a stream by its definition (the dynamic path).
+    pub fn definition(mut self, definition: Definition) -> Self {
+        self.streams.push(definition);
+        self
+    }
+
+    /// Designates the series adapter reads beneath the windows are served from. Zero or
+    /// one: naming another replaces it.
+    pub fn series(mut self, adapter: S) -> Self {
+        self.adapter = Some(adapter);
+        self
+    }
+
+    /// One barrier per `every` for every stream, closed on the supervisor; without a
+    /// cadence only `seal` and the stop close barriers.
+    pub fn cadence(mut self, every: Duration) -> Self {
+        self.cadence = Some(every);
+        self
+    }
+
+    /// Runs after each tick's barrier, on the supervisor, with the adapter (for the archive:
+    /// `|a| { a.maintain(now) … }`: sweep, compaction, offload, checkpoint).
+    pub fn lifecycle(mut self, run: impl FnMut(&mut S) + Send + 'static) -> Self {
+        self.lifecycle = Some(Box::new(run));
+        self
+    }
+
+    /// Boots: freezes the stream table, starts the supervisor on its own thread with the
+    /// adapter, and stands each window on the position the adapter is durable through
+    /// (origin for a stream it does not serve, and without an adapter).
+    pub async fn boot(self) -> Streams<A> {
+        let mut index = BTreeMap::new();
+        for (i, d) in self.streams.iter().enumerate() {
+            index.insert(d.id.to_string(), i);
+        }
+        let Some(mut adapter) = self.adapter else {
+            return Streams::frozen(index, &self.streams, &BTreeMap::new(), None, None);
+        };
+        let frontier = self.frontier;
+        let (feed_tx, feed_rx) = mpsc::unbounded_channel();
+        let (lane_tx, lane_rx) = mpsc::channel(LANE_DEPTH);
+        let (booted_tx, booted_rx) = oneshot::channel();
+        let streams = self.streams.clone();
+        let failed = vec![None; streams.len()];
+        let (cadence, lifecycle) = (self.cadence, self.lifecycle);
+        let thread = std::thread::Builder::new()
+            .name("series-supervisor".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_time()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(e) => {
+                        tracing::error!(error = %e, "the supervisor could not start its runtime");
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    let marks = supervisor::watermarks(&mut adapter, &streams).await;
+                    if booted_tx.send(marks).is_err() {
+                        return;
+                    }
+                    Supervisor {
+                        adapter,
+                        streams,
+                        feed: feed_rx,
+                        lane: lane_rx,
+                        cadence,
+                        lifecycle,
+                        failed,
+                        _application: PhantomData,
+                    }
+                    .run()
+                    .await;
+                });
+            });
+        let thread = match thread {
+            Ok(thread) => thread,
+            Err(e) => {
+                tracing::error!(error = %e, "the supervisor thread could not start; nothing beneath the windows is served");
+                return Streams::frozen(index, &self.streams, &BTreeMap::new(), None, None);
+            }
+        };
+        // A supervisor that died before answering stands every window on origin: nothing
+        // beneath is served then (every read beneath answers Unserved).
+        let marks = booted_rx.await.unwrap_or_default();
+        let attached = Attached {
+            feed: feed_tx,
+            lane: lane_tx,
+            thread: Mutex::new(Some(thread)),
+        };
+        Streams::frozen(
+            index,
+            &self.streams,
+            &marks,
+            frontier,
+            Some(Arc::new(attached)),
+        )
+    }
+}
+
+fn within(start: Bound<Position>, end: Bound<Position>, p: Position) -> bool {
+    (match start {
+        Bound::Included(s) => p >= s,
+        Bound::Excluded(s) => p > s,
+        Bound::Unbounded => true,
+    }) && (match end {
+        Bound::Included(e) => p <= e,
+        Bound::Excluded(e) => p < e,
+        Bound::Unbounded => true,
+    })
 }
 
 /// A row as the type its stream was read as. A row of another type (two row types declaring
@@ -65,64 +287,91 @@ fn typed<T: Stream>(position: Position, row: ErasedRow) -> Result<At<Arc<T>>, Be
         })
 }
 
-fn within(start: Bound<Position>, end: Bound<Position>, p: Position) -> bool {
-    (match start {
-        Bound::Included(s) => p >= s,
-        Bound::Excluded(s) => p > s,
-        Bound::Unbounded => true,
-    }) && (match end {
-        Bound::Included(e) => p <= e,
-        Bound::Excluded(e) => p < e,
-        Bound::Unbounded => true,
-    })
-}
-
-impl<A: Application, S: Series<A>> Streams<A, S> {
-    /// Boots: declares the streams and, with an adapter attached, stands each window on the
-    /// position the adapter is durable through (a `seal` with nothing staged: no barrier).
-    pub async fn boot(adapter: Option<S>, streams: &[Definition]) -> Self {
-        let mut host = Streams {
-            adapter,
-            windows: BTreeMap::new(),
+impl<A: Application> Streams<A> {
+    /// Assembles a runtime over series adapter type `S` (designate one with
+    /// [`Assembly::series`], or none).
+    pub fn assemble<S: Series<A> + Send + 'static>() -> Assembly<A, S> {
+        Assembly {
+            streams: Vec::new(),
+            adapter: None,
+            cadence: None,
+            lifecycle: None,
+            frontier: None,
             _application: PhantomData,
-        };
-        for definition in streams {
-            let floor = match host.adapter.as_mut() {
-                Some(adapter) => adapter.seal(definition.clone(), &[]).await,
-                None => Position::ORIGIN,
-            };
-            host.windows.insert(
-                definition.id.to_string(),
-                Window {
-                    capacity: definition.window.max(1),
-                    ring: VecDeque::new(),
-                    floor,
-                },
-            );
         }
-        host
     }
 
-    /// Publishes one row: synchronous into the window, delivered to the adapter (which only
-    /// stages it). Evicting a row raises the floor to its position. The stream table is
-    /// frozen at boot: a stream not declared there is refused, nothing delivered.
-    pub fn publish<T: Stream>(
-        &mut self,
-        position: Position,
-        row: T,
-    ) -> Result<(), PublishError<S::Error>> {
-        let Some(window) = self.windows.get_mut(T::ID) else {
+    /// Boots with `adapter` (or none) over `streams`, with no cadence: the shorthand for an
+    /// [`Assembly`] that only seals when asked.
+    pub async fn boot<S: Series<A> + Send + 'static>(
+        adapter: Option<S>,
+        streams: &[Definition],
+    ) -> Streams<A> {
+        let mut assembly = Streams::<A>::assemble::<S>();
+        for d in streams {
+            assembly = assembly.definition(d.clone());
+        }
+        if let Some(adapter) = adapter {
+            assembly = assembly.series(adapter);
+        }
+        assembly.boot().await
+    }
+
+    fn frozen(
+        index: BTreeMap<String, usize>,
+        streams: &[Definition],
+        marks: &BTreeMap<String, Position>,
+        frontier: Option<Position>,
+        attached: Option<Arc<Attached>>,
+    ) -> Streams<A> {
+        let windows = streams
+            .iter()
+            .map(|d| {
+                let mark = marks
+                    .get(d.id.as_ref())
+                    .copied()
+                    .unwrap_or(Position::ORIGIN);
+                let alone = frontier.is_some_and(|f| mark > f);
+                if alone {
+                    tracing::warn!(stream = %d.id, watermark = %mark, frontier = %frontier.unwrap_or_default(), "the adapter is durable beyond the recovered frontier; serving the window alone");
+                }
+                Mutex::new(Window {
+                    capacity: d.window.max(1),
+                    ring: VecDeque::new(),
+                    floor: if alone { Position::ORIGIN } else { mark },
+                    alone,
+                })
+            })
+            .collect();
+        Streams {
+            table: Arc::new(Table { index, windows }),
+            attached,
+            _application: PhantomData,
+        }
+    }
+
+    fn window(&self, id: &str) -> Option<(usize, &Mutex<Window>)> {
+        let i = *self.table.index.get(id)?;
+        Some((i, &self.table.windows[i]))
+    }
+
+    /// Publishes one row: into the window and onto the feed to the adapter, on this thread,
+    /// with no I/O and no waiting. Evicting a row raises the floor to its position. Refused
+    /// only for a stream not declared at boot.
+    pub fn publish<T: Stream>(&self, position: Position, row: T) -> Result<(), PublishError> {
+        let Some((stream, window)) = self.window(T::ID) else {
             return Err(PublishError::Undeclared(T::ID));
         };
         let at = At::new(position, Arc::new(row) as ErasedRow);
-        if let Some(adapter) = self.adapter.as_mut() {
-            let definition = T::definition();
-            adapter
-                .deliver(Run {
-                    stream: &definition,
-                    rows: std::slice::from_ref(&at),
-                })
-                .map_err(PublishError::Adapter)?;
+        let mut window = window.lock().unwrap_or_else(|p| p.into_inner());
+        // Fed before it can be evicted, under the window's lock: a read that sees a floor
+        // finds every row at or beneath it already on the feed.
+        if let Some(attached) = &self.attached {
+            // A closed feed means the supervisor is gone; reads beneath answer Unserved.
+            let _ = attached.feed.send(Fed {
+                stream,
+                at: at.clone(),
+            });
         }
         window.ring.push_back(at);
         while window.ring.len() > window.capacity {
@@ -135,63 +384,67 @@ impl<A: Application, S: Series<A>> Streams<A, S> {
 
     /// The window's floor for a stream.
     pub fn floor<T: Stream>(&self) -> Position {
-        self.windows
-            .get(T::ID)
-            .map_or(Position::ORIGIN, |w| w.floor)
+        self.window(T::ID).map_or(Position::ORIGIN, |(_, w)| {
+            w.lock().unwrap_or_else(|p| p.into_inner()).floor
+        })
     }
 
-    /// Makes everything staged durable; answers the position the stream is durable through.
-    pub async fn seal<T: Stream>(&mut self) -> Position {
-        match self.adapter.as_mut() {
-            Some(adapter) => adapter.seal(T::definition(), &[]).await,
-            None => Position::ORIGIN,
+    /// Sends `request` across the lane and waits for its reply; a gone supervisor answers
+    /// `gone`.
+    async fn ask<T>(&self, request: impl FnOnce(oneshot::Sender<T>) -> Request, gone: T) -> T {
+        let Some(attached) = &self.attached else {
+            return gone;
+        };
+        let (tx, rx) = oneshot::channel();
+        if attached.lane.send(request(tx)).await.is_err() {
+            return gone;
         }
+        rx.await.unwrap_or(gone)
+    }
+
+    /// A barrier for everything staged, closed on the supervisor; answers the position the
+    /// stream (and track) is durable through (origin without an adapter, or once it is gone).
+    pub(crate) async fn seal_labels<T: Stream>(&self, track: Vec<String>) -> Position {
+        let Some((stream, _)) = self.window(T::ID) else {
+            return Position::ORIGIN;
+        };
+        self.ask(
+            |reply| Request::Seal {
+                stream,
+                track,
+                reply,
+            },
+            Position::ORIGIN,
+        )
+        .await
     }
 
     /// Rows of the position range in publish order: the window above its floor, and at or
     /// below the floor the tier beneath, capped at the same floor — one snapshot, so the
-    /// boundary is owned by exactly one tier and neither sorts.
-    pub async fn query<T: Stream>(
-        &mut self,
-        start: Bound<Position>,
-        end: Bound<Position>,
-    ) -> Result<Vec<At<Arc<T>>>, BeneathWindow> {
-        self.query_labels::<T>(&[], start, end, |_| true).await
-    }
-
-    /// As [`Streams::query`], narrowed to a track or a prefix of it.
-    pub async fn query_track<T: Stream + Tracked, P: Prefix<T::Track>>(
-        &mut self,
-        track: P,
-        start: Bound<Position>,
-        end: Bound<Position>,
-    ) -> Result<Vec<At<Arc<T>>>, BeneathWindow> {
-        use crate::contract::TrackTuple;
-        let labels = track.labels();
-        let keep = labels.clone();
-        self.query_labels::<T>(&labels, start, end, move |row: &T| {
-            row.track().labels().starts_with(&keep)
-        })
-        .await
-    }
-
-    async fn query_labels<T: Stream>(
-        &mut self,
-        labels: &[String],
+    /// boundary is owned by exactly one tier and neither sorts. `keep` is the track
+    /// selection's own equality over the window's rows; `labels` narrow the tier beneath.
+    pub(crate) async fn query_labels<T: Stream>(
+        &self,
+        labels: Vec<String>,
         start: Bound<Position>,
         end: Bound<Position>,
         keep: impl Fn(&T) -> bool,
     ) -> Result<Vec<At<Arc<T>>>, BeneathWindow> {
-        let window = self.windows.get(T::ID).ok_or(BeneathWindow::Unserved)?;
+        let (stream, window) = self.window(T::ID).ok_or(BeneathWindow::Unserved)?;
         // One snapshot: the floor and the rows above it.
-        let floor = window.floor;
-        let mut above: Vec<At<Arc<T>>> = Vec::new();
-        for at in window
-            .ring
-            .iter()
-            .filter(|at| at.position > floor && within(start, end, at.position))
-        {
-            let at = typed::<T>(at.position, at.row.clone())?;
+        let (floor, alone, snapshot): (Position, bool, Vec<At<ErasedRow>>) = {
+            let window = window.lock().unwrap_or_else(|p| p.into_inner());
+            let rows = window
+                .ring
+                .iter()
+                .filter(|at| at.position > window.floor && within(start, end, at.position))
+                .cloned()
+                .collect();
+            (window.floor, window.alone, rows)
+        };
+        let mut above = Vec::with_capacity(snapshot.len());
+        for at in snapshot {
+            let at = typed::<T>(at.position, at.row)?;
             if keep(&at.row) {
                 above.push(at);
             }
@@ -204,15 +457,26 @@ impl<A: Application, S: Series<A>> Streams<A, S> {
         if !reaches_beneath || floor == Position::ORIGIN {
             return Ok(above);
         }
-        let Some(adapter) = self.adapter.as_mut() else {
+        if alone {
             return Err(BeneathWindow::Unserved);
-        };
+        }
         let cap = match end {
             Bound::Included(e) if e < floor => Bound::Included(e),
             Bound::Excluded(e) if e <= floor => Bound::Excluded(e),
             _ => Bound::Included(floor),
         };
-        let beneath = adapter.rows(T::definition(), labels, start, cap).await?;
+        let beneath = self
+            .ask(
+                |reply| Request::Rows {
+                    stream,
+                    track: labels,
+                    start,
+                    end: cap,
+                    reply,
+                },
+                Err(BeneathWindow::Unserved),
+            )
+            .await?;
         let mut out: Vec<At<Arc<T>>> = beneath
             .into_iter()
             .map(|at| typed::<T>(at.position, at.row))
@@ -221,11 +485,76 @@ impl<A: Application, S: Series<A>> Streams<A, S> {
         Ok(out)
     }
 
-    /// A clean stop: closes the last barrier through the adapter's flush.
-    pub async fn stop(mut self) -> Result<(), S::Error> {
-        match self.adapter.as_mut() {
-            Some(adapter) => adapter.flush().await,
-            None => Ok(()),
+    /// Display buckets of the axis range under a point budget, from the served tier alone
+    /// (a survey sees what a seal made durable: seal, then survey).
+    pub(crate) async fn buckets<T: Stream>(
+        &self,
+        track: Vec<String>,
+        start: Bound<u64>,
+        end: Bound<u64>,
+        budget: usize,
+    ) -> Result<Vec<Bucket>, BeneathWindow> {
+        let (stream, _) = self.window(T::ID).ok_or(BeneathWindow::Unserved)?;
+        self.ask(
+            |reply| Request::Buckets {
+                stream,
+                track,
+                start,
+                end,
+                budget,
+                reply,
+            },
+            Err(BeneathWindow::Unserved),
+        )
+        .await
+    }
+
+    /// A statistic of the axis range, from the served tier alone.
+    pub(crate) async fn aggregate<T: Stream>(
+        &self,
+        track: Vec<String>,
+        start: Bound<u64>,
+        end: Bound<u64>,
+        kind: Aggregate,
+    ) -> Result<Vec<Aggregated>, BeneathWindow> {
+        let (stream, _) = self.window(T::ID).ok_or(BeneathWindow::Unserved)?;
+        self.ask(
+            |reply| Request::Aggregate {
+                stream,
+                track,
+                start,
+                end,
+                kind,
+                reply,
+            },
+            Err(BeneathWindow::Unserved),
+        )
+        .await
+    }
+
+    /// A clean stop: the supervisor drains every ready feed, closes the last barrier
+    /// through the adapter's `flush` (never `seal`), and ends; this waits for its thread.
+    /// Other clones then answer `Unserved` beneath their windows.
+    pub async fn stop(self) -> Result<(), StopError> {
+        let Some(attached) = self.attached.clone() else {
+            return Ok(());
+        };
+        let outcome = self
+            .ask(|reply| Request::Stop { reply }, Err("gone".to_owned()))
+            .await;
+        let thread = attached
+            .thread
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(thread) = thread {
+            // The supervisor replied just before it returned: joining waits microseconds.
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(e) if e == "gone" => Err(StopError::Gone),
+            Err(e) => Err(StopError::Flush(e)),
         }
     }
 }

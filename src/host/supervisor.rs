@@ -1,0 +1,272 @@
+//! The supervisor: the one owner of the series adapter, on a thread of its own.
+//!
+//! Rows arrive on the feed (unbounded: `publish` never waits); reads, seals and the stop
+//! arrive on the lane (bounded) and are answered on a single-use reply, each only after every
+//! ready feed has been drained, so an answer beneath a window's floor holds every row the
+//! window evicted. A tick of the declared cadence drains, closes one barrier for every
+//! stream, then runs the declared lifecycle. The adapter's work (staging, barriers and their
+//! fsyncs, Parquet decoding) happens here, never on a publisher's thread or a caller's
+//! executor.
+
+use crate::contract::{
+    Aggregate, Aggregated, Application, At, BeneathWindow, Bucket, Definition, ErasedRow, Position,
+    Run, Series,
+};
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::ops::Bound;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// How many requests may wait on the lane before a caller waits to send.
+pub const LANE_DEPTH: usize = 64;
+/// The most rows one drain step hands the adapter before it looks at the lane again.
+const DRAIN_BATCH: usize = 4096;
+
+/// One published row on its way to the adapter.
+pub(crate) struct Fed {
+    pub stream: usize,
+    pub at: At<ErasedRow>,
+}
+
+/// A reply the supervisor owes.
+type Reply<T> = oneshot::Sender<T>;
+
+/// What crosses the lane.
+pub(crate) enum Request {
+    Rows {
+        stream: usize,
+        track: Vec<String>,
+        start: Bound<Position>,
+        end: Bound<Position>,
+        reply: Reply<Result<Vec<At<ErasedRow>>, BeneathWindow>>,
+    },
+    Buckets {
+        stream: usize,
+        track: Vec<String>,
+        start: Bound<u64>,
+        end: Bound<u64>,
+        budget: usize,
+        reply: Reply<Result<Vec<Bucket>, BeneathWindow>>,
+    },
+    Aggregate {
+        stream: usize,
+        track: Vec<String>,
+        start: Bound<u64>,
+        end: Bound<u64>,
+        kind: Aggregate,
+        reply: Reply<Result<Vec<Aggregated>, BeneathWindow>>,
+    },
+    /// A barrier; answers the position the stream is durable through.
+    Seal {
+        stream: usize,
+        track: Vec<String>,
+        reply: Reply<Position>,
+    },
+    /// Drain, close the last barrier through `flush`, and end.
+    Stop { reply: Reply<Result<(), String>> },
+}
+
+/// What runs after each tick's barrier (a compaction, a sweep, a checkpoint).
+pub type Lifecycle<S> = Box<dyn FnMut(&mut S) + Send>;
+
+/// The supervisor's state: the adapter and what it learnt about it.
+pub(crate) struct Supervisor<A: Application, S: Series<A>> {
+    pub adapter: S,
+    pub streams: Vec<Definition>,
+    pub feed: mpsc::UnboundedReceiver<Fed>,
+    pub lane: mpsc::Receiver<Request>,
+    pub cadence: Option<Duration>,
+    pub lifecycle: Option<Lifecycle<S>>,
+    /// Per stream: why the adapter refused a delivery, once it did. Reads of that stream
+    /// beneath the window then refuse `Unreadable` (the adapter lacks rows it was handed).
+    pub failed: Vec<Option<String>>,
+    pub _application: PhantomData<fn() -> A>,
+}
+
+impl<A: Application, S: Series<A>> Supervisor<A, S> {
+    /// The loop: feeds first, then the lane, then the tick. Ends on `Stop`, or when every
+    /// `Streams` handle is gone (then the last barrier is closed through `flush` too).
+    pub async fn run(mut self) {
+        let mut ticker = self.cadence.map(|every| {
+            let mut t = tokio::time::interval(every);
+            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            t
+        });
+        loop {
+            tokio::select! {
+                biased;
+                fed = self.feed.recv() => match fed {
+                    Some(fed) => self.deliver(vec![fed]),
+                    // Every handle is gone: nothing more can be published or asked.
+                    None => break,
+                },
+                request = self.lane.recv() => match request {
+                    Some(Request::Stop { reply }) => {
+                        let outcome = self.stop().await;
+                        let _ = reply.send(outcome);
+                        return;
+                    }
+                    Some(request) => {
+                        self.drain();
+                        self.answer(request).await;
+                    }
+                    None => break,
+                },
+                _ = async { ticker.as_mut().expect("guarded").tick().await }, if ticker.is_some() => {
+                    self.drain();
+                    self.tick().await;
+                }
+            }
+        }
+        if let Err(e) = self.stop().await {
+            tracing::error!(error = %e, "the last barrier failed as the streams closed");
+        }
+    }
+
+    /// Hands the adapter every ready row, in publish order, one run per stream stretch.
+    fn drain(&mut self) {
+        loop {
+            let mut batch = Vec::new();
+            while batch.len() < DRAIN_BATCH {
+                match self.feed.try_recv() {
+                    Ok(fed) => batch.push(fed),
+                    Err(_) => break,
+                }
+            }
+            if batch.is_empty() {
+                return;
+            }
+            self.deliver(batch);
+        }
+    }
+
+    fn deliver(&mut self, batch: Vec<Fed>) {
+        let mut rest = batch.as_slice();
+        while let Some(first) = rest.first() {
+            let same = rest.iter().take_while(|f| f.stream == first.stream).count();
+            let (run, tail) = rest.split_at(same);
+            rest = tail;
+            let stream = first.stream;
+            if self.failed[stream].is_some() {
+                continue;
+            }
+            let rows: Vec<At<ErasedRow>> = run.iter().map(|f| f.at.clone()).collect();
+            let definition = &self.streams[stream];
+            if let Err(e) = self.adapter.deliver(Run {
+                stream: definition,
+                rows: &rows,
+            }) {
+                tracing::error!(stream = %definition.id, error = %e, "the adapter refused a delivery; reads of this stream beneath its window refuse from now on");
+                self.failed[stream] = Some(e.to_string());
+            }
+        }
+    }
+
+    fn refused(&self, stream: usize) -> Option<BeneathWindow> {
+        self.failed[stream].as_ref().map(|why| {
+            BeneathWindow::unreadable(format!(
+                "the adapter refused rows of stream {:?} it was handed ({why}); it no longer holds the whole history",
+                self.streams[stream].id
+            ))
+        })
+    }
+
+    async fn answer(&mut self, request: Request) {
+        match request {
+            Request::Rows {
+                stream,
+                track,
+                start,
+                end,
+                reply,
+            } => {
+                let answer = match self.refused(stream) {
+                    Some(refusal) => Err(refusal),
+                    None => {
+                        let definition = self.streams[stream].clone();
+                        self.adapter.rows(definition, &track, start, end).await
+                    }
+                };
+                let _ = reply.send(answer);
+            }
+            Request::Buckets {
+                stream,
+                track,
+                start,
+                end,
+                budget,
+                reply,
+            } => {
+                let answer = match self.refused(stream) {
+                    Some(refusal) => Err(refusal),
+                    None => {
+                        let definition = self.streams[stream].clone();
+                        self.adapter
+                            .buckets(definition, &track, start, end, budget)
+                            .await
+                    }
+                };
+                let _ = reply.send(answer);
+            }
+            Request::Aggregate {
+                stream,
+                track,
+                start,
+                end,
+                kind,
+                reply,
+            } => {
+                let answer = match self.refused(stream) {
+                    Some(refusal) => Err(refusal),
+                    None => {
+                        let definition = self.streams[stream].clone();
+                        self.adapter
+                            .aggregate(definition, &track, start, end, kind)
+                            .await
+                    }
+                };
+                let _ = reply.send(answer);
+            }
+            Request::Seal {
+                stream,
+                track,
+                reply,
+            } => {
+                let definition = self.streams[stream].clone();
+                let _ = reply.send(self.adapter.seal(definition, &track).await);
+            }
+            Request::Stop { .. } => unreachable!("handled by the loop"),
+        }
+    }
+
+    /// One barrier for every stream (the first seal closes it; the rest find nothing staged
+    /// and do no I/O), then the lifecycle.
+    async fn tick(&mut self) {
+        for definition in self.streams.clone() {
+            self.adapter.seal(definition, &[]).await;
+        }
+        if let Some(lifecycle) = self.lifecycle.as_mut() {
+            lifecycle(&mut self.adapter);
+        }
+    }
+
+    async fn stop(&mut self) -> Result<(), String> {
+        self.drain();
+        self.adapter.flush().await.map_err(|e| e.to_string())
+    }
+}
+
+/// Answers what the boot asks before anything is published: each stream's watermark (a seal
+/// with nothing staged does no I/O).
+pub(crate) async fn watermarks<A: Application, S: Series<A>>(
+    adapter: &mut S,
+    streams: &[Definition],
+) -> BTreeMap<String, Position> {
+    let mut out = BTreeMap::new();
+    for definition in streams {
+        let at = adapter.seal(definition.clone(), &[]).await;
+        out.insert(definition.id.to_string(), at);
+    }
+    out
+}

@@ -1,0 +1,410 @@
+//! The supervised runtime over the archive: the adapter lives on the supervisor's thread,
+//! `publish` does no adapter work on the caller's thread, a dead supervisor answers
+//! `Unserved` and never hangs, the cadence seals and runs the lifecycle unasked, and
+//! eviction racing queries never duplicates or drops a boundary row.
+
+use serde::{Deserialize, Serialize};
+use series_archive::archive::{Archive, ArchiveError, Config};
+use series_archive::host::{StopError, Streams};
+use series_archive::{
+    Aggregate, Aggregated, Application, At, BeneathWindow, Bucket, Cursor, Definition, ErasedRow,
+    Position, Run, Series, Stream, StreamConsumer,
+};
+use std::collections::HashSet;
+use std::ops::Bound::{self, Unbounded};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
+use std::time::{Duration, Instant};
+
+#[series_archive::stream(id = "capture", window = 16, track = (run), axis = ordinal)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct Capture {
+    run: String,
+    ordinal: u64,
+    value: i64,
+}
+
+struct App;
+impl Application for App {}
+
+fn row(i: u64) -> Capture {
+    Capture {
+        run: format!("run_{}", i % 3),
+        ordinal: i,
+        value: i as i64,
+    }
+}
+
+fn open(dir: &std::path::Path) -> Archive {
+    Archive::open(dir, Config::new().select::<Capture>().expect("select")).expect("open")
+}
+
+/// The archive, watched: which threads delivered to it, and a switch that makes `rows`
+/// panic (the supervisor dies mid-read).
+struct Spy {
+    inner: Archive,
+    delivered_on: Arc<Mutex<HashSet<ThreadId>>>,
+    die_on_rows: Arc<AtomicBool>,
+}
+
+impl StreamConsumer<App> for Spy {
+    type Error = ArchiveError;
+
+    fn deliver(&mut self, run: Run<'_>) -> Result<(), Self::Error> {
+        self.delivered_on
+            .lock()
+            .expect("lock")
+            .insert(std::thread::current().id());
+        <Archive as StreamConsumer<App>>::deliver(&mut self.inner, run)
+    }
+
+    fn cursor(&self) -> Cursor {
+        <Archive as StreamConsumer<App>>::cursor(&self.inner)
+    }
+
+    async fn flush(&mut self) -> Result<(), Self::Error> {
+        <Archive as StreamConsumer<App>>::flush(&mut self.inner).await
+    }
+}
+
+impl Series<App> for Spy {
+    async fn rows(
+        &mut self,
+        stream: Definition,
+        track: &[String],
+        start: Bound<Position>,
+        end: Bound<Position>,
+    ) -> Result<Vec<At<ErasedRow>>, BeneathWindow> {
+        if self.die_on_rows.load(Ordering::SeqCst) {
+            panic!("the supervisor dies mid-read (on purpose)");
+        }
+        <Archive as Series<App>>::rows(&mut self.inner, stream, track, start, end).await
+    }
+
+    async fn buckets(
+        &mut self,
+        stream: Definition,
+        track: &[String],
+        start: Bound<u64>,
+        end: Bound<u64>,
+        budget: usize,
+    ) -> Result<Vec<Bucket>, BeneathWindow> {
+        <Archive as Series<App>>::buckets(&mut self.inner, stream, track, start, end, budget).await
+    }
+
+    async fn aggregate(
+        &mut self,
+        stream: Definition,
+        track: &[String],
+        start: Bound<u64>,
+        end: Bound<u64>,
+        kind: Aggregate,
+    ) -> Result<Vec<Aggregated>, BeneathWindow> {
+        <Archive as Series<App>>::aggregate(&mut self.inner, stream, track, start, end, kind).await
+    }
+
+    async fn seal(&mut self, stream: Definition, track: &[String]) -> Position {
+        <Archive as Series<App>>::seal(&mut self.inner, stream, track).await
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime")
+}
+
+fn ordinals(rows: &[At<Arc<Capture>>]) -> Vec<u64> {
+    rows.iter().map(|at| at.row.ordinal).collect()
+}
+
+#[test]
+fn publish_does_no_adapter_work_on_the_publishing_thread() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let delivered_on = Arc::new(Mutex::new(HashSet::new()));
+    let spy = Spy {
+        inner: open(dir.path()),
+        delivered_on: delivered_on.clone(),
+        die_on_rows: Arc::new(AtomicBool::new(false)),
+    };
+    runtime().block_on(async {
+        let streams: Streams<App> = Streams::assemble()
+            .stream::<Capture>()
+            .series(spy)
+            .boot()
+            .await;
+        for i in 0..100 {
+            streams.publish(Position(i + 1), row(i)).expect("publish");
+        }
+        // A read drains the feed first, so every row has been delivered once it answers.
+        let all = streams.query::<Capture>(..).await.expect("spliced");
+        assert_eq!(ordinals(&all), (0..100).collect::<Vec<_>>());
+        streams.stop().await.expect("stop");
+    });
+    let threads = delivered_on.lock().expect("lock").clone();
+    assert_eq!(
+        threads.len(),
+        1,
+        "one supervisor thread delivered everything"
+    );
+    assert!(
+        !threads.contains(&std::thread::current().id()),
+        "the publishing thread never ran the adapter's drain"
+    );
+    assert_eq!(open(dir.path()).watermark("capture"), Position(100));
+}
+
+#[test]
+fn a_dead_supervisor_answers_unserved_and_never_hangs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let die = Arc::new(AtomicBool::new(false));
+    let spy = Spy {
+        inner: open(dir.path()),
+        delivered_on: Arc::default(),
+        die_on_rows: die.clone(),
+    };
+    runtime().block_on(async {
+        let streams: Streams<App> = Streams::assemble()
+            .stream::<Capture>()
+            .series(spy)
+            .boot()
+            .await;
+        for i in 0..40 {
+            streams.publish(Position(i + 1), row(i)).expect("publish");
+        }
+        let other = streams.clone();
+        die.store(true, Ordering::SeqCst);
+        let started = Instant::now();
+        // The supervisor panics while answering: the reply is dropped, the read is Unserved.
+        assert_eq!(
+            streams.query::<Capture>(..).await,
+            Err(BeneathWindow::Unserved)
+        );
+        // Everything after: publishing still never fails or waits; reads beneath the window
+        // are Unserved (the lane's send fails), reads above it still answer from the window.
+        for i in 40..50 {
+            other.publish(Position(i + 1), row(i)).expect("publish");
+        }
+        assert_eq!(
+            other.query::<Capture>(..).await,
+            Err(BeneathWindow::Unserved)
+        );
+        let floor = other.floor::<Capture>();
+        let recent = other
+            .query::<Capture>((Bound::Excluded(floor), Unbounded))
+            .await
+            .expect("the window alone");
+        assert_eq!(ordinals(&recent), (34..50).collect::<Vec<_>>());
+        assert_eq!(other.seal::<Capture>().await, Position::ORIGIN);
+        assert_eq!(other.stop().await, Err(StopError::Gone));
+        assert!(started.elapsed() < Duration::from_secs(10), "never a hang");
+    });
+}
+
+#[test]
+fn the_cadence_seals_unasked_runs_the_lifecycle_and_stop_flushes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let counted = ticks.clone();
+    runtime().block_on(async {
+        let streams: Streams<App> = Streams::assemble()
+            .stream::<Capture>()
+            .series(open(dir.path()))
+            .cadence(Duration::from_millis(10))
+            .lifecycle(move |archive: &mut Archive| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                archive.maintain(0).expect("maintain");
+            })
+            .boot()
+            .await;
+        for i in 0..50 {
+            streams.publish(Position(i + 1), row(i)).expect("publish");
+        }
+        // Nobody seals: the cadence makes the rows durable. A reader beside the writer sees
+        // the barrier once it is committed.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let reader = Archive::open(dir.path(), Config::new().read_only(true)).expect("read");
+            if reader.watermark("capture") == Position(50) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the cadence never sealed");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(ticks.load(Ordering::SeqCst) > 0, "the lifecycle ran");
+        // Rows published after the last tick are made durable by the stop's flush.
+        for i in 50..60 {
+            streams.publish(Position(i + 1), row(i)).expect("publish");
+        }
+        streams.stop().await.expect("stop");
+    });
+    assert_eq!(open(dir.path()).watermark("capture"), Position(60));
+}
+
+/// Two rows per position, a window of 16, a barrier every 2 ms, and a publisher on its own
+/// thread racing a reader: every full read answers exactly the rows published before it took
+/// its snapshot, as a contiguous prefix that only grows. A boundary row answered twice (by
+/// the window and the tier) or by neither would break the prefix.
+#[test]
+fn eviction_racing_queries_never_duplicates_or_drops_a_boundary_row() {
+    const ROWS: u64 = 3_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    runtime().block_on(async {
+        let streams: Streams<App> = Streams::assemble()
+            .stream::<Capture>()
+            .series(open(dir.path()))
+            .cadence(Duration::from_millis(2))
+            .boot()
+            .await;
+        let publisher = {
+            let streams = streams.clone();
+            std::thread::spawn(move || {
+                for i in 0..ROWS {
+                    streams
+                        .publish(Position(i / 2 + 1), row(i))
+                        .expect("publish");
+                    if i % 64 == 0 {
+                        std::thread::yield_now();
+                    }
+                }
+            })
+        };
+        let mut seen = 0usize;
+        let mut reads = 0;
+        loop {
+            let done = publisher.is_finished();
+            let all = streams.query::<Capture>(..).await.expect("spliced");
+            let got = ordinals(&all);
+            assert_eq!(
+                got,
+                (0..got.len() as u64).collect::<Vec<_>>(),
+                "read {reads}: not a contiguous prefix of what was published"
+            );
+            assert!(got.len() >= seen, "read {reads}: the answer shrank");
+            seen = got.len();
+            reads += 1;
+            if done {
+                break;
+            }
+        }
+        publisher.join().expect("publisher");
+        assert_eq!(
+            seen as u64, ROWS,
+            "the last read, after publishing ended, holds all"
+        );
+        assert!(reads > 1, "reads raced the publisher");
+        streams.stop().await.expect("stop");
+    });
+}
+
+/// The verbs as the spec spells them: `query(range).track(..).as_of(at)`,
+/// `survey(axis).track(..).budget(n)`, `survey(axis).fold(kind)`, `seal().track(..)`. Each
+/// answers what the archive's own API answers for the same selection.
+#[test]
+fn the_typed_verbs_answer_what_the_archive_answers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    runtime().block_on(async {
+        let streams: Streams<App> = Streams::assemble()
+            .stream::<Capture>()
+            .series(open(dir.path()))
+            .boot()
+            .await;
+        for i in 0..300 {
+            streams.publish(Position(i + 1), row(i)).expect("publish");
+        }
+        let sealed = streams.seal::<Capture>().track(("run_1".to_owned(),)).await;
+        assert_eq!(sealed, Position(300));
+        let run_1 = streams
+            .query::<Capture>(..)
+            .track(("run_1".to_owned(),))
+            .as_of(Position(30))
+            .await
+            .expect("rows");
+        assert_eq!(
+            ordinals(&run_1),
+            (0..30).filter(|i| i % 3 == 1).collect::<Vec<_>>(),
+            "run_1 as the history stood at position 30"
+        );
+        let buckets = streams
+            .survey::<Capture>(..)
+            .track(("run_1".to_owned(),))
+            .budget(40)
+            .await
+            .expect("buckets");
+        let mean = streams
+            .survey::<Capture>(0..300)
+            .fold(Aggregate::Mean)
+            .await
+            .expect("fold");
+        streams.stop().await.expect("stop");
+        let archive = open(dir.path());
+        let want = archive
+            .survey("capture", &["run_1".to_owned()], Unbounded, Unbounded, 40)
+            .expect("survey");
+        assert_eq!(buckets, want.buckets);
+        assert!(buckets.len() * 4 <= 40, "never over budget");
+        let want = archive
+            .fold(
+                "capture",
+                &[],
+                Bound::Included(0),
+                Bound::Excluded(300),
+                Aggregate::Mean,
+            )
+            .expect("fold");
+        assert_eq!(mean, want.answers);
+    });
+}
+
+/// Boot honesty: an adapter durable beyond the frontier the runtime recovered no longer
+/// shares a coordinate with it, so the window is served alone, never spliced.
+#[test]
+fn a_watermark_beyond_the_recovered_frontier_leaves_the_window_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    runtime().block_on(async {
+        let streams: Streams<App> =
+            Streams::boot(Some(open(dir.path())), &[Capture::definition()]).await;
+        for i in 0..40 {
+            streams.publish(Position(i + 1), row(i)).expect("publish");
+        }
+        streams.stop().await.expect("stop");
+    });
+    runtime().block_on(async {
+        // The runtime recovered only through position 25; the archive holds 40.
+        let streams: Streams<App> = Streams::assemble()
+            .stream::<Capture>()
+            .series(open(dir.path()))
+            .frontier(Position(25))
+            .boot()
+            .await;
+        assert_eq!(streams.floor::<Capture>(), Position::ORIGIN);
+        for i in 25..60 {
+            streams.publish(Position(i + 1), row(i)).expect("publish");
+        }
+        assert_eq!(
+            streams.query::<Capture>(..).await,
+            Err(BeneathWindow::Unserved),
+            "beneath the window nothing is served"
+        );
+        let floor = streams.floor::<Capture>();
+        let window = streams
+            .query::<Capture>((Bound::Excluded(floor), Unbounded))
+            .await
+            .expect("the window alone");
+        assert_eq!(window.len(), 16);
+        streams.stop().await.expect("stop");
+    });
+    // The frontier at (or past) the watermark splices as usual.
+    runtime().block_on(async {
+        let streams: Streams<App> = Streams::assemble()
+            .stream::<Capture>()
+            .series(open(dir.path()))
+            .frontier(Position(1_000))
+            .boot()
+            .await;
+        assert!(streams.floor::<Capture>() > Position(25));
+        streams.query::<Capture>(..).await.expect("spliced");
+    });
+}

@@ -1,0 +1,20 @@
+// A statistic names its aggregate: there is no defaulted one.
+use serde::{Deserialize, Serialize};
+use series_archive::host::Streams;
+
+struct App;
+impl series_archive::Application for App {}
+
+#[series_archive::stream(id = "capture", window = 64, track = (run), axis = ordinal)]
+#[derive(Serialize, Deserialize)]
+pub struct Capture {
+    pub run: String,
+    pub ordinal: u64,
+    pub value: f64,
+}
+
+async fn read(streams: &Streams<App>) {
+    let _ = streams.survey::<Capture>(..).fold().await;
+}
+
+fn main() {}
