@@ -1238,6 +1238,21 @@ fn demo_runs_and_appends() {
         .collect();
     assert_eq!(barrier_lines.len(), 3, "{}", first.stdout);
     assert!(barrier_lines[2].ends_with("durable through position 300"));
+    // Published through the runtime, restarted in the middle: the new window stands on the
+    // watermark and the first query splices everything beneath it; the last query takes
+    // the newest rows from the window and the rest from the archive, each once.
+    assert!(
+        first.stdout.contains(
+            "restart: the window stands on watermark 100; the first query of (run_0, probe.00) splices 100 rows"
+        ),
+        "{}",
+        first.stdout
+    );
+    assert!(
+        first.stdout.contains("live query of (run_0, probe.00): 300 rows"),
+        "{}",
+        first.stdout
+    );
     assert!(
         first.stdout.contains("verify: every digest ok"),
         "{}",

@@ -1,12 +1,11 @@
-//! The demo: a typed capture workload through the Series contract, then reads.
+//! The demo: a typed capture workload published through the runtime (`Streams`: windows, a
+//! supervisor owning the archive, the splice), with a restart in the middle, then reads.
 
 use serde::{Deserialize, Serialize};
 use series_archive::archive::{Archive, Config};
-use series_archive::{
-    Application, At, Definition, ErasedRow, Position, Run, Series, Stream, StreamConsumer,
-};
+use series_archive::host::Streams;
+use series_archive::{Application, Definition, Position, Series, Stream, StreamConsumer};
 use std::ops::Bound;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// One captured sample: a run, a probe within it, an ordinal axis and two measures.
@@ -44,41 +43,24 @@ fn rate(rows: usize, took: Duration) -> String {
     )
 }
 
-pub fn run(
-    dir: &std::path::Path,
-    runs: usize,
-    probes: usize,
-    ticks: u64,
+/// Publishes ticks `from..to` of the workload through `streams`, sealing every `cadence`
+/// ticks (and at the end); prints the first three barriers and the last.
+#[allow(clippy::too_many_arguments)]
+fn publish_ticks(
+    runtime: &tokio::runtime::Runtime,
+    streams: &Streams<Demo>,
+    shape: (usize, usize),
+    (from, to, last): (u64, u64, u64),
     cadence: u64,
-    compact: bool,
-) -> Result<(), Box<dyn std::error::Error>> {
-    if runs == 0 || probes == 0 || ticks == 0 || cadence == 0 {
-        return Err("--runs, --probes, --ticks and --cadence must all be at least 1".into());
-    }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let mut archive = Archive::open(dir, Config::new().select::<Capture>()?)?;
-    let definition: Definition = Capture::definition();
-    let start_tick = archive.watermark(Capture::ID).0;
-    out!(
-        "demo: {runs} runs × {probes} probes, {ticks} ticks ({} rows), a barrier every {cadence} ticks, into {}",
-        runs as u64 * probes as u64 * ticks,
-        dir.display()
-    );
-    if start_tick > 0 {
-        out!("      (appending after watermark {start_tick})");
-    }
-    let mut mix = Mix(0x5eed ^ start_tick);
-    let mut walk = vec![0i64; runs * probes];
-    let (mut stage_time, mut seal_time) = (Duration::ZERO, Duration::ZERO);
-    let mut rows_total = 0usize;
-    let mut barriers = 0u64;
-    let mut tick = start_tick;
-    while tick < start_tick + ticks {
-        let end = (tick + cadence).min(start_tick + ticks);
-        let mut delivery: Vec<At<ErasedRow>> =
-            Vec::with_capacity(((end - tick) as usize) * runs * probes);
+    mix: &mut Mix,
+    walk: &mut [i64],
+    tally: &mut Tally,
+) {
+    let (runs, probes) = shape;
+    let mut tick = from;
+    while tick < to {
+        let end = (tick + cadence).min(to);
+        let began = Instant::now();
         for t in tick..end {
             for r in 0..runs {
                 for p in 0..probes {
@@ -95,32 +77,141 @@ pub fn run(
                             + (t as f64 / 500.0).sin(),
                     };
                     // Every row of a tick shares its position: positions are not unique.
-                    delivery.push(At::new(Position(t + 1), Arc::new(row) as ErasedRow));
+                    if let Err(e) = streams.publish(Position(t + 1), row) {
+                        out!("publish refused: {e}");
+                        return;
+                    }
+                    tally.rows += 1;
                 }
             }
         }
+        tally.publish += began.elapsed();
         let began = Instant::now();
-        StreamConsumer::<Demo>::deliver(
-            &mut archive,
-            Run {
-                stream: &definition,
-                rows: &delivery,
-            },
-        )?;
-        stage_time += began.elapsed();
-        let began = Instant::now();
-        let durable = runtime.block_on(Series::<Demo>::seal(&mut archive, definition.clone(), &[]));
-        seal_time += began.elapsed();
-        barriers += 1;
-        rows_total += delivery.len();
-        if barriers <= 3 || end == start_tick + ticks {
-            let number = archive.state().barriers;
-            out!("  barrier {number:>4}: durable through position {durable}");
-        } else if barriers == 4 {
+        let durable = runtime.block_on(async { streams.seal::<Capture>().await });
+        tally.seal += began.elapsed();
+        tally.barriers += 1;
+        tally.sealed += 1;
+        if tally.sealed <= 3 || end == last {
+            out!(
+                "  barrier {:>4}: durable through position {durable}",
+                tally.barriers
+            );
+        } else if tally.sealed == 4 {
             out!("  ...");
         }
         tick = end;
     }
+}
+
+/// What publishing cost.
+#[derive(Default)]
+struct Tally {
+    rows: usize,
+    publish: Duration,
+    seal: Duration,
+    /// The archive's barrier count.
+    barriers: u64,
+    /// Barriers this demo closed.
+    sealed: u64,
+}
+
+pub fn run(
+    dir: &std::path::Path,
+    runs: usize,
+    probes: usize,
+    ticks: u64,
+    cadence: u64,
+    compact: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
+    if runs == 0 || probes == 0 || ticks == 0 || cadence == 0 {
+        return Err("--runs, --probes, --ticks and --cadence must all be at least 1".into());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let open = || Archive::open(dir, Config::new().select::<Capture>()?);
+    let archive = open()?;
+    let start_tick = archive.watermark(Capture::ID).0;
+    let mut tally = Tally {
+        barriers: archive.state().barriers,
+        ..Tally::default()
+    };
+    out!(
+        "demo: {runs} runs × {probes} probes, {ticks} ticks ({} rows), a barrier every {cadence} ticks, into {}",
+        runs as u64 * probes as u64 * ticks,
+        dir.display()
+    );
+    out!(
+        "      published through the runtime: a window of {} rows, a supervisor owning the archive",
+        Capture::WINDOW
+    );
+    if start_tick > 0 {
+        out!("      (appending after watermark {start_tick})");
+    }
+    let mut mix = Mix(0x5eed ^ start_tick);
+    let mut walk = vec![0i64; runs * probes];
+    let last = start_tick + ticks;
+    // Half the ticks, a restart in the middle (the new windows stand on the watermark, the
+    // first query splices there), then the rest.
+    let middle = start_tick + (ticks / cadence / 2).max(1).min(ticks / cadence) * cadence;
+    let middle = if middle > start_tick && middle < last {
+        middle
+    } else {
+        last
+    };
+    let streams: Streams<Demo> =
+        runtime.block_on(Streams::boot(Some(archive), &[Capture::definition()]));
+    publish_ticks(
+        &runtime,
+        &streams,
+        (runs, probes),
+        (start_tick, middle, last),
+        cadence,
+        &mut mix,
+        &mut walk,
+        &mut tally,
+    );
+    runtime.block_on(streams.stop())?;
+    if middle < last {
+        let streams: Streams<Demo> =
+            runtime.block_on(Streams::boot(Some(open()?), &[Capture::definition()]));
+        let floor = streams.floor::<Capture>();
+        let track = ("run_0".to_owned(), "probe.00".to_owned());
+        let spliced =
+            runtime.block_on(async { streams.query::<Capture>(..).track(track.clone()).await })?;
+        out!(
+            "  restart: the window stands on watermark {floor}; the first query of ({}, {}) splices {} rows from the archive",
+            track.0,
+            track.1,
+            spliced.len()
+        );
+        publish_ticks(
+            &runtime,
+            &streams,
+            (runs, probes),
+            (middle, last, last),
+            cadence,
+            &mut mix,
+            &mut walk,
+            &mut tally,
+        );
+        // A query while the window holds the newest rows: the window above its floor, the
+        // archive beneath, each boundary row once.
+        let window_floor = streams.floor::<Capture>();
+        let spliced =
+            runtime.block_on(async { streams.query::<Capture>(..).track(track.clone()).await })?;
+        out!(
+            "  live query of ({}, {}): {} rows (window floor {window_floor}: the newest from the window, the rest from the archive)",
+            track.0,
+            track.1,
+            spliced.len()
+        );
+        runtime.block_on(streams.stop())?;
+    }
+    let rows_total = tally.rows;
+    let (stage_time, seal_time, barriers) = (tally.publish, tally.seal, tally.sealed);
+    let mut archive = open()?;
+    let definition: Definition = Capture::definition();
     let d = archive.describe()?;
     let s = d
         .streams
@@ -129,7 +220,7 @@ pub fn run(
         .ok_or("the capture stream is recorded")?;
     out!();
     out!(
-        "staged {rows_total} rows in {:.2?} ({}), sealed in {:.2?} ({}, {} barriers with syncs)",
+        "published {rows_total} rows in {:.2?} ({} on the publishing thread), sealed in {:.2?} ({}, {} barriers with syncs)",
         stage_time,
         rate(rows_total, stage_time),
         seal_time,
