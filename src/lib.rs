@@ -32,6 +32,11 @@
 //!   compacts barrier files into per-track segments and level partials into whole cells (one
 //!   record swaps them), and checkpoints the manifest; its planners are pure functions of
 //!   state, declaration and a time passed in.
+//! - [`host`] is the runtime side: [`host::Streams`] keeps a bounded window per stream and a
+//!   supervisor thread that exclusively owns the adapter (a bounded lane of reads with
+//!   single-use replies, an unbounded feed of published rows, a sealing cadence), and
+//!   splices every read from the window and the tier beneath; the typed verbs
+//!   `query(..).track(..).as_of(..)`, `survey(..).budget(n)` / `.fold(kind)`, `seal()`.
 //!
 //! ## Example
 //!

@@ -1249,7 +1249,9 @@ fn demo_runs_and_appends() {
         first.stdout
     );
     assert!(
-        first.stdout.contains("live query of (run_0, probe.00): 300 rows"),
+        first
+            .stdout
+            .contains("live query of (run_0, probe.00): 300 rows"),
         "{}",
         first.stdout
     );

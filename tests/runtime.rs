@@ -408,3 +408,34 @@ fn a_watermark_beyond_the_recovered_frontier_leaves_the_window_alone() {
         streams.query::<Capture>(..).await.expect("spliced");
     });
 }
+
+/// Zero or one designated copy: naming a second demotes the first to a recording copy —
+/// still fed and flushed, so it holds every row — while reads are served by the second.
+#[test]
+fn naming_a_second_series_demotes_the_first_to_a_recording_copy() {
+    let (first, second) = (
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    );
+    runtime().block_on(async {
+        let streams: Streams<App> = Streams::assemble()
+            .stream::<Capture>()
+            .series(open(first.path()))
+            .series(open(second.path()))
+            .boot()
+            .await;
+        for i in 0..100 {
+            streams.publish(Position(i + 1), row(i)).expect("publish");
+        }
+        assert_eq!(streams.seal::<Capture>().await, Position(100));
+        streams.stop().await.expect("stop");
+    });
+    for dir in [&first, &second] {
+        let archive = open(dir.path());
+        assert_eq!(archive.watermark("capture"), Position(100));
+        let rows = archive
+            .read_rows("capture", &[], Unbounded, Unbounded)
+            .expect("rows");
+        assert_eq!(rows.num_rows(), 100);
+    }
+}

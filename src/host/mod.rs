@@ -47,10 +47,29 @@ use tokio::sync::{mpsc, oneshot};
 struct Window {
     capacity: usize,
     ring: VecDeque<At<ErasedRow>>,
+    /// Rows published and not yet sent on the feed (at most `FEED_BATCH`): sent in one
+    /// message when full, and before any read, seal or stop, and at every tick.
+    pending: Vec<At<ErasedRow>>,
     floor: Position,
     /// The adapter's watermark was beyond the frontier the boot recovered: the tiers no
     /// longer share a coordinate, so the window alone is served (beneath it: `Unserved`).
     alone: bool,
+}
+
+/// How many published rows travel to the supervisor in one feed message.
+const FEED_BATCH: usize = 256;
+
+impl Window {
+    /// Sends the rows published since the last send onto the feed. Called under this
+    /// window's lock, so the feed keeps each stream's publish order, and before any read
+    /// takes its snapshot: every row at or beneath a floor a read sees is on the feed.
+    fn send_pending(&mut self, stream: usize, feed: &mpsc::UnboundedSender<Fed>) {
+        if !self.pending.is_empty() {
+            let rows = std::mem::take(&mut self.pending);
+            // A closed feed means the supervisor is gone; reads beneath answer Unserved.
+            let _ = feed.send(Fed { stream, rows });
+        }
+    }
 }
 
 /// The boot-frozen stream table: definitions and their windows, by index.
@@ -60,8 +79,62 @@ struct Table {
     windows: Vec<Mutex<Window>>,
 }
 
+impl Table {
+    /// The table of `streams`, every window empty and standing on origin.
+    fn new(streams: &[Definition]) -> Table {
+        let mut index = BTreeMap::new();
+        for (i, d) in streams.iter().enumerate() {
+            index.insert(d.id.to_string(), i);
+        }
+        let windows = streams
+            .iter()
+            .map(|d| {
+                Mutex::new(Window {
+                    capacity: d.window.max(1),
+                    ..Window::default()
+                })
+            })
+            .collect();
+        Table { index, windows }
+    }
+
+    /// Stands each window on the position its adapter is durable through, or alone when
+    /// that is beyond the frontier the boot recovered. Before anything is published.
+    fn stand(
+        &self,
+        streams: &[Definition],
+        marks: &BTreeMap<String, Position>,
+        frontier: Option<Position>,
+    ) {
+        for (d, window) in streams.iter().zip(&self.windows) {
+            let mark = marks
+                .get(d.id.as_ref())
+                .copied()
+                .unwrap_or(Position::ORIGIN);
+            let alone = frontier.is_some_and(|f| mark > f);
+            if alone {
+                tracing::warn!(stream = %d.id, watermark = %mark, frontier = %frontier.unwrap_or_default(), "the adapter is durable beyond the recovered frontier; serving the window alone");
+            }
+            let mut window = window.lock().unwrap_or_else(|p| p.into_inner());
+            window.floor = if alone { Position::ORIGIN } else { mark };
+            window.alone = alone;
+        }
+    }
+
+    /// Sends every window's pending rows onto the feed.
+    fn flush_all(&self, feed: &mpsc::UnboundedSender<Fed>) {
+        for (stream, window) in self.windows.iter().enumerate() {
+            window
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .send_pending(stream, feed);
+        }
+    }
+}
+
 /// The supervisor's end of the handle: the feed and the lane, and its thread.
 struct Attached {
+    table: Arc<Table>,
     feed: mpsc::UnboundedSender<Fed>,
     lane: mpsc::Sender<Request>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -72,6 +145,7 @@ impl Drop for Attached {
     /// last barrier through `flush` and end; waiting for it means the adapter (and whatever
     /// it holds, such as an archive's writer lock) is released when this returns.
     fn drop(&mut self) {
+        self.table.flush_all(&self.feed);
         drop(std::mem::replace(
             &mut self.feed,
             mpsc::unbounded_channel().0,
@@ -137,6 +211,7 @@ pub enum StopError {
 pub struct Assembly<A: Application, S: Series<A>> {
     streams: Vec<Definition>,
     adapter: Option<S>,
+    recording: Vec<S>,
     cadence: Option<Duration>,
     lifecycle: Option<Lifecycle<S>>,
     frontier: Option<Position>,
@@ -166,9 +241,12 @@ impl<A: Application, S: Series<A> + Send + 'static> Assembly<A, S> {
     }
 
     /// Designates the series adapter reads beneath the windows are served from. Zero or
-    /// one: naming another replaces it.
+    /// one: naming another demotes the one named before to an ordinary recording copy,
+    /// still fed, sealed on the cadence and flushed at the stop, but no longer read.
     pub fn series(mut self, adapter: S) -> Self {
-        self.adapter = Some(adapter);
+        if let Some(demoted) = self.adapter.replace(adapter) {
+            self.recording.push(demoted);
+        }
         self
     }
 
@@ -190,12 +268,14 @@ impl<A: Application, S: Series<A> + Send + 'static> Assembly<A, S> {
     /// adapter, and stands each window on the position the adapter is durable through
     /// (origin for a stream it does not serve, and without an adapter).
     pub async fn boot(self) -> Streams<A> {
-        let mut index = BTreeMap::new();
-        for (i, d) in self.streams.iter().enumerate() {
-            index.insert(d.id.to_string(), i);
-        }
+        let table = Arc::new(Table::new(&self.streams));
+        let alone = |table: Arc<Table>| Streams {
+            table,
+            attached: None,
+            _application: PhantomData,
+        };
         let Some(mut adapter) = self.adapter else {
-            return Streams::frozen(index, &self.streams, &BTreeMap::new(), None, None);
+            return alone(table);
         };
         let frontier = self.frontier;
         let (feed_tx, feed_rx) = mpsc::unbounded_channel();
@@ -203,7 +283,8 @@ impl<A: Application, S: Series<A> + Send + 'static> Assembly<A, S> {
         let (booted_tx, booted_rx) = oneshot::channel();
         let streams = self.streams.clone();
         let failed = vec![None; streams.len()];
-        let (cadence, lifecycle) = (self.cadence, self.lifecycle);
+        let (cadence, lifecycle, recording) = (self.cadence, self.lifecycle, self.recording);
+        let (supervised, supervisor_feed) = (table.clone(), feed_tx.clone());
         let thread = std::thread::Builder::new()
             .name("series-supervisor".into())
             .spawn(move || {
@@ -224,8 +305,11 @@ impl<A: Application, S: Series<A> + Send + 'static> Assembly<A, S> {
                     }
                     Supervisor {
                         adapter,
+                        recording,
                         streams,
                         feed: feed_rx,
+                        table: supervised,
+                        feed_tx: supervisor_feed,
                         lane: lane_rx,
                         cadence,
                         lifecycle,
@@ -240,24 +324,24 @@ impl<A: Application, S: Series<A> + Send + 'static> Assembly<A, S> {
             Ok(thread) => thread,
             Err(e) => {
                 tracing::error!(error = %e, "the supervisor thread could not start; nothing beneath the windows is served");
-                return Streams::frozen(index, &self.streams, &BTreeMap::new(), None, None);
+                return alone(table);
             }
         };
         // A supervisor that died before answering stands every window on origin: nothing
         // beneath is served then (every read beneath answers Unserved).
         let marks = booted_rx.await.unwrap_or_default();
+        table.stand(&self.streams, &marks, frontier);
         let attached = Attached {
+            table: table.clone(),
             feed: feed_tx,
             lane: lane_tx,
             thread: Mutex::new(Some(thread)),
         };
-        Streams::frozen(
-            index,
-            &self.streams,
-            &marks,
-            frontier,
-            Some(Arc::new(attached)),
-        )
+        Streams {
+            table,
+            attached: Some(Arc::new(attached)),
+            _application: PhantomData,
+        }
     }
 }
 
@@ -294,6 +378,7 @@ impl<A: Application> Streams<A> {
         Assembly {
             streams: Vec::new(),
             adapter: None,
+            recording: Vec::new(),
             cadence: None,
             lifecycle: None,
             frontier: None,
@@ -317,39 +402,6 @@ impl<A: Application> Streams<A> {
         assembly.boot().await
     }
 
-    fn frozen(
-        index: BTreeMap<String, usize>,
-        streams: &[Definition],
-        marks: &BTreeMap<String, Position>,
-        frontier: Option<Position>,
-        attached: Option<Arc<Attached>>,
-    ) -> Streams<A> {
-        let windows = streams
-            .iter()
-            .map(|d| {
-                let mark = marks
-                    .get(d.id.as_ref())
-                    .copied()
-                    .unwrap_or(Position::ORIGIN);
-                let alone = frontier.is_some_and(|f| mark > f);
-                if alone {
-                    tracing::warn!(stream = %d.id, watermark = %mark, frontier = %frontier.unwrap_or_default(), "the adapter is durable beyond the recovered frontier; serving the window alone");
-                }
-                Mutex::new(Window {
-                    capacity: d.window.max(1),
-                    ring: VecDeque::new(),
-                    floor: if alone { Position::ORIGIN } else { mark },
-                    alone,
-                })
-            })
-            .collect();
-        Streams {
-            table: Arc::new(Table { index, windows }),
-            attached,
-            _application: PhantomData,
-        }
-    }
-
     fn window(&self, id: &str) -> Option<(usize, &Mutex<Window>)> {
         let i = *self.table.index.get(id)?;
         Some((i, &self.table.windows[i]))
@@ -364,14 +416,14 @@ impl<A: Application> Streams<A> {
         };
         let at = At::new(position, Arc::new(row) as ErasedRow);
         let mut window = window.lock().unwrap_or_else(|p| p.into_inner());
-        // Fed before it can be evicted, under the window's lock: a read that sees a floor
-        // finds every row at or beneath it already on the feed.
+        // Queued for the feed before it can be evicted, under the window's lock; a read
+        // sends the queue before it takes its snapshot, so every row at or beneath a floor
+        // it sees is on the feed ahead of its request.
         if let Some(attached) = &self.attached {
-            // A closed feed means the supervisor is gone; reads beneath answer Unserved.
-            let _ = attached.feed.send(Fed {
-                stream,
-                at: at.clone(),
-            });
+            window.pending.push(at.clone());
+            if window.pending.len() >= FEED_BATCH {
+                window.send_pending(stream, &attached.feed);
+            }
         }
         window.ring.push_back(at);
         while window.ring.len() > window.capacity {
@@ -408,6 +460,10 @@ impl<A: Application> Streams<A> {
         let Some((stream, _)) = self.window(T::ID) else {
             return Position::ORIGIN;
         };
+        // The barrier covers every row published before the seal was asked for.
+        if let Some(attached) = &self.attached {
+            self.table.flush_all(&attached.feed);
+        }
         self.ask(
             |reply| Request::Seal {
                 stream,
@@ -433,7 +489,10 @@ impl<A: Application> Streams<A> {
         let (stream, window) = self.window(T::ID).ok_or(BeneathWindow::Unserved)?;
         // One snapshot: the floor and the rows above it.
         let (floor, alone, snapshot): (Position, bool, Vec<At<ErasedRow>>) = {
-            let window = window.lock().unwrap_or_else(|p| p.into_inner());
+            let mut window = window.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(attached) = &self.attached {
+                window.send_pending(stream, &attached.feed);
+            }
             let rows = window
                 .ring
                 .iter()
@@ -539,6 +598,7 @@ impl<A: Application> Streams<A> {
         let Some(attached) = self.attached.clone() else {
             return Ok(());
         };
+        self.table.flush_all(&attached.feed);
         let outcome = self
             .ask(|reply| Request::Stop { reply }, Err("gone".to_owned()))
             .await;

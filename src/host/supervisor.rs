@@ -23,10 +23,10 @@ pub const LANE_DEPTH: usize = 64;
 /// The most rows one drain step hands the adapter before it looks at the lane again.
 const DRAIN_BATCH: usize = 4096;
 
-/// One published row on its way to the adapter.
+/// Published rows of one stream on their way to the adapter, in publish order.
 pub(crate) struct Fed {
     pub stream: usize,
-    pub at: At<ErasedRow>,
+    pub rows: Vec<At<ErasedRow>>,
 }
 
 /// A reply the supervisor owes.
@@ -73,8 +73,14 @@ pub type Lifecycle<S> = Box<dyn FnMut(&mut S) + Send>;
 /// The supervisor's state: the adapter and what it learnt about it.
 pub(crate) struct Supervisor<A: Application, S: Series<A>> {
     pub adapter: S,
+    /// Adapters demoted by a later designation: still fed, sealed and flushed, never read.
+    pub recording: Vec<S>,
     pub streams: Vec<Definition>,
     pub feed: mpsc::UnboundedReceiver<Fed>,
+    /// The windows, whose rows not yet sent on the feed a tick sends first (so a barrier
+    /// covers every row published before it), and the feed's send half to do it with.
+    pub table: std::sync::Arc<super::Table>,
+    pub feed_tx: mpsc::UnboundedSender<Fed>,
     pub lane: mpsc::Receiver<Request>,
     pub cadence: Option<Duration>,
     pub lifecycle: Option<Lifecycle<S>>,
@@ -94,13 +100,11 @@ impl<A: Application, S: Series<A>> Supervisor<A, S> {
             t
         });
         loop {
+            // The lane is looked at first: a request waits only for the rows fed before it
+            // (drained first, which is what the splice needs), never for the ones published
+            // after it, so sustained publishing cannot starve a read. Feeds go in batches.
             tokio::select! {
                 biased;
-                fed = self.feed.recv() => match fed {
-                    Some(fed) => self.deliver(vec![fed]),
-                    // Every handle is gone: nothing more can be published or asked.
-                    None => break,
-                },
                 request = self.lane.recv() => match request {
                     Some(Request::Stop { reply }) => {
                         let outcome = self.stop().await;
@@ -114,9 +118,24 @@ impl<A: Application, S: Series<A>> Supervisor<A, S> {
                     None => break,
                 },
                 _ = async { ticker.as_mut().expect("guarded").tick().await }, if ticker.is_some() => {
+                    self.table.flush_all(&self.feed_tx);
                     self.drain();
                     self.tick().await;
                 }
+                fed = self.feed.recv() => match fed {
+                    Some(fed) => {
+                        let mut batch = vec![fed];
+                        while batch.len() < DRAIN_BATCH {
+                            match self.feed.try_recv() {
+                                Ok(fed) => batch.push(fed),
+                                Err(_) => break,
+                            }
+                        }
+                        self.deliver(batch);
+                    }
+                    // Every handle is gone: nothing more can be published or asked.
+                    None => break,
+                },
             }
         }
         if let Err(e) = self.stop().await {
@@ -124,11 +143,14 @@ impl<A: Application, S: Series<A>> Supervisor<A, S> {
         }
     }
 
-    /// Hands the adapter every ready row, in publish order, one run per stream stretch.
+    /// Hands the adapter every row fed before this call, in publish order, in batches, one
+    /// run per stream stretch. Rows published meanwhile wait for the next drain: a read is
+    /// answered after the rows fed before it, not after an endless stream of later ones.
     fn drain(&mut self) {
-        loop {
-            let mut batch = Vec::new();
-            while batch.len() < DRAIN_BATCH {
+        let mut ready = self.feed.len();
+        while ready > 0 {
+            let mut batch = Vec::with_capacity(ready.min(DRAIN_BATCH));
+            while batch.len() < ready.min(DRAIN_BATCH) {
                 match self.feed.try_recv() {
                     Ok(fed) => batch.push(fed),
                     Err(_) => break,
@@ -137,6 +159,7 @@ impl<A: Application, S: Series<A>> Supervisor<A, S> {
             if batch.is_empty() {
                 return;
             }
+            ready -= batch.len();
             self.deliver(batch);
         }
     }
@@ -151,8 +174,17 @@ impl<A: Application, S: Series<A>> Supervisor<A, S> {
             if self.failed[stream].is_some() {
                 continue;
             }
-            let rows: Vec<At<ErasedRow>> = run.iter().map(|f| f.at.clone()).collect();
+            let rows: Vec<At<ErasedRow>> =
+                run.iter().flat_map(|f| f.rows.iter().cloned()).collect();
             let definition = &self.streams[stream];
+            for recorder in &mut self.recording {
+                if let Err(e) = recorder.deliver(Run {
+                    stream: definition,
+                    rows: &rows,
+                }) {
+                    tracing::error!(stream = %definition.id, error = %e, "a recording copy refused a delivery");
+                }
+            }
             if let Err(e) = self.adapter.deliver(Run {
                 stream: definition,
                 rows: &rows,
@@ -244,7 +276,10 @@ impl<A: Application, S: Series<A>> Supervisor<A, S> {
     /// and do no I/O), then the lifecycle.
     async fn tick(&mut self) {
         for definition in self.streams.clone() {
-            self.adapter.seal(definition, &[]).await;
+            self.adapter.seal(definition.clone(), &[]).await;
+            for recorder in &mut self.recording {
+                recorder.seal(definition.clone(), &[]).await;
+            }
         }
         if let Some(lifecycle) = self.lifecycle.as_mut() {
             lifecycle(&mut self.adapter);
@@ -253,7 +288,20 @@ impl<A: Application, S: Series<A>> Supervisor<A, S> {
 
     async fn stop(&mut self) -> Result<(), String> {
         self.drain();
-        self.adapter.flush().await.map_err(|e| e.to_string())
+        let mut failed = Vec::new();
+        for recorder in &mut self.recording {
+            if let Err(e) = recorder.flush().await {
+                failed.push(format!("a recording copy: {e}"));
+            }
+        }
+        if let Err(e) = self.adapter.flush().await {
+            failed.push(e.to_string());
+        }
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(failed.join("; "))
+        }
     }
 }
 
