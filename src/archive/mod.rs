@@ -517,12 +517,12 @@ impl Archive {
         self.commit.state()
     }
 
-    /// A stream selected at assembly, with its durable state.
     /// Whether `stream` was selected at assembly (this handle writes and serves it).
     pub fn selects(&self, stream: &str) -> bool {
         self.selected.contains_key(stream)
     }
 
+    /// A stream selected at assembly, with its durable state.
     fn selected_stream(&self, stream: &str) -> Result<(&Selected, &StreamState)> {
         let unknown = || ArchiveError::UnknownStream(stream.to_owned());
         let selected = self.selected.get(stream).ok_or_else(unknown)?;

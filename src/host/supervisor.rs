@@ -195,13 +195,16 @@ impl<A: Application, S: Series<A>> Supervisor<A, S> {
         }
     }
 
-    fn refused(&self, stream: usize) -> Option<BeneathWindow> {
-        self.failed[stream].as_ref().map(|why| {
-            BeneathWindow::unreadable(format!(
+    /// The stream's definition to ask the adapter with, or why it cannot be asked: the
+    /// adapter refused rows of it and no longer holds its whole history.
+    fn served(&self, stream: usize) -> Result<Definition, BeneathWindow> {
+        match &self.failed[stream] {
+            None => Ok(self.streams[stream].clone()),
+            Some(why) => Err(BeneathWindow::unreadable(format!(
                 "the adapter refused rows of stream {:?} it was handed ({why}); it no longer holds the whole history",
                 self.streams[stream].id
-            ))
-        })
+            ))),
+        }
     }
 
     async fn answer(&mut self, request: Request) {
@@ -213,12 +216,9 @@ impl<A: Application, S: Series<A>> Supervisor<A, S> {
                 end,
                 reply,
             } => {
-                let answer = match self.refused(stream) {
-                    Some(refusal) => Err(refusal),
-                    None => {
-                        let definition = self.streams[stream].clone();
-                        self.adapter.rows(definition, &track, start, end).await
-                    }
+                let answer = match self.served(stream) {
+                    Ok(d) => self.adapter.rows(d, &track, start, end).await,
+                    Err(refusal) => Err(refusal),
                 };
                 let _ = reply.send(answer);
             }
@@ -230,14 +230,9 @@ impl<A: Application, S: Series<A>> Supervisor<A, S> {
                 budget,
                 reply,
             } => {
-                let answer = match self.refused(stream) {
-                    Some(refusal) => Err(refusal),
-                    None => {
-                        let definition = self.streams[stream].clone();
-                        self.adapter
-                            .buckets(definition, &track, start, end, budget)
-                            .await
-                    }
+                let answer = match self.served(stream) {
+                    Ok(d) => self.adapter.buckets(d, &track, start, end, budget).await,
+                    Err(refusal) => Err(refusal),
                 };
                 let _ = reply.send(answer);
             }
@@ -249,14 +244,9 @@ impl<A: Application, S: Series<A>> Supervisor<A, S> {
                 kind,
                 reply,
             } => {
-                let answer = match self.refused(stream) {
-                    Some(refusal) => Err(refusal),
-                    None => {
-                        let definition = self.streams[stream].clone();
-                        self.adapter
-                            .aggregate(definition, &track, start, end, kind)
-                            .await
-                    }
+                let answer = match self.served(stream) {
+                    Ok(d) => self.adapter.aggregate(d, &track, start, end, kind).await,
+                    Err(refusal) => Err(refusal),
                 };
                 let _ = reply.send(answer);
             }
