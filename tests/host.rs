@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use series_archive::archive::{Archive, Config};
-use series_archive::host::{PublishError, Streams};
+use series_archive::host::{PublishError, ReadFailure, Streams};
 use series_archive::{Application, BeneathWindow, Position, Stream};
 use std::ops::Bound::{Excluded, Included, Unbounded};
 
@@ -98,7 +98,7 @@ fn the_splice_owns_the_boundary_once_and_survives_a_restart() {
         }
         assert_eq!(
             host.query::<Capture>(..).await,
-            Err(BeneathWindow::Unserved)
+            Err(ReadFailure::Refused(BeneathWindow::Unserved))
         );
         let recent = host
             .query::<Capture>((Excluded(host.floor::<Capture>()), Unbounded))
@@ -188,7 +188,9 @@ fn a_row_of_another_type_is_refused_never_dropped() {
         )
         .expect("publish");
         match host.query::<Capture>(..).await {
-            Err(BeneathWindow::Unreadable(u)) => assert!(u.what().contains("position 2"), "{u}"),
+            Err(ReadFailure::Refused(BeneathWindow::Unreadable(u))) => {
+                assert!(u.what().contains("position 2"), "{u}")
+            }
             other => panic!("expected a refusal, got {other:?}"),
         }
     });
@@ -238,7 +240,7 @@ fn boot_stands_only_selected_streams_on_the_watermark_and_the_table_is_frozen() 
         }
         assert_eq!(
             host.query::<Capture>(..).await,
-            Err(BeneathWindow::Unserved),
+            Err(ReadFailure::Refused(BeneathWindow::Unserved)),
             "no window was made up for it"
         );
         host.stop().await.expect("flush");

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use series_archive::archive::{Archive, ArchiveError, Config};
-use series_archive::host::{StopError, Streams};
+use series_archive::host::{ReadFailure, StopError, Streams};
 use series_archive::{
     Aggregate, Aggregated, Application, At, BeneathWindow, Bucket, Cursor, Definition, ErasedRow,
     Position, Run, Series, Stream, StreamConsumer,
@@ -180,7 +180,7 @@ fn a_dead_supervisor_answers_unserved_and_never_hangs() {
         // The supervisor panics while answering: the reply is dropped, the read is Unserved.
         assert_eq!(
             streams.query::<Capture>(..).await,
-            Err(BeneathWindow::Unserved)
+            Err(ReadFailure::Refused(BeneathWindow::Unserved))
         );
         // Everything after: publishing still never fails or waits; reads beneath the window
         // are Unserved (the lane's send fails), reads above it still answer from the window.
@@ -189,7 +189,7 @@ fn a_dead_supervisor_answers_unserved_and_never_hangs() {
         }
         assert_eq!(
             other.query::<Capture>(..).await,
-            Err(BeneathWindow::Unserved)
+            Err(ReadFailure::Refused(BeneathWindow::Unserved))
         );
         let floor = other.floor::<Capture>();
         let recent = other
@@ -227,7 +227,8 @@ fn the_cadence_seals_unasked_runs_the_lifecycle_and_stop_flushes() {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let reader = Archive::open(dir.path(), Config::new().read_only(true)).expect("read");
-            if reader.watermark("capture") == Position(50) {
+            // The lifecycle runs right after the tick's barrier: wait for both.
+            if reader.watermark("capture") == Position(50) && ticks.load(Ordering::SeqCst) > 0 {
                 break;
             }
             assert!(Instant::now() < deadline, "the cadence never sealed");
@@ -385,7 +386,7 @@ fn a_watermark_beyond_the_recovered_frontier_leaves_the_window_alone() {
         }
         assert_eq!(
             streams.query::<Capture>(..).await,
-            Err(BeneathWindow::Unserved),
+            Err(ReadFailure::Refused(BeneathWindow::Unserved)),
             "beneath the window nothing is served"
         );
         let floor = streams.floor::<Capture>();
@@ -438,4 +439,49 @@ fn naming_a_second_series_demotes_the_first_to_a_recording_copy() {
             .expect("rows");
         assert_eq!(rows.num_rows(), 100);
     }
+}
+
+/// Caller errors are distinct from the three refusals (issue 12, defect 4): a budget that
+/// buys no bucket and a label holding a control character answer `Invalid`, which says
+/// "fix the read", never `Unreadable` ("report, retry": a caller that retried would loop
+/// forever). The archive's `check` names what is wrong before anything is read.
+#[test]
+fn caller_errors_are_invalid_reads_never_refusals() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    runtime().block_on(async {
+        let streams: Streams<App> = Streams::assemble()
+            .stream::<Capture>()
+            .series(open(dir.path()))
+            .boot()
+            .await;
+        for i in 0..40 {
+            streams.publish(Position(i + 1), row(i)).expect("publish");
+        }
+        streams.seal::<Capture>().await;
+        match streams.survey::<Capture>(..).budget(3).await {
+            Err(ReadFailure::Invalid(why)) => {
+                assert!(
+                    why.contains("budget of 3") && why.contains("at least 4"),
+                    "{why}"
+                )
+            }
+            other => panic!("a budget that buys no bucket answered {other:?}"),
+        }
+        match streams
+            .query::<Capture>(..)
+            .track(("run\u{1}".to_owned(),))
+            .await
+        {
+            Err(ReadFailure::Invalid(why)) => assert!(why.contains("control"), "{why}"),
+            other => panic!("a control character in a label answered {other:?}"),
+        }
+        // The smallest budget that buys one bucket answers.
+        let buckets = streams
+            .survey::<Capture>(..)
+            .budget(4)
+            .await
+            .expect("one bucket");
+        assert_eq!(buckets.len(), 1);
+        streams.stop().await.expect("stop");
+    });
 }

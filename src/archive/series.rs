@@ -2,8 +2,8 @@
 
 use super::{Archive, ArchiveError, ReadError, StoredError};
 use crate::contract::{
-    Aggregate, Aggregated, Application, At, BeneathWindow, Bucket, Cursor, Definition, ErasedRow,
-    Position, Run, Series, StreamConsumer,
+    Aggregate, Aggregated, Application, Asked, At, BeneathWindow, Bucket, Cursor, Definition,
+    ErasedRow, Position, Run, Series, StreamConsumer,
 };
 use std::ops::Bound;
 
@@ -56,6 +56,50 @@ impl Archive {
     }
 }
 
+impl Archive {
+    /// The caller errors a read of `stream` would meet, before any of it is read: a
+    /// selection deeper than the track or holding a control character, and for a survey or
+    /// fold a stream without an axis, levels or measured field, or a budget that buys no
+    /// bucket. A stream the archive does not record is no caller error (the read answers
+    /// `Unserved`).
+    pub fn check_read(
+        &self,
+        stream: &str,
+        track: &[String],
+        asked: Asked,
+    ) -> Result<(), ReadError> {
+        let Some(state) = self.state().streams.get(stream) else {
+            return Ok(());
+        };
+        match asked {
+            Asked::Rows => {
+                if track.len() > state.decl.track.len() {
+                    return Err(ReadError::BadSelection(format!(
+                        "stream {stream:?} is tracked by {} component(s); {} label(s) were given",
+                        state.decl.track.len(),
+                        track.len()
+                    )));
+                }
+                crate::contract::TrackKey::encode(track)
+                    .map_err(|e| ReadError::BadSelection(e.to_string()))?;
+            }
+            Asked::Buckets { budget } => {
+                self.survey_check(stream, track)?;
+                let fields = state.decl.measured.len();
+                if budget < 4 * fields {
+                    return Err(ReadError::Budget {
+                        budget,
+                        fields,
+                        needed: 4 * fields,
+                    });
+                }
+            }
+            Asked::Aggregate => self.survey_check(stream, track)?,
+        }
+        Ok(())
+    }
+}
+
 impl<A: Application> StreamConsumer<A> for Archive {
     type Error = ArchiveError;
 
@@ -84,10 +128,11 @@ fn refusal(e: ReadError) -> BeneathWindow {
         ReadError::UnknownStream(_) => BeneathWindow::Unserved,
         // A stream the assembly did not select is not this adapter's to serve.
         ReadError::NotSelected(_) => BeneathWindow::Unserved,
+        // Caller errors. `Series::check` names each before a read is served, and the runtime
+        // asks it first and answers `ReadFailure::Invalid`; only a caller of the bare
+        // contract that skips the check gets here, and then hears exactly what was wrong.
         ReadError::BadSelection(m) => BeneathWindow::unreadable(m),
-        // No tier holds buckets or statistics for a stream without an axis or levels.
         ReadError::NotSurveyable { .. } => BeneathWindow::Unserved,
-        // The contract has no refusal for a caller's budget; say exactly what was wrong.
         e @ ReadError::Budget { .. } => BeneathWindow::unreadable(e.to_string()),
     }
 }
@@ -128,6 +173,12 @@ impl<A: Application> Series<A> for Archive {
         self.fold(&stream.id, track, start, end, kind)
             .map(|f| f.answers)
             .map_err(refusal)
+    }
+
+    fn check(&self, stream: &Definition, track: &[String], asked: Asked) -> Option<String> {
+        self.check_read(&stream.id, track, asked)
+            .err()
+            .map(|e| e.to_string())
     }
 
     async fn seal(&mut self, stream: Definition, _track: &[String]) -> Position {

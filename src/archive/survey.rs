@@ -131,6 +131,11 @@ fn span(
 }
 
 impl Archive {
+    /// The caller errors a survey or fold of `stream` beneath `track` would meet.
+    pub(crate) fn survey_check(&self, stream: &str, track: &[String]) -> Result<(), ReadError> {
+        self.surveyable(stream, track).map(|_| ())
+    }
+
     fn surveyable(
         &self,
         stream: &str,

@@ -12,7 +12,9 @@ pub use aggregate::{Aggregate, Aggregated, Rank, UnknownAggregate};
 pub use bucket::{Bucket, Placed};
 pub use position::{At, Position};
 pub use refusal::{BeneathWindow, Unreadable};
-pub use series::{Application, Cursor, Definition, ErasedRow, Run, Series, Stream, StreamConsumer};
+pub use series::{
+    Application, Asked, Cursor, Definition, ErasedRow, Run, Series, Stream, StreamConsumer,
+};
 pub use track::{
     check_label, Axial, BadLabel, BadTrack, Label, Prefix, TrackKey, TrackTuple, Tracked,
     MAX_DEPTH, UNIT_SEPARATOR,

@@ -105,6 +105,20 @@ pub trait StreamConsumer<A: Application> {
     fn flush(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send;
 }
 
+/// What a read asks for, as [`Series::check`] sees it before the read is served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Asked {
+    /// Raw rows.
+    Rows,
+    /// Display buckets under a point budget.
+    Buckets {
+        /// The budget, in points.
+        budget: usize,
+    },
+    /// A statistic.
+    Aggregate,
+}
+
 /// The serving contract: a stream consumer that can hand its rows back.
 ///
 /// `track` is the component labels of a selection, outermost first; an empty slice narrows
@@ -148,4 +162,16 @@ pub trait Series<A: Application>: StreamConsumer<A> {
         stream: Definition,
         track: &[String],
     ) -> impl Future<Output = Position> + Send;
+
+    /// A caller error in a read, found before it is served: a selection the stream's track
+    /// cannot hold (deeper than declared, a label with a control character), a budget that
+    /// buys no bucket, a survey of a stream the adapter keeps no levels for. `Some` says
+    /// what to fix. The same read will never be answered, so it is no refusal: a refusal is
+    /// a wall beneath the window with its own next move (attach for `Unserved`, narrow to a
+    /// `Floor`, report and retry `Unreadable`). The runtime asks before every read; the
+    /// default finds nothing wrong.
+    fn check(&self, stream: &Definition, track: &[String], asked: Asked) -> Option<String> {
+        let _ = (stream, track, asked);
+        None
+    }
 }

@@ -194,6 +194,22 @@ pub enum PublishError {
     Undeclared(&'static str),
 }
 
+/// Why a read through the runtime was not answered: a wall beneath the window, or a read
+/// that is itself wrong. The two are kept apart because their next moves differ: a refusal
+/// says attach, narrow, or report and retry; an invalid read will never be answered as it
+/// stands, so retrying it would loop forever.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReadFailure {
+    /// A wall beneath the window: `Unserved`, `Floor { floor }` or `Unreadable`.
+    #[error(transparent)]
+    Refused(#[from] BeneathWindow),
+    /// The read itself is wrong (a label with a control character, a budget that buys no
+    /// bucket, a survey of a stream kept without levels): fix it. The types already rule out
+    /// a selection of the wrong depth or component type.
+    #[error("invalid read: {0}")]
+    Invalid(String),
+}
+
 /// Why `stop` could not close the last barrier.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum StopError {
@@ -485,7 +501,7 @@ impl<A: Application> Streams<A> {
         start: Bound<Position>,
         end: Bound<Position>,
         keep: impl Fn(&T) -> bool,
-    ) -> Result<Vec<At<Arc<T>>>, BeneathWindow> {
+    ) -> Result<Vec<At<Arc<T>>>, ReadFailure> {
         let (stream, window) = self.window(T::ID).ok_or(BeneathWindow::Unserved)?;
         // One snapshot: the floor and the rows above it.
         let (floor, alone, snapshot): (Position, bool, Vec<At<ErasedRow>>) = {
@@ -517,7 +533,7 @@ impl<A: Application> Streams<A> {
             return Ok(above);
         }
         if alone {
-            return Err(BeneathWindow::Unserved);
+            return Err(BeneathWindow::Unserved.into());
         }
         let cap = match end {
             Bound::Included(e) if e < floor => Bound::Included(e),
@@ -533,7 +549,7 @@ impl<A: Application> Streams<A> {
                     end: cap,
                     reply,
                 },
-                Err(BeneathWindow::Unserved),
+                Err(BeneathWindow::Unserved.into()),
             )
             .await?;
         let mut out: Vec<At<Arc<T>>> = beneath
@@ -552,7 +568,7 @@ impl<A: Application> Streams<A> {
         start: Bound<u64>,
         end: Bound<u64>,
         budget: usize,
-    ) -> Result<Vec<Bucket>, BeneathWindow> {
+    ) -> Result<Vec<Bucket>, ReadFailure> {
         let (stream, _) = self.window(T::ID).ok_or(BeneathWindow::Unserved)?;
         self.ask(
             |reply| Request::Buckets {
@@ -563,7 +579,7 @@ impl<A: Application> Streams<A> {
                 budget,
                 reply,
             },
-            Err(BeneathWindow::Unserved),
+            Err(BeneathWindow::Unserved.into()),
         )
         .await
     }
@@ -575,7 +591,7 @@ impl<A: Application> Streams<A> {
         start: Bound<u64>,
         end: Bound<u64>,
         kind: Aggregate,
-    ) -> Result<Vec<Aggregated>, BeneathWindow> {
+    ) -> Result<Vec<Aggregated>, ReadFailure> {
         let (stream, _) = self.window(T::ID).ok_or(BeneathWindow::Unserved)?;
         self.ask(
             |reply| Request::Aggregate {
@@ -586,7 +602,7 @@ impl<A: Application> Streams<A> {
                 kind,
                 reply,
             },
-            Err(BeneathWindow::Unserved),
+            Err(BeneathWindow::Unserved.into()),
         )
         .await
     }

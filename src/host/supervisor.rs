@@ -8,9 +8,10 @@
 //! fsyncs, Parquet decoding) happens here, never on a publisher's thread or a caller's
 //! executor.
 
+use super::ReadFailure;
 use crate::contract::{
-    Aggregate, Aggregated, Application, At, BeneathWindow, Bucket, Definition, ErasedRow, Position,
-    Run, Series,
+    Aggregate, Aggregated, Application, Asked, At, BeneathWindow, Bucket, Definition, ErasedRow,
+    Position, Run, Series,
 };
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -39,7 +40,7 @@ pub(crate) enum Request {
         track: Vec<String>,
         start: Bound<Position>,
         end: Bound<Position>,
-        reply: Reply<Result<Vec<At<ErasedRow>>, BeneathWindow>>,
+        reply: Reply<Result<Vec<At<ErasedRow>>, ReadFailure>>,
     },
     Buckets {
         stream: usize,
@@ -47,7 +48,7 @@ pub(crate) enum Request {
         start: Bound<u64>,
         end: Bound<u64>,
         budget: usize,
-        reply: Reply<Result<Vec<Bucket>, BeneathWindow>>,
+        reply: Reply<Result<Vec<Bucket>, ReadFailure>>,
     },
     Aggregate {
         stream: usize,
@@ -55,7 +56,7 @@ pub(crate) enum Request {
         start: Bound<u64>,
         end: Bound<u64>,
         kind: Aggregate,
-        reply: Reply<Result<Vec<Aggregated>, BeneathWindow>>,
+        reply: Reply<Result<Vec<Aggregated>, ReadFailure>>,
     },
     /// A barrier; answers the position the stream is durable through.
     Seal {
@@ -195,16 +196,27 @@ impl<A: Application, S: Series<A>> Supervisor<A, S> {
         }
     }
 
-    /// The stream's definition to ask the adapter with, or why it cannot be asked: the
-    /// adapter refused rows of it and no longer holds its whole history.
-    fn served(&self, stream: usize) -> Result<Definition, BeneathWindow> {
-        match &self.failed[stream] {
-            None => Ok(self.streams[stream].clone()),
-            Some(why) => Err(BeneathWindow::unreadable(format!(
+    /// The stream's definition to ask the adapter with, or why it cannot be asked: the read
+    /// is a caller error the adapter names, or the adapter refused rows of the stream and no
+    /// longer holds its whole history.
+    fn served(
+        &self,
+        stream: usize,
+        track: &[String],
+        asked: Asked,
+    ) -> Result<Definition, ReadFailure> {
+        let definition = &self.streams[stream];
+        if let Some(why) = &self.failed[stream] {
+            return Err(BeneathWindow::unreadable(format!(
                 "the adapter refused rows of stream {:?} it was handed ({why}); it no longer holds the whole history",
-                self.streams[stream].id
-            ))),
+                definition.id
+            ))
+            .into());
         }
+        if let Some(why) = self.adapter.check(definition, track, asked) {
+            return Err(ReadFailure::Invalid(why));
+        }
+        Ok(definition.clone())
     }
 
     async fn answer(&mut self, request: Request) {
@@ -216,9 +228,13 @@ impl<A: Application, S: Series<A>> Supervisor<A, S> {
                 end,
                 reply,
             } => {
-                let answer = match self.served(stream) {
-                    Ok(d) => self.adapter.rows(d, &track, start, end).await,
-                    Err(refusal) => Err(refusal),
+                let answer = match self.served(stream, &track, Asked::Rows) {
+                    Ok(d) => self
+                        .adapter
+                        .rows(d, &track, start, end)
+                        .await
+                        .map_err(Into::into),
+                    Err(failure) => Err(failure),
                 };
                 let _ = reply.send(answer);
             }
@@ -230,9 +246,13 @@ impl<A: Application, S: Series<A>> Supervisor<A, S> {
                 budget,
                 reply,
             } => {
-                let answer = match self.served(stream) {
-                    Ok(d) => self.adapter.buckets(d, &track, start, end, budget).await,
-                    Err(refusal) => Err(refusal),
+                let answer = match self.served(stream, &track, Asked::Buckets { budget }) {
+                    Ok(d) => self
+                        .adapter
+                        .buckets(d, &track, start, end, budget)
+                        .await
+                        .map_err(Into::into),
+                    Err(failure) => Err(failure),
                 };
                 let _ = reply.send(answer);
             }
@@ -244,9 +264,13 @@ impl<A: Application, S: Series<A>> Supervisor<A, S> {
                 kind,
                 reply,
             } => {
-                let answer = match self.served(stream) {
-                    Ok(d) => self.adapter.aggregate(d, &track, start, end, kind).await,
-                    Err(refusal) => Err(refusal),
+                let answer = match self.served(stream, &track, Asked::Aggregate) {
+                    Ok(d) => self
+                        .adapter
+                        .aggregate(d, &track, start, end, kind)
+                        .await
+                        .map_err(Into::into),
+                    Err(failure) => Err(failure),
                 };
                 let _ = reply.send(answer);
             }

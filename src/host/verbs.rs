@@ -12,10 +12,10 @@
 //! checked); a survey exists only on an axial stream, and a survey is not a read until
 //! `budget(n)` or `fold(kind)` says which (awaiting a bare survey does not compile).
 
-use super::Streams;
+use super::{ReadFailure, Streams};
 use crate::contract::{
-    Aggregate, Aggregated, Application, At, Axial, BeneathWindow, Bucket, Position, Prefix, Stream,
-    TrackTuple, Tracked,
+    Aggregate, Aggregated, Application, At, Axial, Bucket, Position, Prefix, Stream, TrackTuple,
+    Tracked,
 };
 use std::future::{Future, IntoFuture};
 use std::marker::PhantomData;
@@ -64,7 +64,7 @@ impl<'s, A: Application, T: Stream + Tracked> Query<'s, A, T> {
 }
 
 impl<'s, A: Application, T: Stream> IntoFuture for Query<'s, A, T> {
-    type Output = Result<Vec<At<Arc<T>>>, BeneathWindow>;
+    type Output = Result<Vec<At<Arc<T>>>, ReadFailure>;
     type IntoFuture = Boxed<'s, Self::Output>;
 
     fn into_future(self) -> Self::IntoFuture {
@@ -103,7 +103,7 @@ impl<'s, A: Application, T: Stream + Axial> Survey<'s, A, T> {
     pub fn budget(
         self,
         points: usize,
-    ) -> impl Future<Output = Result<Vec<Bucket>, BeneathWindow>> + Send + 's {
+    ) -> impl Future<Output = Result<Vec<Bucket>, ReadFailure>> + Send + 's {
         self.streams
             .buckets::<T>(self.labels, self.start, self.end, points)
     }
@@ -112,7 +112,7 @@ impl<'s, A: Application, T: Stream + Axial> Survey<'s, A, T> {
     pub fn fold(
         self,
         kind: Aggregate,
-    ) -> impl Future<Output = Result<Vec<Aggregated>, BeneathWindow>> + Send + 's {
+    ) -> impl Future<Output = Result<Vec<Aggregated>, ReadFailure>> + Send + 's {
         self.streams
             .aggregate::<T>(self.labels, self.start, self.end, kind)
     }

@@ -206,6 +206,22 @@ pub fn run(
             track.1,
             spliced.len()
         );
+        // A survey while the runtime is live: buckets come from what a barrier made durable.
+        let began = Instant::now();
+        let buckets = runtime.block_on(async {
+            streams
+                .survey::<Capture>(..)
+                .track(track.clone())
+                .budget(400)
+                .await
+        })?;
+        out!(
+            "  live survey of ({}, {}) at budget 400: {} buckets in {:.2?}, across the lane",
+            track.0,
+            track.1,
+            buckets.len(),
+            began.elapsed()
+        );
         runtime.block_on(streams.stop())?;
     }
     let rows_total = tally.rows;
