@@ -119,7 +119,7 @@ fn raw_rows_retire_by_age_while_levels_still_answer_a_mean() {
         .read_rows("capture", &[], Unbounded, Unbounded)
         .expect_err("beneath the floor");
     assert!(
-        matches!(err, ReadError::Refused(BeneathWindow::Floor { floor: f }) if f == Position(floor)),
+        matches!(err, ReadError::Refused(BeneathWindow::Floor { floor: f, axis: None }) if f == Position(floor)),
         "{err:?}"
     );
     let kept: Vec<_> = published
@@ -151,6 +151,35 @@ fn raw_rows_retire_by_age_while_levels_still_answer_a_mean() {
         matches!(p95, ReadError::Floor { tier: "raw", floor: Position(f), .. } if f == floor),
         "{p95:?}"
     );
+    // Through the contract the floor keeps its axis, the value an axis range narrows to
+    // (before, it carried the position alone); narrowing to it answers.
+    struct App;
+    impl series_archive::Application for App {}
+    let definition = series_archive::Definition::dynamic(
+        "capture",
+        8,
+        ["run".to_owned(), "probe".to_owned()],
+        Some("ordinal".to_owned()),
+    );
+    let p95_kind = Aggregate::parse("p95").expect("p95");
+    let refused = futures::executor::block_on(<Archive as series_archive::Series<App>>::aggregate(
+        &mut archive,
+        definition,
+        &whole,
+        Unbounded,
+        Unbounded,
+        p95_kind,
+    ));
+    let axis = match refused {
+        Err(BeneathWindow::Floor {
+            floor: f,
+            axis: Some(axis),
+        }) if f == Position(floor) => axis,
+        other => panic!("a fold beneath the raw floor answered {other:?}"),
+    };
+    archive
+        .fold("capture", &whole, Included(axis), Unbounded, p95_kind)
+        .expect("narrowed to the axis floor, the percentile answers");
 
     // Floors only move forward, and survive a reopen.
     assert!(archive.sweep(7 * HOUR).expect("again").is_empty());

@@ -378,7 +378,7 @@ fn assert_rows(archive: &Archive, floors: Floors, published: &[(u64, Row)], at: 
                 .read_rows("capture", std::slice::from_ref(&run), Unbounded, Unbounded)
                 .expect_err("a read beneath the floor is refused");
             assert!(
-                matches!(err, ReadError::Refused(BeneathWindow::Floor { floor: f }) if f == Position(floor)),
+                matches!(err, ReadError::Refused(BeneathWindow::Floor { floor: f, axis: None }) if f == Position(floor)),
                 "{at}: {run}: {err:?}"
             );
         }

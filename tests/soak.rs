@@ -332,7 +332,7 @@ fn deep_check(archive: &Archive, sim: &Sim, t: usize) {
             .read_rows("capture", &labels, Unbounded, Unbounded)
             .expect_err("beneath the floor");
         assert!(
-            matches!(refused, ReadError::Refused(BeneathWindow::Floor { floor: f }) if f == floor),
+            matches!(refused, ReadError::Refused(BeneathWindow::Floor { floor: f, axis: None }) if f == floor),
             "{labels:?}: {refused:?}"
         );
     }

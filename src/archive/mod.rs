@@ -1012,7 +1012,7 @@ pub enum ReadError {
         why: String,
     },
     /// The range reaches beneath a floor: retired, on purpose. Answers the contract's
-    /// `Floor { floor }` with the axis to narrow to.
+    /// `Floor { floor, axis }`, the axis being where to narrow to.
     #[error("floor: {tier} retains nothing beneath position {floor} (axis {axis}) for the selected tracks; narrow the range to start at axis {axis} or later")]
     Floor {
         /// Which tier refused (`raw`, or `levels`).

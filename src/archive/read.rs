@@ -65,7 +65,10 @@ pub(crate) fn floor_refusal(
         Bound::Excluded(s) => s.0.saturating_add(1) < floor.0,
     };
     if reaches_beneath {
-        Err(ReadError::Refused(BeneathWindow::Floor { floor }))
+        Err(ReadError::Refused(BeneathWindow::Floor {
+            floor,
+            axis: None,
+        }))
     } else {
         Ok(())
     }

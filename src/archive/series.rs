@@ -122,7 +122,11 @@ fn refusal(e: ReadError) -> BeneathWindow {
         // The contract boundary: whatever the kind, the adapter could not read what it
         // holds; only the transient kind says a retry may answer.
         ReadError::Stored(e) => e.into(),
-        ReadError::Floor { floor, .. } => BeneathWindow::Floor { floor },
+        // An axis read's floor keeps its axis: that is what the caller narrows to.
+        ReadError::Floor { floor, axis, .. } => BeneathWindow::Floor {
+            floor,
+            axis: Some(axis),
+        },
         // Nothing is stored under a stream the archive never recorded: the tier holds no
         // history for it, which is the unattached answer.
         ReadError::UnknownStream(_) => BeneathWindow::Unserved,

@@ -8,7 +8,7 @@ use std::fmt;
 /// | Variant | Meaning | The caller's move |
 /// |---|---|---|
 /// | `Unserved` | No series adapter is attached | Attach one at assembly |
-/// | `Floor { floor }` | Nothing is retained beneath `floor` | Narrow the range |
+/// | `Floor { floor, axis }` | Nothing is retained beneath `floor` (on the axis: `axis`) | Narrow the range |
 /// | `Unreadable(_)` | The adapter could not read what it holds | Report, retry |
 ///
 /// A refusal is never an I/O error in disguise and never a short answer: an adapter that does
@@ -20,11 +20,15 @@ pub enum BeneathWindow {
     Unserved,
     /// Nothing is retained beneath `floor`.
     #[error(
-        "floor: nothing is retained beneath {floor}; narrow the range to start above the floor"
+        "floor: nothing is retained beneath {floor}{}; narrow the range to start above the floor",
+        axis.map(|a| format!(" (axis {a})")).unwrap_or_default()
     )]
     Floor {
         /// The lowest coordinate still answered whole.
         floor: Position,
+        /// For an axis read (buckets, a statistic), the same floor on the axis: where the
+        /// caller narrows an axis range to. `None` for a read of positions.
+        axis: Option<u64>,
     },
     /// The adapter holds the range but could not read it.
     #[error("unreadable: {0}; report it and retry")]
@@ -99,8 +103,14 @@ mod tests {
         assert!(BeneathWindow::Unserved.to_string().contains("attach one"));
         let floor = BeneathWindow::Floor {
             floor: Position(42),
+            axis: None,
         };
         assert!(floor.to_string().contains("42"));
+        let on_axis = BeneathWindow::Floor {
+            floor: Position(42),
+            axis: Some(4096),
+        };
+        assert!(on_axis.to_string().contains("(axis 4096)"));
         assert!(floor.to_string().contains("narrow the range"));
         let bad = BeneathWindow::unreadable("rows/000001.parquet row group 3: digest mismatch");
         assert!(bad.to_string().contains("digest mismatch"));

@@ -200,7 +200,7 @@ pub enum PublishError {
 /// stands, so retrying it would loop forever.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ReadFailure {
-    /// A wall beneath the window: `Unserved`, `Floor { floor }` or `Unreadable`.
+    /// A wall beneath the window: `Unserved`, `Floor { floor, axis }` or `Unreadable`.
     #[error(transparent)]
     Refused(#[from] BeneathWindow),
     /// The read itself is wrong (a label with a control character, a budget that buys no
