@@ -1479,3 +1479,24 @@ fn csv_track_labels_are_kept_as_text() {
     let out = rows(&archive, &["--track", "7", "01"]);
     assert_eq!(out.lines().count(), 2, "{out}");
 }
+
+/// A stream declared from a JSON-lines file keeps the columns in the order the file first
+/// names them (before, arrow-json's inference answered them sorted by name).
+#[test]
+fn jsonl_columns_keep_the_files_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let archive = dir.path().join("archive");
+    let file = dir.path().join("order.jsonl");
+    fs::write(
+        &file,
+        "{\"run\":\"r\",\"probe\":\"p\",\"zeta\":1.5,\"ordinal\":1,\"alpha\":2}\n{\"run\":\"r\",\"probe\":\"p\",\"zeta\":2.5,\"ordinal\":2,\"alpha\":3,\"mid\":7}\n",
+    )
+    .expect("write");
+    ingest(&archive, &[], &[&file]).ok("ingest");
+    let out = rows(&archive, &[]);
+    assert_eq!(
+        out.lines().next(),
+        Some("run,probe,zeta,ordinal,alpha,mid,_position"),
+        "{out}"
+    );
+}

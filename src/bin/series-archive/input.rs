@@ -128,16 +128,63 @@ fn inferred_schema(path: &Path) -> Result<Schema, String> {
             .infer_schema(open()?, Some(10_000))
             .map(|(s, _)| s)
             .map_err(|e| fail(&e)),
-        Kind::JsonLines => arrow::json::reader::infer_json_schema_from_seekable(
-            BufReader::new(open()?),
-            Some(10_000),
-        )
-        .map(|(s, _)| s)
-        .map_err(|e| fail(&e)),
+        Kind::JsonLines => {
+            let (inferred, _) = arrow::json::reader::infer_json_schema_from_seekable(
+                BufReader::new(open()?),
+                Some(10_000),
+            )
+            .map_err(|e| fail(&e))?;
+            // arrow-json answers the columns sorted by name; a stream declared from the file
+            // keeps them in the order the file first names them.
+            let order = json_key_order(path, 10_000)?;
+            let at = |name: &str| order.iter().position(|k| k == name).unwrap_or(usize::MAX);
+            let mut fields: Vec<_> = inferred.fields().iter().cloned().collect();
+            fields.sort_by_key(|f| at(f.name()));
+            Ok(Schema::new(fields))
+        }
         Kind::Parquet => ParquetRecordBatchReaderBuilder::try_new(open()?)
             .map(|b| b.schema().as_ref().clone())
             .map_err(|e| fail(&e)),
     }
+}
+
+/// The keys of the first `limit` objects of a JSON-lines file, in the order the file first
+/// names them. A syntax-only pass: values are skipped, not built.
+fn json_key_order(path: &Path, limit: usize) -> Result<Vec<String>, String> {
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+    /// Appends one object's keys not seen before.
+    struct Keys<'a>(&'a mut Vec<String>);
+    impl<'de> DeserializeSeed<'de> for Keys<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Keys<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                if !self.0.contains(&key) {
+                    self.0.push(key);
+                }
+                map.next_value::<IgnoredAny>()?;
+            }
+            Ok(())
+        }
+    }
+    let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut de = serde_json::Deserializer::from_reader(BufReader::new(file));
+    let mut order = Vec::new();
+    for _ in 0..limit {
+        // The end of the input, or a line the reader will report with its own position.
+        if Keys(&mut order).deserialize(&mut de).is_err() {
+            break;
+        }
+    }
+    Ok(order)
 }
 
 /// Batches of a file read with `schema` (the file's own column types).
