@@ -485,3 +485,50 @@ fn caller_errors_are_invalid_reads_never_refusals() {
         streams.stop().await.expect("stop");
     });
 }
+
+/// Only caller errors are `Invalid`: a survey of an archive whose manifest is damaged mid-log
+/// is the archive's wall (`Unreadable`, report it), even though the adapter is asked
+/// `check` first.
+#[test]
+fn a_damaged_archive_is_a_refusal_not_an_invalid_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    runtime().block_on(async {
+        let streams: Streams<App> =
+            Streams::boot(Some(open(dir.path())), &[Capture::definition()]).await;
+        for i in 0..200 {
+            streams.publish(Position(i + 1), row(i)).expect("publish");
+            if i % 20 == 19 {
+                streams.seal::<Capture>().await;
+            }
+        }
+        streams.stop().await.expect("stop");
+    });
+    // Flip a byte in the middle of the manifest: valid records follow the damage.
+    let manifest = std::fs::read_dir(dir.path().join("manifest"))
+        .expect("manifest dir")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.extension().is_some_and(|e| e == "log"))
+        .expect("a generation");
+    let mut bytes = std::fs::read(&manifest).expect("read");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&manifest, &bytes).expect("write");
+    let reader = Archive::open(
+        dir.path(),
+        Config::new()
+            .select::<Capture>()
+            .expect("select")
+            .read_only(true),
+    )
+    .expect("a read-only open past the damage");
+    assert!(reader.recovery().damaged_at.is_some());
+    runtime().block_on(async {
+        let streams: Streams<App> = Streams::boot(Some(reader), &[Capture::definition()]).await;
+        match streams.survey::<Capture>(..).budget(400).await {
+            Err(ReadFailure::Refused(BeneathWindow::Unreadable(u))) => {
+                assert!(u.what().contains("damaged"), "{u}")
+            }
+            other => panic!("a damaged manifest answered {other:?}"),
+        }
+    });
+}

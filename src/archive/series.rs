@@ -180,9 +180,16 @@ impl<A: Application> Series<A> for Archive {
     }
 
     fn check(&self, stream: &Definition, track: &[String], asked: Asked) -> Option<String> {
-        self.check_read(&stream.id, track, asked)
-            .err()
-            .map(|e| e.to_string())
+        match self.check_read(&stream.id, track, asked) {
+            Err(
+                e @ (ReadError::BadSelection(_)
+                | ReadError::Budget { .. }
+                | ReadError::NotSurveyable { .. }),
+            ) => Some(e.to_string()),
+            // Anything else (a damaged manifest, a file that cannot be read) is no caller
+            // error: the read itself answers it with its refusal.
+            _ => None,
+        }
     }
 
     async fn seal(&mut self, stream: Definition, _track: &[String]) -> Position {
