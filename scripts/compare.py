@@ -387,7 +387,8 @@ def measure(rows: int, args, cli: Cli, helper: Path, con) -> dict:
         if archive.exists():
             shutil.rmtree(archive)
         run([str(cli.path), "ingest", str(archive), "--stream", STREAM, "--track", "run,probe",
-             "--axis", "ordinal", "--position", "position", "--seal-rows", str(seal_rows), str(data)])
+             "--axis", "ordinal", "--position", "position", "--seal-rows", str(seal_rows),
+             "--no-compact", str(data)])
 
     say(f"{rows:,}: ingest (CLI) × {args.ingest_runs} after a warm-up ...")
     r["cli_ingest"], r["cli_ingest_all"], _ = timed_runs(ingest, args.ingest_runs)

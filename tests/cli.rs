@@ -1500,3 +1500,33 @@ fn jsonl_columns_keep_the_files_order() {
         "{out}"
     );
 }
+
+/// `ingest` ends with the automatic maintenance `compact --auto` runs, so a CLI user never
+/// has to know: 18 barriers (past the threshold of 16 files) become one segment per track;
+/// `--no-compact` keeps the barrier files as sealed. Either way every row reads back.
+#[test]
+fn ingest_compacts_past_the_threshold_unless_told_not_to() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("sample.csv");
+    fs::write(&file, csv_text(&sample())).expect("write");
+    let compacted = dir.path().join("compacted");
+    let out = ingest(&compacted, &["--seal-rows", "1"], &[&file]).ok("ingest");
+    assert!(
+        out.stderr
+            .contains("compacted capture: 18 barrier files → 6 segments"),
+        "{}",
+        out.stderr
+    );
+    let as_sealed = dir.path().join("as-sealed");
+    let out = ingest(&as_sealed, &["--seal-rows", "1", "--no-compact"], &[&file])
+        .ok("ingest --no-compact");
+    assert!(!out.stderr.contains("compacted"), "{}", out.stderr);
+    let files = |a: &Path| {
+        inspect_json(a)["streams"][0]["files"]
+            .as_u64()
+            .expect("files")
+    };
+    assert_eq!(files(&compacted), 6);
+    assert_eq!(files(&as_sealed), 18);
+    assert_eq!(rows(&compacted, &[]), rows(&as_sealed, &[]));
+}

@@ -98,6 +98,11 @@ enum Command {
         /// Seal a barrier every N staged rows (and once at the end).
         #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
         seal_rows: u64,
+        /// Keep the barrier files as sealed. By default, ingest ends with the automatic
+        /// maintenance `compact --auto` runs: a stream past its compaction threshold is
+        /// compacted before ingest exits, so the next survey reads few files.
+        #[arg(long)]
+        no_compact: bool,
         /// Input files (.csv with a header, .jsonl/.ndjson, .parquet) or directories of them.
         #[arg(required = true)]
         files: Vec<PathBuf>,
@@ -364,6 +369,7 @@ fn main() -> ExitCode {
             position,
             ladder,
             seal_rows,
+            no_compact,
             files,
         } => ingest(
             &archive,
@@ -375,6 +381,7 @@ fn main() -> ExitCode {
             },
             ladder.as_deref(),
             seal_rows,
+            !no_compact,
             &files,
         ),
         Command::Survey {
@@ -561,6 +568,7 @@ fn ingest(
     columns: input::Columns,
     ladder: Option<&str>,
     seal_rows: u64,
+    compact: bool,
     files: &[PathBuf],
 ) -> Result<(), Failure> {
     let ladder_given = ladder.is_some();
@@ -734,6 +742,21 @@ fn ingest(
         "ingested {total} rows in {secs:.2} s ({:.0} rows/s, seals included)",
         total as f64 / secs.max(1e-9)
     );
+    if compact {
+        // What `compact --auto` does, so a CLI user never has to know: a stream past its
+        // threshold (many barrier files) becomes per-track segments and whole level cells.
+        let began = std::time::Instant::now();
+        for c in archive.compact(false, |_, _, _| {})? {
+            eprintln!(
+                "compacted {}: {} barrier files → {} segments ({} level files merged) in {:.2?}; --no-compact keeps them as sealed",
+                c.stream,
+                c.files_in,
+                c.files_out,
+                c.level_files_in,
+                began.elapsed()
+            );
+        }
+    }
     Ok(())
 }
 
