@@ -109,6 +109,22 @@ impl Series<App> for Spy {
     }
 }
 
+/// A runtime over the archive at `dir`, `Capture` declared, no cadence.
+async fn attached(dir: &std::path::Path) -> Streams<App> {
+    Streams::assemble()
+        .stream::<Capture>()
+        .series(open(dir))
+        .boot()
+        .await
+}
+
+/// Publishes rows `range` at positions one past their index.
+fn publish(streams: &Streams<App>, range: std::ops::Range<u64>) {
+    for i in range {
+        streams.publish(Position(i + 1), row(i)).expect("publish");
+    }
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -135,9 +151,7 @@ fn publish_does_no_adapter_work_on_the_publishing_thread() {
             .series(spy)
             .boot()
             .await;
-        for i in 0..100 {
-            streams.publish(Position(i + 1), row(i)).expect("publish");
-        }
+        publish(&streams, 0..100);
         // A read drains the feed first, so every row has been delivered once it answers.
         let all = streams.query::<Capture>(..).await.expect("spliced");
         assert_eq!(ordinals(&all), (0..100).collect::<Vec<_>>());
@@ -171,9 +185,7 @@ fn a_dead_supervisor_answers_unserved_and_never_hangs() {
             .series(spy)
             .boot()
             .await;
-        for i in 0..40 {
-            streams.publish(Position(i + 1), row(i)).expect("publish");
-        }
+        publish(&streams, 0..40);
         let other = streams.clone();
         die.store(true, Ordering::SeqCst);
         let started = Instant::now();
@@ -219,9 +231,7 @@ fn the_cadence_seals_unasked_runs_the_lifecycle_and_stop_flushes() {
             })
             .boot()
             .await;
-        for i in 0..50 {
-            streams.publish(Position(i + 1), row(i)).expect("publish");
-        }
+        publish(&streams, 0..50);
         // Nobody seals: the cadence makes the rows durable. A reader beside the writer sees
         // the barrier once it is committed.
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -236,9 +246,7 @@ fn the_cadence_seals_unasked_runs_the_lifecycle_and_stop_flushes() {
         }
         assert!(ticks.load(Ordering::SeqCst) > 0, "the lifecycle ran");
         // Rows published after the last tick are made durable by the stop's flush.
-        for i in 50..60 {
-            streams.publish(Position(i + 1), row(i)).expect("publish");
-        }
+        publish(&streams, 50..60);
         streams.stop().await.expect("stop");
     });
     assert_eq!(open(dir.path()).watermark("capture"), Position(60));
@@ -307,14 +315,8 @@ fn eviction_racing_queries_never_duplicates_or_drops_a_boundary_row() {
 fn the_typed_verbs_answer_what_the_archive_answers() {
     let dir = tempfile::tempdir().expect("tempdir");
     runtime().block_on(async {
-        let streams: Streams<App> = Streams::assemble()
-            .stream::<Capture>()
-            .series(open(dir.path()))
-            .boot()
-            .await;
-        for i in 0..300 {
-            streams.publish(Position(i + 1), row(i)).expect("publish");
-        }
+        let streams: Streams<App> = attached(dir.path()).await;
+        publish(&streams, 0..300);
         let sealed = streams.seal::<Capture>().track(("run_1".to_owned(),)).await;
         assert_eq!(sealed, Position(300));
         let run_1 = streams
@@ -367,9 +369,7 @@ fn a_watermark_beyond_the_recovered_frontier_leaves_the_window_alone() {
     runtime().block_on(async {
         let streams: Streams<App> =
             Streams::boot(Some(open(dir.path())), &[Capture::definition()]).await;
-        for i in 0..40 {
-            streams.publish(Position(i + 1), row(i)).expect("publish");
-        }
+        publish(&streams, 0..40);
         streams.stop().await.expect("stop");
     });
     runtime().block_on(async {
@@ -381,9 +381,7 @@ fn a_watermark_beyond_the_recovered_frontier_leaves_the_window_alone() {
             .boot()
             .await;
         assert_eq!(streams.floor::<Capture>(), Position::ORIGIN);
-        for i in 25..60 {
-            streams.publish(Position(i + 1), row(i)).expect("publish");
-        }
+        publish(&streams, 25..60);
         assert_eq!(
             streams.query::<Capture>(..).await,
             Err(ReadFailure::Refused(BeneathWindow::Unserved)),
@@ -425,9 +423,7 @@ fn naming_a_second_series_demotes_the_first_to_a_recording_copy() {
             .series(open(second.path()))
             .boot()
             .await;
-        for i in 0..100 {
-            streams.publish(Position(i + 1), row(i)).expect("publish");
-        }
+        publish(&streams, 0..100);
         assert_eq!(streams.seal::<Capture>().await, Position(100));
         streams.stop().await.expect("stop");
     });
@@ -449,14 +445,8 @@ fn naming_a_second_series_demotes_the_first_to_a_recording_copy() {
 fn caller_errors_are_invalid_reads_never_refusals() {
     let dir = tempfile::tempdir().expect("tempdir");
     runtime().block_on(async {
-        let streams: Streams<App> = Streams::assemble()
-            .stream::<Capture>()
-            .series(open(dir.path()))
-            .boot()
-            .await;
-        for i in 0..40 {
-            streams.publish(Position(i + 1), row(i)).expect("publish");
-        }
+        let streams: Streams<App> = attached(dir.path()).await;
+        publish(&streams, 0..40);
         streams.seal::<Capture>().await;
         match streams.survey::<Capture>(..).budget(3).await {
             Err(ReadFailure::Invalid(why)) => {
