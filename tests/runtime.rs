@@ -40,12 +40,13 @@ fn open(dir: &std::path::Path) -> Archive {
     Archive::open(dir, Config::new().select::<Capture>().expect("select")).expect("open")
 }
 
-/// The archive, watched: which threads delivered to it, and a switch that makes `rows`
-/// panic (the supervisor dies mid-read).
+/// The archive, watched: which threads delivered to it, and switches that make `rows`
+/// panic (the supervisor dies mid-read) or `seal` (it dies at boot, asked the watermark).
 struct Spy {
     inner: Archive,
     delivered_on: Arc<Mutex<HashSet<ThreadId>>>,
     die_on_rows: Arc<AtomicBool>,
+    die_on_seal: bool,
 }
 
 impl StreamConsumer<App> for Spy {
@@ -105,6 +106,9 @@ impl Series<App> for Spy {
     }
 
     async fn seal(&mut self, stream: Definition, track: &[String]) -> Position {
+        if self.die_on_seal {
+            panic!("the supervisor dies at boot (on purpose)");
+        }
         <Archive as Series<App>>::seal(&mut self.inner, stream, track).await
     }
 }
@@ -144,6 +148,7 @@ fn publish_does_no_adapter_work_on_the_publishing_thread() {
         inner: open(dir.path()),
         delivered_on: delivered_on.clone(),
         die_on_rows: Arc::new(AtomicBool::new(false)),
+        die_on_seal: false,
     };
     runtime().block_on(async {
         let streams: Streams<App> = Streams::assemble()
@@ -178,6 +183,7 @@ fn a_dead_supervisor_answers_unserved_and_never_hangs() {
         inner: open(dir.path()),
         delivered_on: Arc::default(),
         die_on_rows: die.clone(),
+        die_on_seal: false,
     };
     runtime().block_on(async {
         let streams: Streams<App> = Streams::assemble()
@@ -520,5 +526,48 @@ fn a_damaged_archive_is_a_refusal_not_an_invalid_read() {
             }
             other => panic!("a damaged manifest answered {other:?}"),
         }
+    });
+}
+
+/// A supervisor that dies at boot, before it says what the archive holds, leaves the windows
+/// over history nobody learnt: a full read is `Unserved`, never the ring alone answered as
+/// if it were everything (before, the window stood on origin and a full query answered only
+/// the rows published since the boot). A range that starts after the ring's oldest row is
+/// still the window's to answer.
+#[test]
+fn a_supervisor_dead_at_boot_never_answers_the_ring_as_the_whole_history() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    runtime().block_on(async {
+        let streams = attached(dir.path()).await;
+        publish(&streams, 0..40);
+        streams.stop().await.expect("stop");
+    });
+    let spy = Spy {
+        inner: open(dir.path()),
+        delivered_on: Arc::default(),
+        die_on_rows: Arc::default(),
+        die_on_seal: true,
+    };
+    runtime().block_on(async {
+        let streams: Streams<App> = Streams::assemble()
+            .stream::<Capture>()
+            .series(spy)
+            .boot()
+            .await;
+        publish(&streams, 40..45);
+        assert_eq!(
+            streams.query::<Capture>(..).await,
+            Err(ReadFailure::Refused(BeneathWindow::Unserved))
+        );
+        assert_eq!(
+            streams.query::<Capture>(Position(41)..).await,
+            Err(ReadFailure::Refused(BeneathWindow::Unserved)),
+            "the oldest row's own position may hold rows from before the boot"
+        );
+        let recent = streams
+            .query::<Capture>(Position(42)..)
+            .await
+            .expect("after the oldest row, the window answers");
+        assert_eq!(ordinals(&recent), vec![41, 42, 43, 44]);
     });
 }

@@ -54,6 +54,10 @@ struct Window {
     /// The adapter's watermark was beyond the frontier the boot recovered: the tiers no
     /// longer share a coordinate, so the window alone is served (beneath it: `Unserved`).
     alone: bool,
+    /// An adapter was designated but the boot never learnt what it holds (its supervisor
+    /// died, or never started): a read that may reach beneath the ring's oldest row answers
+    /// `Unserved`, never the ring alone as if it were the whole history.
+    unknown: bool,
 }
 
 /// How many published rows travel to the supervisor in one feed message.
@@ -118,6 +122,13 @@ impl Table {
             let mut window = window.lock().unwrap_or_else(|p| p.into_inner());
             window.floor = if alone { Position::ORIGIN } else { mark };
             window.alone = alone;
+        }
+    }
+
+    /// Marks every window as standing over history the boot could not learn.
+    fn lost(&self) {
+        for window in &self.windows {
+            window.lock().unwrap_or_else(|p| p.into_inner()).unknown = true;
         }
     }
 
@@ -340,13 +351,16 @@ impl<A: Application, S: Series<A> + Send + 'static> Assembly<A, S> {
             Ok(thread) => thread,
             Err(e) => {
                 tracing::error!(error = %e, "the supervisor thread could not start; nothing beneath the windows is served");
+                table.lost();
                 return alone(table);
             }
         };
-        // A supervisor that died before answering stands every window on origin: nothing
-        // beneath is served then (every read beneath answers Unserved).
-        let marks = booted_rx.await.unwrap_or_default();
-        table.stand(&self.streams, &marks, frontier);
+        // A supervisor that died before answering leaves every window over history it could
+        // not learn: reads that may reach beneath a ring answer Unserved.
+        match booted_rx.await {
+            Ok(marks) => table.stand(&self.streams, &marks, frontier),
+            Err(_) => table.lost(),
+        }
         let attached = Attached {
             table: table.clone(),
             feed: feed_tx,
@@ -504,24 +518,37 @@ impl<A: Application> Streams<A> {
     ) -> Result<Vec<At<Arc<T>>>, ReadFailure> {
         let (stream, window) = self.window(T::ID).ok_or(BeneathWindow::Unserved)?;
         // One snapshot: the floor and the rows above it.
-        let (floor, alone, snapshot): (Position, bool, Vec<At<ErasedRow>>) = {
+        let (floor, alone, unknown, oldest, snapshot) = {
             let mut window = window.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(attached) = &self.attached {
                 window.send_pending(stream, &attached.feed);
             }
-            let rows = window
+            let rows: Vec<At<ErasedRow>> = window
                 .ring
                 .iter()
                 .filter(|at| at.position > window.floor && within(start, end, at.position))
                 .cloned()
                 .collect();
-            (window.floor, window.alone, rows)
+            let oldest = window.ring.front().map(|at| at.position);
+            (window.floor, window.alone, window.unknown, oldest, rows)
         };
         let mut above = Vec::with_capacity(snapshot.len());
         for at in snapshot {
             let at = typed::<T>(at.position, at.row)?;
             if keep(&at.row) {
                 above.push(at);
+            }
+        }
+        if unknown {
+            // Positions are not unique: only a range that starts strictly after the ring's
+            // oldest row is sure to hold nothing from before the boot.
+            let after_oldest = match (start, oldest) {
+                (Bound::Included(s), Some(o)) => s > o,
+                (Bound::Excluded(s), Some(o)) => s >= o,
+                _ => false,
+            };
+            if !after_oldest {
+                return Err(BeneathWindow::Unserved.into());
             }
         }
         let reaches_beneath = match start {
