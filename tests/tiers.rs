@@ -255,6 +255,25 @@ fn suite(name: &str, store: Arc<dyn ObjectStore>, url: &str, dir: &Path) {
         vec![format!("{url}/streams/capture/rows/000000009999.parquet")],
         "{name}"
     );
+    // No record ever named it and no local file accounts for it (it could be the only copy
+    // of data a `repair` dropped the record of): its bytes are kept as evidence first.
+    let kept: Vec<&String> = archive
+        .recovery()
+        .quarantined
+        .iter()
+        .filter(|p| p.ends_with("streams/capture/rows/000000009999.parquet"))
+        .collect();
+    assert_eq!(
+        kept.len(),
+        1,
+        "{name}: {:?}",
+        archive.recovery().quarantined
+    );
+    assert_eq!(
+        std::fs::read(root.join(kept[0])).expect("the evidence"),
+        b"orphan",
+        "{name}"
+    );
     assert_eq!(served(&archive), after_retire, "{name}");
     assert_eq!(
         objects(&store, "arch-b"),

@@ -156,6 +156,19 @@ impl std::fmt::Debug for Archive {
     }
 }
 
+/// `stream` as selected at assembly, with its durable state; borrowing the two fields only,
+/// so a caller may hold the staged map mutably beside them.
+fn selected_in<'a>(
+    selected: &'a BTreeMap<String, Selected>,
+    state: &'a State,
+    stream: &str,
+) -> Result<(&'a Selected, &'a StreamState)> {
+    let unknown = || ArchiveError::UnknownStream(stream.to_owned());
+    let chosen = selected.get(stream).ok_or_else(unknown)?;
+    let durable = state.streams.get(stream).ok_or_else(unknown)?;
+    Ok((chosen, durable))
+}
+
 fn numbered(path: &Path) -> Option<u64> {
     let name = path.file_name()?.to_str()?;
     segment::parse_data_file_name(name)
@@ -524,15 +537,7 @@ impl Archive {
 
     /// A stream selected at assembly, with its durable state.
     fn selected_stream(&self, stream: &str) -> Result<(&Selected, &StreamState)> {
-        let unknown = || ArchiveError::UnknownStream(stream.to_owned());
-        let selected = self.selected.get(stream).ok_or_else(unknown)?;
-        let durable = self
-            .commit
-            .state()
-            .streams
-            .get(stream)
-            .ok_or_else(unknown)?;
-        Ok((selected, durable))
+        selected_in(&self.selected, self.commit.state(), stream)
     }
 
     /// Stages a batch of rows (the stream's own columns, in declared order) published at
@@ -544,14 +549,7 @@ impl Archive {
         positions: &[u64],
     ) -> Result<usize> {
         // Field by field, so the staged map can be borrowed mutably beside them.
-        let unknown = || ArchiveError::UnknownStream(stream.to_owned());
-        let selected = self.selected.get(stream).ok_or_else(unknown)?;
-        let durable = self
-            .commit
-            .state()
-            .streams
-            .get(stream)
-            .ok_or_else(unknown)?;
+        let (selected, durable) = selected_in(&self.selected, self.commit.state(), stream)?;
         let staged = self.staged.entry(stream.to_owned()).or_default();
         let n = stage::stage(
             &durable.decl,

@@ -11,7 +11,7 @@ use arrow::compute::{concat_batches, filter_record_batch, interleave_record_batc
 use arrow::datatypes::SchemaRef;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
-use std::ops::Bound;
+use std::ops::{Bound, RangeBounds};
 
 /// The tracks beneath `prefix`, by a key-range scan of the catalog, in key order.
 pub(crate) fn select<'a>(
@@ -32,18 +32,9 @@ pub(crate) fn beneath<'a, V>(
     }
 }
 
+/// Whether position `p` lies in the range.
 fn contains(start: Bound<Position>, end: Bound<Position>, p: u64) -> bool {
-    let above = match start {
-        Bound::Included(s) => p >= s.0,
-        Bound::Excluded(s) => p > s.0,
-        Bound::Unbounded => true,
-    };
-    let below = match end {
-        Bound::Included(e) => p <= e.0,
-        Bound::Excluded(e) => p < e.0,
-        Bound::Unbounded => true,
-    };
-    above && below
+    (start, end).contains(&Position(p))
 }
 
 /// The highest floor of the selected tracks, when the range reaches beneath it.

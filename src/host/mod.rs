@@ -35,7 +35,7 @@ use crate::contract::{
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::marker::PhantomData;
-use std::ops::Bound;
+use std::ops::{Bound, RangeBounds};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use supervisor::{Fed, Request, Supervisor};
@@ -375,18 +375,6 @@ impl<A: Application, S: Series<A> + Send + 'static> Assembly<A, S> {
     }
 }
 
-fn within(start: Bound<Position>, end: Bound<Position>, p: Position) -> bool {
-    (match start {
-        Bound::Included(s) => p >= s,
-        Bound::Excluded(s) => p > s,
-        Bound::Unbounded => true,
-    }) && (match end {
-        Bound::Included(e) => p <= e,
-        Bound::Excluded(e) => p < e,
-        Bound::Unbounded => true,
-    })
-}
-
 /// A row as the type its stream was read as. A row of another type (two row types declaring
 /// one stream id) is refused, never dropped from the answer.
 fn typed<T: Stream>(position: Position, row: ErasedRow) -> Result<At<Arc<T>>, BeneathWindow> {
@@ -526,7 +514,7 @@ impl<A: Application> Streams<A> {
             let rows: Vec<At<ErasedRow>> = window
                 .ring
                 .iter()
-                .filter(|at| at.position > window.floor && within(start, end, at.position))
+                .filter(|at| at.position > window.floor && (start, end).contains(&at.position))
                 .cloned()
                 .collect();
             let oldest = window.ring.front().map(|at| at.position);

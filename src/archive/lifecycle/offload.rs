@@ -283,7 +283,8 @@ impl Archive {
     /// Claims the configured tier's prefix (see `claim_cold_prefix`), then removes objects
     /// under its `streams/` that no live file names: uploads a crash (or a failure) cut off
     /// before their record, and objects whose deletion after a retirement or compaction did
-    /// not happen. Never an object a record names. Answers the removed objects.
+    /// not happen. Never an object a record names; an object the state cannot account for
+    /// is first kept as evidence under `.quarantine/`. Answers the removed objects.
     pub(crate) fn sweep_cold_orphans(&mut self) -> Result<Vec<String>> {
         let Some(tier) = self.store.configured() else {
             return Ok(Vec::new());
@@ -301,15 +302,52 @@ impl Archive {
                 .list(super::super::STREAMS_DIR)
                 .map_err(|e| ArchiveError::Cold(e.to_string()))?,
         };
+        // What the state can account for goes: an upload whose local file is still live
+        // (a crash before its record), or a file a record retired or replaced. An object it
+        // cannot account for may be the only copy of data (a `repair` that dropped the
+        // `offload` record naming it): its bytes are kept as evidence under `.quarantine/`
+        // first, as recovery keeps every local leftover.
+        let leftover = self.commit.state().leftovers();
+        let mut keep = Vec::new();
         let mut removed = Vec::new();
         for (relative, _) in listed {
             let url = tier.object_url(&relative);
-            if !named.contains(url.as_str()) {
-                tier.delete(&relative)
+            if named.contains(url.as_str()) {
+                continue;
+            }
+            if leftover(&relative) == super::super::manifest::Leftover::Evidence {
+                keep.push(relative.clone());
+            }
+            removed.push((relative, url));
+        }
+        drop(leftover);
+        if !keep.is_empty() {
+            let quarantine = self.quarantine_dir()?;
+            for relative in &keep {
+                let bytes = tier
+                    .get(relative)
                     .map_err(|e| ArchiveError::Cold(e.to_string()))?;
-                removed.push(url);
+                let target = quarantine.join(relative);
+                if let Some(parent) = target.parent() {
+                    durable::create_dir(&self.config.faults, parent)?;
+                }
+                durable::write_synced(&self.config.faults, &target, &bytes)?;
+                if let Some(parent) = target.parent() {
+                    durable::sync_dir(&self.config.faults, parent)?;
+                }
+                self.recovery
+                    .quarantined
+                    .push(super::super::relative(&self.root, &target));
             }
         }
+        let removed: Vec<String> = removed
+            .into_iter()
+            .map(|(relative, url)| {
+                tier.delete(&relative)
+                    .map(|()| url)
+                    .map_err(|e| ArchiveError::Cold(e.to_string()))
+            })
+            .collect::<Result<_>>()?;
         if !removed.is_empty() {
             tracing::warn!(
                 objects = removed.len(),
