@@ -179,6 +179,10 @@ impl<A: Application> Series<A> for Archive {
             .map_err(refusal)
     }
 
+    fn serves(&self, stream: &Definition) -> bool {
+        self.selects(&stream.id)
+    }
+
     fn check(&self, stream: &Definition, track: &[String], asked: Asked) -> Option<String> {
         match self.check_read(&stream.id, track, asked) {
             Err(

@@ -174,4 +174,12 @@ pub trait Series<A: Application>: StreamConsumer<A> {
         let _ = (stream, track, asked);
         None
     }
+
+    /// Whether this adapter records and serves `stream`. A copy selected for some of an
+    /// assembly's streams answers `false` for the others: the runtime then feeds it none of
+    /// their rows and serves their windows alone. The default serves every stream.
+    fn serves(&self, stream: &Definition) -> bool {
+        let _ = stream;
+        true
+    }
 }

@@ -107,16 +107,18 @@ impl Table {
     fn stand(
         &self,
         streams: &[Definition],
-        marks: &BTreeMap<String, Position>,
+        marks: &[Option<Position>],
         frontier: Option<Position>,
     ) {
-        for (d, window) in streams.iter().zip(&self.windows) {
-            let mark = marks
-                .get(d.id.as_ref())
-                .copied()
-                .unwrap_or(Position::ORIGIN);
-            let alone = frontier.is_some_and(|f| mark > f);
-            if alone {
+        for ((d, window), mark) in streams.iter().zip(&self.windows).zip(marks) {
+            // A stream the adapter does not serve stands alone: its window is the whole
+            // served history, and beneath it nothing is (Unserved).
+            let alone = match mark {
+                None => true,
+                Some(mark) => frontier.is_some_and(|f| *mark > f),
+            };
+            let mark = mark.unwrap_or(Position::ORIGIN);
+            if alone && mark > Position::ORIGIN {
                 tracing::warn!(stream = %d.id, watermark = %mark, frontier = %frontier.unwrap_or_default(), "the adapter is durable beyond the recovered frontier; serving the window alone");
             }
             let mut window = window.lock().unwrap_or_else(|p| p.into_inner());
@@ -163,7 +165,9 @@ impl Drop for Attached {
         ));
         drop(std::mem::replace(&mut self.lane, mpsc::channel(1).0));
         let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(thread) = thread {
+        // Dropped on the supervisor's own thread (a handle the lifecycle closure held), it
+        // cannot wait for itself: closing the lane above already ends its loop.
+        if let Some(thread) = thread.filter(|t| t.thread().id() != std::thread::current().id()) {
             let _ = thread.join();
         }
     }
@@ -285,7 +289,9 @@ impl<A: Application, S: Series<A> + Send + 'static> Assembly<A, S> {
     }
 
     /// Runs after each tick's barrier, on the supervisor, with the adapter (for the archive:
-    /// `|a| { a.maintain(now) … }`: sweep, compaction, offload, checkpoint).
+    /// `|a| { a.maintain(now) … }`: sweep, compaction, offload, checkpoint). It runs where
+    /// reads are answered, so a long compaction holds them back for its length; and it must
+    /// not hold a `Streams` handle, which would keep the supervisor alive forever.
     pub fn lifecycle(mut self, run: impl FnMut(&mut S) + Send + 'static) -> Self {
         self.lifecycle = Some(Box::new(run));
         self
@@ -373,6 +379,13 @@ impl<A: Application, S: Series<A> + Send + 'static> Assembly<A, S> {
             _application: PhantomData,
         }
     }
+}
+
+/// A read of a stream the boot did not declare: a caller error, never a refusal.
+fn undeclared(id: &str) -> ReadFailure {
+    ReadFailure::Invalid(format!(
+        "stream {id:?} was not declared at boot; declare it in the assembly"
+    ))
 }
 
 /// A row as the type its stream was read as. A row of another type (two row types declaring
@@ -504,7 +517,7 @@ impl<A: Application> Streams<A> {
         end: Bound<Position>,
         keep: impl Fn(&T) -> bool,
     ) -> Result<Vec<At<Arc<T>>>, ReadFailure> {
-        let (stream, window) = self.window(T::ID).ok_or(BeneathWindow::Unserved)?;
+        let (stream, window) = self.window(T::ID).ok_or_else(|| undeclared(T::ID))?;
         // One snapshot: the floor and the rows above it.
         let (floor, alone, unknown, oldest, snapshot) = {
             let mut window = window.lock().unwrap_or_else(|p| p.into_inner());
@@ -584,7 +597,7 @@ impl<A: Application> Streams<A> {
         end: Bound<u64>,
         budget: usize,
     ) -> Result<Vec<Bucket>, ReadFailure> {
-        let (stream, _) = self.window(T::ID).ok_or(BeneathWindow::Unserved)?;
+        let (stream, _) = self.window(T::ID).ok_or_else(|| undeclared(T::ID))?;
         self.ask(
             |reply| Request::Buckets {
                 stream,
@@ -607,7 +620,7 @@ impl<A: Application> Streams<A> {
         end: Bound<u64>,
         kind: Aggregate,
     ) -> Result<Vec<Aggregated>, ReadFailure> {
-        let (stream, _) = self.window(T::ID).ok_or(BeneathWindow::Unserved)?;
+        let (stream, _) = self.window(T::ID).ok_or_else(|| undeclared(T::ID))?;
         self.ask(
             |reply| Request::Aggregate {
                 stream,
@@ -631,7 +644,7 @@ impl<A: Application> Streams<A> {
         };
         self.table.flush_all(&attached.feed);
         let outcome = self
-            .ask(|reply| Request::Stop { reply }, Err("gone".to_owned()))
+            .ask(|reply| Request::Stop { reply }, Err(StopError::Gone))
             .await;
         let thread = attached
             .thread
@@ -642,10 +655,6 @@ impl<A: Application> Streams<A> {
             // The supervisor replied just before it returned: joining waits microseconds.
             let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }
-        match outcome {
-            Ok(()) => Ok(()),
-            Err(e) if e == "gone" => Err(StopError::Gone),
-            Err(e) => Err(StopError::Flush(e)),
-        }
+        outcome
     }
 }

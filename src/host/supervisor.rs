@@ -8,12 +8,11 @@
 //! fsyncs, Parquet decoding) happens here, never on a publisher's thread or a caller's
 //! executor.
 
-use super::ReadFailure;
+use super::{ReadFailure, StopError};
 use crate::contract::{
     Aggregate, Aggregated, Application, Asked, At, BeneathWindow, Bucket, Definition, ErasedRow,
     Position, Run, Series,
 };
-use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::ops::Bound;
 use std::time::Duration;
@@ -21,7 +20,8 @@ use tokio::sync::{mpsc, oneshot};
 
 /// How many requests may wait on the lane before a caller waits to send.
 pub const LANE_DEPTH: usize = 64;
-/// The most rows one drain step hands the adapter before it looks at the lane again.
+/// The most feed messages (each up to 256 rows) one drain step hands the adapter before it
+/// looks at the lane again.
 const DRAIN_BATCH: usize = 4096;
 
 /// Published rows of one stream on their way to the adapter, in publish order.
@@ -65,7 +65,7 @@ pub(crate) enum Request {
         reply: Reply<Position>,
     },
     /// Drain, close the last barrier through `flush`, and end.
-    Stop { reply: Reply<Result<(), String>> },
+    Stop { reply: Reply<Result<(), StopError>> },
 }
 
 /// What runs after each tick's barrier (a compaction, a sweep, a checkpoint).
@@ -96,7 +96,8 @@ impl<A: Application, S: Series<A>> Supervisor<A, S> {
     /// `Streams` handle is gone (then the last barrier is closed through `flush` too).
     pub async fn run(mut self) {
         let mut ticker = self.cadence.map(|every| {
-            let mut t = tokio::time::interval(every);
+            // The first barrier one period after the boot, not at it.
+            let mut t = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
             t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             t
         });
@@ -134,8 +135,9 @@ impl<A: Application, S: Series<A>> Supervisor<A, S> {
                         }
                         self.deliver(batch);
                     }
-                    // Every handle is gone: nothing more can be published or asked.
-                    None => break,
+                    // The supervisor holds a sender itself (ticks send windows' pending rows),
+                    // so the feed never closes; the end is the lane closing.
+                    None => unreachable!("the supervisor holds a feed sender"),
                 },
             }
         }
@@ -178,13 +180,16 @@ impl<A: Application, S: Series<A>> Supervisor<A, S> {
             let rows: Vec<At<ErasedRow>> =
                 run.iter().flat_map(|f| f.rows.iter().cloned()).collect();
             let definition = &self.streams[stream];
-            for recorder in &mut self.recording {
+            for recorder in self.recording.iter_mut().filter(|r| r.serves(definition)) {
                 if let Err(e) = recorder.deliver(Run {
                     stream: definition,
                     rows: &rows,
                 }) {
                     tracing::error!(stream = %definition.id, error = %e, "a recording copy refused a delivery");
                 }
+            }
+            if !self.adapter.serves(definition) {
+                continue;
             }
             if let Err(e) = self.adapter.deliver(Run {
                 stream: definition,
@@ -300,7 +305,7 @@ impl<A: Application, S: Series<A>> Supervisor<A, S> {
         }
     }
 
-    async fn stop(&mut self) -> Result<(), String> {
+    async fn stop(&mut self) -> Result<(), StopError> {
         self.drain();
         let mut failed = Vec::new();
         for recorder in &mut self.recording {
@@ -314,21 +319,25 @@ impl<A: Application, S: Series<A>> Supervisor<A, S> {
         if failed.is_empty() {
             Ok(())
         } else {
-            Err(failed.join("; "))
+            Err(StopError::Flush(failed.join("; ")))
         }
     }
 }
 
 /// Answers what the boot asks before anything is published: each stream's watermark (a seal
 /// with nothing staged does no I/O).
+/// Per stream, in table order: the position the adapter is durable through, or `None` for a
+/// stream it does not serve.
 pub(crate) async fn watermarks<A: Application, S: Series<A>>(
     adapter: &mut S,
     streams: &[Definition],
-) -> BTreeMap<String, Position> {
-    let mut out = BTreeMap::new();
+) -> Vec<Option<Position>> {
+    let mut out = Vec::with_capacity(streams.len());
     for definition in streams {
-        let at = adapter.seal(definition.clone(), &[]).await;
-        out.insert(definition.id.to_string(), at);
+        out.push(match adapter.serves(definition) {
+            true => Some(adapter.seal(definition.clone(), &[]).await),
+            false => None,
+        });
     }
     out
 }
