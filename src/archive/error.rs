@@ -1,7 +1,8 @@
 //! Errors of the archive: what went wrong, where, and what to do about it.
 //!
 //! Refusals of the serving contract ([`crate::BeneathWindow`]) are never mixed with these:
-//! an `ArchiveError` is about opening, declaring, staging or sealing.
+//! an `ArchiveError` is about opening, declaring, staging, sealing and the lifecycle
+//! (retirement, compaction, offload, the cold tier).
 
 use super::store::StoredErrorKind;
 use std::path::PathBuf;
@@ -124,18 +125,6 @@ pub enum ArchiveError {
 }
 
 impl ArchiveError {
-    /// Whether trying the same operation again later may succeed (a cold tier's timeout or
-    /// throttle); everything else needs a change first.
-    pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            ArchiveError::Unreadable {
-                kind: StoredErrorKind::Unavailable,
-                ..
-            }
-        )
-    }
-
     pub(crate) fn io(
         action: &'static str,
         path: impl Into<PathBuf>,

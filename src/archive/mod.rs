@@ -275,11 +275,12 @@ impl Archive {
             store,
         };
         archive.recover()?;
+        archive.declare()?;
+        archive.check_retention()?;
+        // Last: a declaration or a lifetime refused above leaves the cold tier untouched.
         if !archive.config.read_only {
             archive.recovery.cold_orphans_removed = archive.sweep_cold_orphans()?;
         }
-        archive.declare()?;
-        archive.check_retention()?;
         Ok(archive)
     }
 

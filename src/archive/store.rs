@@ -241,7 +241,7 @@ impl Store {
             .insert(name, (magic, footer));
     }
 
-    /// Forgets a cold file's footer (it was deleted, or replaced).
+    /// Forgets a file's verified footer (it was deleted or replaced, or must be read again).
     pub fn forget(&self, name: u64) {
         self.footers
             .lock()

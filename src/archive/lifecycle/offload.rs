@@ -93,7 +93,7 @@ impl Archive {
         now_ns: u64,
         mut progress: impl FnMut(usize, usize, u64),
     ) -> Result<Vec<OffloadReport>> {
-        self.writable()?;
+        self.commit.writable("offload")?;
         let tier = self.store.configured().ok_or_else(|| {
             ArchiveError::declaration(
                 "",
@@ -363,8 +363,11 @@ impl Archive {
     pub(crate) fn discard(&mut self, files: &[SegmentFile]) -> Result<()> {
         let (cold, local): (Vec<&SegmentFile>, Vec<&SegmentFile>) =
             files.iter().partition(|f| f.cold.is_some());
-        for file in cold {
+        for file in files {
+            // Names are never reused: a discarded file's footer is never asked for again.
             self.store.forget(file.name);
+        }
+        for file in cold {
             let url = file.cold.as_deref().unwrap_or_default();
             match self.store.tier_for(url, &file.path) {
                 Ok(tier) => {
