@@ -106,7 +106,11 @@ fn compact_rewrites_files_and_every_answer_stays_the_same() {
         show("compact", &out)
     );
     assert_eq!(count(path, "streams/capture/rows"), 4);
-    assert_eq!(count(path, "streams/capture/levels"), 1);
+    // One level table per level of the ladder (1024,8,8), each under `levels/level=K/`.
+    assert_eq!(count(path, "streams/capture/levels"), 8);
+    for k in 0..8 {
+        assert_eq!(count(path, &format!("streams/capture/levels/level={k}")), 1);
+    }
     assert_eq!(text(&rows_csv(&root, None)), rows_before);
     let again: Vec<String> = ["16", "400", "4000"].into_iter().map(survey).collect();
     assert_eq!(again, surveys);
@@ -121,7 +125,7 @@ fn compact_rewrites_files_and_every_answer_stays_the_same() {
     assert!(tree(path) == before);
     let out = cli(&["verify", &root]);
     assert!(
-        text(&out).starts_with("ok: 5 file(s)"),
+        text(&out).starts_with("ok: 12 file(s)"),
         "{}",
         show("verify", &out)
     );

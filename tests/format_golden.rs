@@ -39,6 +39,8 @@ use std::ops::Bound::{self, Included, Unbounded};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+#[path = "common/golden.rs"]
+mod golden_files;
 #[path = "common/tree.rs"]
 mod tree;
 use tree::copy_tree;
@@ -516,6 +518,7 @@ fn golden_records() -> Vec<Record> {
         axis: Some(axis),
         seq,
         span,
+        last_track: None,
     };
     let file = |name: u64, path: &str, bytes, footer, groups| SegmentFile {
         name,
@@ -526,6 +529,7 @@ fn golden_records() -> Vec<Record> {
         footer,
         groups,
         cold: None,
+        table: None,
     };
     let rows = file(
         1,
@@ -553,6 +557,7 @@ fn golden_records() -> Vec<Record> {
         axis: Some([10, 12]),
         seq: [0, 3],
         span,
+        last_track: None,
     };
     let levels = file(
         2,
@@ -577,6 +582,7 @@ fn golden_records() -> Vec<Record> {
             axis: None,
             seq: [0, 0],
             span: span(4, 116, 0xFFFF_FFFF),
+            last_track: None,
         }],
     );
     let to_json = |f: SegmentFile| serde_json::to_value(f).expect("a file entry serializes");
@@ -1443,12 +1449,8 @@ fn a_writable_open_of_the_fixture_recovers_nothing_and_extends_it() {
 // The Python reader of docs/format.md
 // ---------------------------------------------------------------------------------------
 
-/// The first ```python block of docs/format.md.
 fn python_snippet() -> String {
-    let page = std::fs::read_to_string(crate_path("docs/format.md")).expect("docs/format.md");
-    let start = page.find("```python\n").expect("a python block") + "```python\n".len();
-    let len = page[start..].find("```").expect("the block ends");
-    page[start..start + len].to_owned()
+    golden_files::docs_block("## A Python reader", "python")
 }
 
 fn run_python(script: &Path, args: &[&str]) -> Option<String> {
@@ -1587,12 +1589,9 @@ fn the_python_reader_in_the_docs_lists_the_committed_files() {
 // The DuckDB query of docs/format.md
 // ---------------------------------------------------------------------------------------
 
-/// The first ```sql block of docs/format.md: level 2 of the fixture, partials merged.
+/// The general level query of docs/format.md (level 2 of the fixture, partials merged).
 fn sql_snippet() -> String {
-    let page = std::fs::read_to_string(crate_path("docs/format.md")).expect("docs/format.md");
-    let start = page.find("```sql\n").expect("a sql block") + "```sql\n".len();
-    let len = page[start..].find("```").expect("the block ends");
-    page[start..start + len].to_owned()
+    golden_files::docs_block("### Reading a level with DuckDB or Polars", "sql")
 }
 
 #[test]
@@ -1601,7 +1600,13 @@ fn the_duckdb_query_in_the_docs_merges_level_partials_into_whole_cells() {
     let python = std::env::var_os("SERIES_ARCHIVE_PYTHON")
         .filter(|p| !p.is_empty())
         .expect("SERIES_ARCHIVE_PYTHON is not set: run the suite with scripts/test, which creates .venv with DuckDB");
-    let sql = sql_snippet().replace("ARCHIVE", fixture().to_str().expect("a UTF-8 fixture path"));
+    // FILES: the fixture's level files in the order `files --level 2` prints them.
+    let root = fixture();
+    let root = root.to_str().expect("a UTF-8 fixture path");
+    let files = format!(
+        "['{root}/streams/capture/levels/000000000002.parquet', '{root}/streams/capture/levels/000000000004.parquet']"
+    );
+    let sql = sql_snippet().replace("FILES", &files);
     let mut child = std::process::Command::new(python)
         .args([
             "-c",

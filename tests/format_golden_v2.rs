@@ -401,13 +401,11 @@ fn an_archive_that_never_retires_or_compacts_writes_only_version_1_frames() {
 /// live files the Rust reader holds, and only the groups that are not retired.
 #[test]
 fn the_python_reader_in_the_docs_applies_the_lifecycle_records() {
-    let page = std::fs::read_to_string(crate_path("docs/format.md")).expect("docs/format.md");
-    let start = page.find("```python\n").expect("a python block") + "```python\n".len();
-    let len = page[start..].find("```").expect("the block ends");
+    let snippet = golden_files::docs_block("## A Python reader", "python");
     let dir = tempfile::tempdir().expect("tempdir");
     copy_tree(fixture(), dir.path());
     let script = dir.path().join("committed_files.py");
-    std::fs::write(&script, &page[start..start + len]).expect("write the snippet");
+    std::fs::write(&script, snippet).expect("write the snippet");
     let out = std::process::Command::new("python3")
         .arg(&script)
         .args([dir.path().to_str().expect("utf-8"), "capture"])

@@ -464,8 +464,9 @@ fn reference(root: &Path, op: Op) -> (Side, Side) {
     );
     let expected = match op {
         // Barriers 2..4 rewritten as single-track segments of run_1 (at least one per track;
-        // how many depends on the size and retention cuts); every level file merged.
-        Op::Compact => (2, 1, 3, BARRIERS, 0),
+        // how many depends on the size and retention cuts); every level file merged into one
+        // run of level tables, one per level of the ladder (1024,8,8).
+        Op::Compact => (2, 8, 3, BARRIERS, 0),
         // Barrier 0 (every group past the lifetime) and barrier 1 (run_0 only).
         Op::Sweep => (0, 0, 2, 0, 0),
         // Barrier 1 (run_0 only).

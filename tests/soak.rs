@@ -144,6 +144,21 @@ fn count_dir(dir: &Path) -> usize {
     std::fs::read_dir(dir).map_or(0, |d| d.count())
 }
 
+/// Files under `dir`, at any depth (level tables sit in `levels/level=K/`).
+fn count_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |d| {
+        d.map(|e| {
+            let path = e.expect("entry").path();
+            if path.is_dir() {
+                count_files(&path)
+            } else {
+                1
+            }
+        })
+        .sum()
+    })
+}
+
 /// Checks after a `maintain(now)`: bounds, floors, lifetimes.
 fn after_maintain(
     archive: &Archive,
@@ -161,7 +176,7 @@ fn after_maintain(
         "data files on disk vs in the manifest"
     );
     assert_eq!(
-        count_dir(&dir.join("streams/capture/levels")),
+        count_files(&dir.join("streams/capture/levels")),
         stream.levels.len(),
         "level files on disk vs in the manifest"
     );
@@ -194,10 +209,17 @@ fn after_maintain(
         stream.files.len(),
         sim.sealed
     );
+    // Level runs merge size-tiered: at most FANOUT − 1 runs of each tier stay, and tiers
+    // grow with the logarithm of the barriers sealed.
+    let runs = series_archive::archive::lifecycle::plan::level_runs(&stream.levels);
+    let fanout = series_archive::archive::lifecycle::plan::LEVEL_FANOUT;
+    let tiers = (sim.sealed.max(1) as f64).log(fanout as f64).ceil() as usize + 2;
     assert!(
-        stream.levels.len() <= day::MIN_INPUTS,
-        "{} live level files",
-        stream.levels.len()
+        runs.len() <= (fanout - 1) * tiers,
+        "{} live level runs after {} barriers: {:?}",
+        runs.len(),
+        sim.sealed,
+        runs.iter().map(|r| r.tier).collect::<Vec<_>>()
     );
     assert!(
         archive.manifest_bytes() <= day::CHECKPOINT_BYTES,

@@ -3,7 +3,7 @@
 //! [`Bucket::merge`], so a stored level equals a fold of its rows in any grouping.
 
 use super::error::{ArchiveError, Result};
-use super::manifest::StreamDecl;
+use super::manifest::{GroupEntry, SegmentFile, StreamDecl};
 use crate::contract::{Bucket, Placed, TrackKey};
 use arrow::array::{
     Array, ArrayRef, Float64Array, RecordBatch, StringArray, UInt32Array, UInt64Array,
@@ -207,6 +207,15 @@ pub(crate) fn level_schema(decl: &StreamDecl) -> std::result::Result<SchemaRef, 
     Ok(Arc::new(Schema::new(fields)))
 }
 
+/// The order of a track's rows in a level file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CellOrder {
+    /// By field in declared order, then cell: a barrier's partials.
+    FieldThenCell,
+    /// By cell, then field: a level table, so a row group's `cell` statistics bound it.
+    CellThenField,
+}
+
 /// One track's cells of level `level` as a level-table batch. `track_row` is a one-row batch of
 /// the track's rows, whose component columns are repeated on every cell.
 pub(crate) fn encode_cells(
@@ -215,6 +224,7 @@ pub(crate) fn encode_cells(
     level: usize,
     track_row: &RecordBatch,
     cells: &Cells,
+    order: CellOrder,
 ) -> Result<RecordBatch> {
     let fail = |e: &dyn std::fmt::Display| ArchiveError::Encode {
         stream: decl.id.clone(),
@@ -229,7 +239,10 @@ pub(crate) fn encode_cells(
             .ok_or_else(|| fail(&format!("no track column {name:?}")))?;
         columns.push(take(column.as_ref(), &zeros, None).map_err(|e| fail(&e))?);
     }
-    let buckets: Vec<(&(u32, u64), &Bucket)> = cells.iter().collect();
+    let mut buckets: Vec<(&(u32, u64), &Bucket)> = cells.iter().collect();
+    if order == CellOrder::CellThenField {
+        buckets.sort_by_key(|((f, c), _)| (*c, *f));
+    }
     let u = |f: &dyn Fn(&(u32, u64), &Bucket) -> u64| -> ArrayRef {
         Arc::new(UInt64Array::from_iter_values(
             buckets.iter().map(|(k, b)| f(k, b)),
@@ -350,31 +363,117 @@ pub(crate) fn decode_level(
     Ok(out)
 }
 
-/// Every level's merged cells of every track of one stream: the catalog's in-memory view of
-/// the level tables (the files stay the truth). A level is read from its row group of every
-/// level file the first time a survey or fold needs it, and kept current by each barrier.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct LevelView {
-    /// `levels[k]`: track → cells, `None` until level k is first read.
-    pub levels: Vec<Option<BTreeMap<TrackKey, Cells>>>,
+/// Cells of a level table's row group, at most (a group packs whole tracks until it holds
+/// this many; a longer track spans several groups). Small groups let a survey read little
+/// more than it answers; this size keeps a table's footer small as well.
+pub const TABLE_GROUP_ROWS: usize = 16_384;
+
+/// Where level `k` lives among a stream's live level files, in publish order: `(table,
+/// (file index, group index))` for row group k of each barrier's partials (`table` false)
+/// and every row group of each level table of level k (`table` true).
+pub(crate) fn level_groups(
+    files: &[SegmentFile],
+    k: usize,
+) -> impl Iterator<Item = (bool, (usize, usize))> + '_ {
+    files.iter().enumerate().flat_map(move |(i, f)| {
+        let range = match f.table {
+            None if k < f.groups.len() => k..k + 1,
+            Some(t) if t.level as usize == k => 0..f.groups.len(),
+            _ => 0..0,
+        };
+        range.map(move |g| (f.table.is_some(), (i, g)))
+    })
 }
 
-impl LevelView {
-    pub fn new(levels: usize) -> Self {
-        LevelView {
-            levels: vec![None; levels],
+/// Whether a level file's row group may hold one of `keys` (sorted): a table group holds
+/// the tracks from its `track` through its `last_track`; a partial's group holds any.
+pub(crate) fn group_holds_any(group: &GroupEntry, keys: &[&TrackKey]) -> bool {
+    let Some(last) = &group.last_track else {
+        return true;
+    };
+    let (Ok(first), Ok(last)) = (TrackKey::encode(&group.track), TrackKey::encode(last)) else {
+        return true;
+    };
+    let at = keys.partition_point(|k| **k < first);
+    keys.get(at).is_some_and(|k| **k <= last)
+}
+
+/// Decoded level row groups, shared by surveys and folds: `(file name, group) → track →
+/// cells`. Bounded by the cells it holds; the least recently used group goes first. File
+/// names are never reused, so an entry can only go stale by its file leaving the live set,
+/// and then nothing asks for it again.
+#[derive(Debug)]
+pub(crate) struct LevelCache {
+    /// `(file name, group) → (its tracks' cells, when last used)`.
+    entries: std::collections::HashMap<(u64, usize), (Arc<GroupCells>, u64)>,
+    cells: usize,
+    capacity: usize,
+    tick: u64,
+}
+
+/// One decoded level row group: each track's cells.
+pub(crate) type GroupCells = BTreeMap<TrackKey, Cells>;
+
+/// Cells the level cache holds at most (about 100 bytes each).
+pub const LEVEL_CACHE_CELLS: usize = 1 << 20;
+
+impl LevelCache {
+    pub fn new(capacity: usize) -> Self {
+        LevelCache {
+            entries: Default::default(),
+            cells: 0,
+            capacity,
+            tick: 0,
         }
     }
 
-    /// Merges a barrier's partials of one track (published after everything already held)
-    /// into level `k`, if that level has been read; an unread level reads them from the files.
-    pub fn absorb(&mut self, k: usize, key: &TrackKey, partial: &Cells) {
-        if let Some(Some(tracks)) = self.levels.get_mut(k) {
-            let cells = tracks.entry(key.clone()).or_default();
-            for (&at, &bucket) in partial {
-                fold_into(cells, at, bucket);
+    fn size(group: &GroupCells) -> usize {
+        group.values().map(BTreeMap::len).sum::<usize>().max(1)
+    }
+
+    /// The decoded group, if held (and now the most recently used).
+    pub fn get(&mut self, key: (u64, usize)) -> Option<Arc<GroupCells>> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.entries.get_mut(&key).map(|(group, used)| {
+            *used = tick;
+            group.clone()
+        })
+    }
+
+    /// Keeps a decoded group, evicting the least recently used past the capacity.
+    pub fn put(&mut self, key: (u64, usize), group: Arc<GroupCells>) {
+        self.tick += 1;
+        self.cells += Self::size(&group);
+        if let Some((old, _)) = self.entries.insert(key, (group, self.tick)) {
+            self.cells -= Self::size(&old);
+        }
+        while self.cells > self.capacity && self.entries.len() > 1 {
+            let Some((&oldest, _)) = self.entries.iter().min_by_key(|(_, (_, used))| *used) else {
+                break;
+            };
+            if let Some((old, _)) = self.entries.remove(&oldest) {
+                self.cells -= Self::size(&old);
             }
         }
+    }
+
+    /// Cells held.
+    #[cfg(test)]
+    pub fn cells(&self) -> usize {
+        self.cells
+    }
+
+    /// Drops the groups of the named files.
+    pub fn forget(&mut self, names: &[u64]) {
+        let cells = &mut self.cells;
+        self.entries.retain(|(name, _), (group, _)| {
+            let keep = !names.contains(name);
+            if !keep {
+                *cells -= Self::size(group);
+            }
+            keep
+        });
     }
 }
 
@@ -497,6 +596,31 @@ mod tests {
                 prop_assert!(hi / smaller - lo / smaller + 1 > cpf, "a smaller merge fits");
             }
         }
+    }
+
+    #[test]
+    fn the_level_cache_keeps_the_recently_used_within_its_capacity() {
+        let group = |cells: u64| -> Arc<GroupCells> {
+            let key = TrackKey::encode(&["t"]).expect("key");
+            let cells = (0..cells)
+                .map(|c| ((0, c), Bucket::of(0, c, 1.0)))
+                .collect();
+            Arc::new(BTreeMap::from([(key, cells)]))
+        };
+        let mut cache = LevelCache::new(10);
+        cache.put((1, 0), group(4));
+        cache.put((2, 0), group(4));
+        assert!(cache.get((1, 0)).is_some(), "1 is now the most recent");
+        cache.put((3, 0), group(4));
+        assert_eq!(cache.cells(), 8, "the least recently used (2) went");
+        assert!(cache.get((2, 0)).is_none());
+        assert!(cache.get((1, 0)).is_some() && cache.get((3, 0)).is_some());
+        cache.forget(&[1]);
+        assert_eq!(cache.cells(), 4);
+        // A group larger than the capacity is still kept alone (the answer needs it).
+        cache.put((4, 0), group(50));
+        assert_eq!(cache.cells(), 50);
+        assert!(cache.get((4, 0)).is_some());
     }
 
     #[test]

@@ -63,9 +63,6 @@ const LOCK_FILE: &str = "LOCK";
 /// prefix (see `docs/format.md`, "Who owns a cold prefix").
 pub(crate) const OWNER_FILE: &str = "OWNER";
 
-/// One track's level partials from a barrier: every level's cells.
-type TrackPartials = (TrackKey, Vec<levels::Cells>);
-
 /// A stream selected at assembly, resolved against what the manifest records.
 #[derive(Debug)]
 struct Selected {
@@ -139,8 +136,8 @@ pub struct Archive {
     staged: BTreeMap<String, Staged>,
     cursor: Position,
     recovery: Recovery,
-    /// The in-memory view of each stream's level tables, built from the files on first use.
-    level_views: std::sync::Mutex<BTreeMap<String, levels::LevelView>>,
+    /// Decoded level row groups, bounded: surveys and folds read only the groups they need.
+    level_cache: std::sync::Mutex<levels::LevelCache>,
     /// The generation this open replayed and the length of its trusted prefix.
     replayed: Option<(u64, u64)>,
     /// Where stored files are read from: the root, or a cold tier.
@@ -270,7 +267,7 @@ impl Archive {
             staged: BTreeMap::new(),
             cursor: Position::ORIGIN,
             recovery: Recovery::default(),
-            level_views: std::sync::Mutex::new(BTreeMap::new()),
+            level_cache: std::sync::Mutex::new(levels::LevelCache::new(levels::LEVEL_CACHE_CELLS)),
             replayed: None,
             store,
         };
@@ -620,7 +617,6 @@ impl Archive {
         let mut written: Vec<(PathBuf, PathBuf)> = Vec::new();
         let mut streams = Vec::new();
         let mut report = Vec::new();
-        let mut absorbed: Vec<(String, Vec<TrackPartials>)> = Vec::new();
         let mut next_name = self.commit.next_name();
         let staged = std::mem::take(&mut self.staged);
         for (id, mut staged) in staged {
@@ -655,6 +651,7 @@ impl Archive {
                     footer,
                     groups,
                     cold: None,
+                    table: None,
                 };
             let name = next_name;
             next_name += 1;
@@ -719,6 +716,7 @@ impl Archive {
                                 k,
                                 &track.batch.slice(0, 1),
                                 &partial[k],
+                                levels::CellOrder::FieldThenCell,
                             )?);
                         }
                     }
@@ -744,10 +742,6 @@ impl Archive {
                     let path = place(format!("{STREAMS_DIR}/{id}/levels"), &bytes, name)?;
                     level_file = Some(segment_file(name, path, &bytes, footer, groups));
                 }
-                let keys = tracks
-                    .iter()
-                    .map(|t| TrackKey::encode(&t.labels).expect("staged labels encode"));
-                absorbed.push((id.clone(), keys.zip(per_track).collect()));
             }
             streams.push(BarrierStream {
                 stream: id.clone(),
@@ -779,17 +773,6 @@ impl Archive {
         });
         // The record carries the name counter past every name this barrier used.
         self.commit(&record)?;
-        // Keep the in-memory level view (if built) equal to the files it mirrors.
-        let mut views = self.level_views.lock().unwrap_or_else(|p| p.into_inner());
-        for (id, tracks) in absorbed {
-            if let Some(view) = views.get_mut(&id) {
-                for (key, partial) in tracks {
-                    for (k, cells) in partial.iter().enumerate() {
-                        view.absorb(k, &key, cells);
-                    }
-                }
-            }
-        }
         tracing::debug!(
             barrier = barrier_no,
             streams = report.len(),
@@ -890,10 +873,31 @@ impl Archive {
         Ok(state.files.iter().map(|f| self.location(f)).collect())
     }
 
-    /// The committed level files of `stream`, as [`Archive::files`] names them.
-    pub fn level_files(&self, stream: &str) -> std::result::Result<Vec<String>, ReadError> {
+    /// The committed level files of `stream`, as [`Archive::files`] names them, in the order
+    /// their cells merge (publish order). With `level`, only the files holding that level:
+    /// every barrier's partials and the level tables of that level.
+    pub fn level_files(
+        &self,
+        stream: &str,
+        level: Option<usize>,
+    ) -> std::result::Result<Vec<String>, ReadError> {
         let (state, _) = self.recorded(stream)?;
-        Ok(state.levels.iter().map(|f| self.location(f)).collect())
+        let Some(k) = level else {
+            return Ok(state.levels.iter().map(|f| self.location(f)).collect());
+        };
+        let levels = state.decl.ladder.map_or(0, |l| l.levels as usize);
+        if k >= levels {
+            return Err(ReadError::BadSelection(format!(
+                "stream {stream:?} has {levels} level(s) (0 to {}); there is no level {k}",
+                levels.saturating_sub(1)
+            )));
+        }
+        Ok(state
+            .levels
+            .iter()
+            .filter(|f| f.table.is_none_or(|t| t.level as usize == k))
+            .map(|f| self.location(f))
+            .collect())
     }
 
     /// Where a committed file lives: its local path, or its object URL.

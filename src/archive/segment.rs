@@ -157,6 +157,7 @@ pub(crate) fn encode(
                 len: end - offset,
                 crc32c: digest(name, i as u32, &[slice]),
             },
+            last_track: None,
         });
     }
     let footer_offset = ends.last().copied().unwrap_or(PAR1_LEN);

@@ -1,7 +1,7 @@
 //! Budgeted display reads and statistics: buckets from the finest level that fits, level
 //! folds from level-0 cells, percentiles from the raw values of exactly the range.
 
-use super::levels::{self, Cells, LevelView, Plan};
+use super::levels::{self, Cells, Plan};
 use super::manifest::{StreamState, TrackState};
 use super::segment::OpenSegment;
 use super::store::StoredError;
@@ -171,38 +171,75 @@ impl Archive {
         Ok((state, ladder, prefix))
     }
 
-    /// Runs `f` over level `k` of the stream's level view (track → cells), reading that
-    /// level's row group of every level file (every digest verified) on first use.
-    fn with_level<T>(
+    /// Level `k`'s cells `first ..= last` of each selected track, merged in publish order.
+    /// Reads only the row groups that may hold them: level k of each barrier's partials, and
+    /// the groups of level-k tables whose tracks and axis span meet the selection (every
+    /// digest verified). Decoded groups are kept in the archive's bounded level cache.
+    fn level_cells(
         &self,
         state: &StreamState,
         k: usize,
-        f: impl FnOnce(&BTreeMap<TrackKey, Cells>) -> T,
-    ) -> Result<T, ReadError> {
-        let mut views = self.level_views.lock().unwrap_or_else(|p| p.into_inner());
-        let levels = state.decl.ladder.map_or(0, |l| l.levels as usize);
-        let view = views
-            .entry(state.decl.id.clone())
-            .or_insert_with(|| LevelView::new(levels));
-        let Some(slot) = view.levels.get_mut(k) else {
-            return Err(StoredError::internal(format!("level {k} is not declared")).into());
-        };
-        if slot.is_none() {
-            let mut tracks: BTreeMap<TrackKey, Cells> = BTreeMap::new();
-            for file in &state.levels {
-                let batch = OpenSegment::open(&self.store, file)?.read_group(k)?;
-                let partials = levels::decode_level(&state.decl, &batch)
-                    .map_err(|m| StoredError::corrupt(format!("{}: level {k}: {m}", file.path)))?;
-                for (key, cells) in partials {
-                    let merged = tracks.entry(key).or_default();
-                    for (at, bucket) in cells {
+        tracks: &[(&TrackKey, &TrackState)],
+        [first, last]: [u64; 2],
+    ) -> Result<BTreeMap<TrackKey, Cells>, ReadError> {
+        let width = state.decl.ladder.map_or(1, |l| l.width(k));
+        let (lo, hi) = (
+            first.saturating_mul(width),
+            last.saturating_add(1)
+                .saturating_mul(width)
+                .saturating_sub(1),
+        );
+        let keys: Vec<&TrackKey> = tracks.iter().map(|(k, _)| *k).collect();
+        let fields = state.decl.measured.len() as u32;
+        let mut out: BTreeMap<TrackKey, Cells> = BTreeMap::new();
+        let mut open: BTreeMap<usize, OpenSegment<'_>> = BTreeMap::new();
+        for (_, (f, g)) in levels::level_groups(&state.levels, k) {
+            let file = &state.levels[f];
+            let entry = &file.groups[g];
+            if entry.axis.is_some_and(|[a0, a1]| a1 < lo || a0 > hi)
+                || !levels::group_holds_any(entry, &keys)
+            {
+                continue;
+            }
+            let cached = self
+                .level_cache
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get((file.name, g));
+            let decoded = match cached {
+                Some(decoded) => decoded,
+                None => {
+                    let segment = match open.entry(f) {
+                        std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                        std::collections::btree_map::Entry::Vacant(v) => {
+                            v.insert(OpenSegment::open(&self.store, file)?)
+                        }
+                    };
+                    let batch = segment.read_group(g)?;
+                    let decoded =
+                        std::sync::Arc::new(levels::decode_level(&state.decl, &batch).map_err(
+                            |m| StoredError::corrupt(format!("{}: level {k}: {m}", file.path)),
+                        )?);
+                    self.level_cache
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .put((file.name, g), decoded.clone());
+                    decoded
+                }
+            };
+            for key in &keys {
+                let Some(cells) = decoded.get(*key) else {
+                    continue;
+                };
+                let merged = out.entry((*key).clone()).or_default();
+                for field in 0..fields {
+                    for (&at, &bucket) in cells.range((field, first)..=(field, last)) {
                         levels::fold_into(merged, at, bucket);
                     }
                 }
             }
-            *slot = Some(tracks);
         }
-        Ok(f(slot.as_ref().expect("level read above")))
+        Ok(out)
     }
 
     /// Display buckets of the axis range under a point budget (four points a bucket):
@@ -249,26 +286,19 @@ impl Archive {
         let last = plan.cells[1]
             .saturating_mul(plan.merge)
             .saturating_add(plan.merge - 1);
-        let merged: BTreeMap<(u32, u64), Bucket> = self.with_level(state, plan.level, |view| {
-            // Per track, grid-aligned groups of its cells (exactly what a coarser level of that
-            // track would hold); then across tracks, answer cell by answer cell, in key order.
-            let mut grouped = Cells::new();
-            for (key, _) in &tracks {
-                if let Some(cells) = view.get(*key) {
-                    let mut own = Cells::new();
-                    for (&(f, c), &b) in cells
-                        .iter()
-                        .filter(|((_, c), _)| (first..=last).contains(c))
-                    {
-                        levels::fold_into(&mut own, (f, c / plan.merge), b);
-                    }
-                    for (at, b) in own {
-                        levels::fold_into(&mut grouped, at, b);
-                    }
-                }
+        // Per track, grid-aligned groups of its cells (exactly what a coarser level of that
+        // track would hold); then across tracks, answer cell by answer cell, in key order.
+        let view = self.level_cells(state, plan.level, &tracks, [first, last])?;
+        let mut merged = Cells::new();
+        for cells in view.values() {
+            let mut own = Cells::new();
+            for (&(f, c), &b) in cells {
+                levels::fold_into(&mut own, (f, c / plan.merge), b);
             }
-            grouped
-        })?;
+            for (at, b) in own {
+                levels::fold_into(&mut merged, at, b);
+            }
+        }
         survey.buckets = merged.into_values().collect();
         debug_assert!(survey.buckets.len() * 4 <= budget);
         survey.span = Some([
@@ -325,22 +355,15 @@ impl Archive {
             let w = ladder.width(k);
             folded.source = format!("level {k}");
             let (first, last) = (lo / w, hi / w);
-            let per_field: BTreeMap<u32, Bucket> = self.with_level(state, k, |view| {
-                let mut out = BTreeMap::new();
-                for (key, _) in &tracks {
-                    if let Some(cells) = view.get(*key) {
-                        for (&(f, _), &b) in cells
-                            .iter()
-                            .filter(|((_, c), _)| (first..=last).contains(c))
-                        {
-                            out.entry(f)
-                                .and_modify(|acc: &mut Bucket| *acc = acc.merge(b))
-                                .or_insert(b);
-                        }
-                    }
+            let mut per_field: BTreeMap<u32, Bucket> = BTreeMap::new();
+            for cells in self.level_cells(state, k, &tracks, [first, last])?.values() {
+                for (&(f, _), &b) in cells {
+                    per_field
+                        .entry(f)
+                        .and_modify(|acc| *acc = acc.merge(b))
+                        .or_insert(b);
                 }
-                out
-            })?;
+            }
             for answer in &mut folded.answers {
                 if let Some(b) = per_field.get(&answer.field) {
                     answer.value = kind.folded(b);

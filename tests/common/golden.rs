@@ -33,3 +33,20 @@ pub fn golden(version: u16, relative: &str, actual: &[u8]) {
         String::from_utf8_lossy(actual)
     );
 }
+
+/// The first ```LANG block of docs/format.md after the heading `section` (e.g. `"## A Python
+/// reader"`): the snippet the page documents, run by the tests exactly as written.
+pub fn docs_block(section: &str, lang: &str) -> String {
+    let page = std::fs::read_to_string(crate_path("docs/format.md")).expect("docs/format.md");
+    let at = page
+        .find(&format!("\n{section}\n"))
+        .unwrap_or_else(|| panic!("docs/format.md has no section {section:?}"));
+    let fence = format!("```{lang}\n");
+    let start = at
+        + page[at..]
+            .find(&fence)
+            .unwrap_or_else(|| panic!("no {lang} block under {section:?}"))
+        + fence.len();
+    let len = page[start..].find("```").expect("the block ends");
+    page[start..start + len].to_owned()
+}

@@ -27,7 +27,9 @@ pub use retention::{parse_duration, parse_size, Compaction, Lifetime, Retention}
 use super::error::{ArchiveError, Result};
 use super::faults::{FaultPoint, Faults};
 use super::levels::{self, Cells};
-use super::manifest::{Compact, LevelFloor, RawFloor, Record, Retire, SegmentFile, StreamDecl};
+use super::manifest::{
+    Compact, LevelFloor, LevelTable, RawFloor, Record, Retire, SegmentFile, StreamDecl,
+};
 use super::segment::{self, OpenSegment, TrackRows};
 use super::store::{Store, StoredError};
 use super::{durable, Archive, STREAMS_DIR, TMP_DIR};
@@ -38,6 +40,10 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// Compactions one automatic [`Archive::compact`] runs per stream at most: enough to work off
+/// a backlog of thousands of barriers' level runs (each round merges several into one).
+pub const MAX_AUTO_ROUNDS: usize = 1024;
 
 /// What one retirement did.
 #[derive(Clone, Debug, Serialize)]
@@ -242,12 +248,9 @@ impl CompactionJob {
             progress(done, total);
         }
         drop(open);
-        // Levels: every input's level k folded in publish order, cells whole, retired cells
-        // (beneath a level floor, or of a track retired whole) dropped.
+        // Levels: the merged runs become one run of level tables.
         if !self.plan.level_inputs.is_empty() {
-            if let Some(file) = self.merge_levels(&mut placer)? {
-                added_levels.push(file);
-            }
+            added_levels = self.write_level_tables(&mut placer)?;
             done += 1;
             progress(done, total);
         }
@@ -291,14 +294,19 @@ impl CompactionJob {
         })
     }
 
-    fn merge_levels(&self, out: &mut Placer<'_>) -> Result<Option<SegmentFile>> {
+    /// Merges the input runs into one run of level tables: for each level, every source's
+    /// cells of each track folded in publish order (cells whole), retired cells (beneath a
+    /// level floor, or of a track retired whole) dropped, tracks in key order and packed into
+    /// row groups of at most [`levels::TABLE_GROUP_ROWS`] cells. Holds one decoded row group
+    /// per source and one track's cells at a time.
+    fn write_level_tables(&self, out: &mut Placer<'_>) -> Result<Vec<SegmentFile>> {
         let id = &self.decl.id;
         let fail = |m: String| ArchiveError::Encode {
             stream: id.clone(),
             message: format!("level merge: {m}"),
         };
         let Some(ladder) = self.decl.ladder else {
-            return Ok(None);
+            return Ok(Vec::new());
         };
         let schema = levels::level_schema(&self.decl).map_err(fail)?;
         let opened: Vec<OpenSegment<'_>> = self
@@ -306,46 +314,61 @@ impl CompactionJob {
             .iter()
             .map(|f| OpenSegment::open(&self.store, f).map_err(unreadable(id)))
             .collect::<Result<_>>()?;
-        let mut groups = Vec::with_capacity(ladder.levels as usize);
+        let read = |file: usize, group: usize| -> Result<BTreeMap<TrackKey, Cells>> {
+            let batch = opened[file].read_group(group).map_err(unreadable(id))?;
+            levels::decode_level(&self.decl, &batch).map_err(|m| {
+                unreadable(id)(StoredError::corrupt(format!(
+                    "{}: group {group}: {m}",
+                    self.level_files[file].path
+                )))
+            })
+        };
         let (mut sealed_at, mut barrier) = (0u64, 0u64);
         for f in &self.level_files {
             sealed_at = sealed_at.max(f.sealed_at_ns);
             barrier = barrier.max(f.barrier);
         }
+        let mut tables: Vec<SegmentFile> = Vec::new();
         for k in 0..ladder.levels as usize {
             let w = ladder.width(k);
-            let mut merged: BTreeMap<TrackKey, Cells> = BTreeMap::new();
-            let mut range: Option<([u64; 2], [u64; 2], [u64; 2])> = None;
-            for (file, segment) in self.level_files.iter().zip(&opened) {
-                let Some(entry) = file.groups.get(k) else {
-                    continue;
-                };
+            let mut sources = Vec::new();
+            let mut bounds: Option<([u64; 2], [u64; 2])> = None;
+            for (file, group) in levels::level_groups(&self.level_files, k).map(|(_, at)| at) {
+                let entry = &self.level_files[file].groups[group];
                 let widen = |a: [u64; 2], b: [u64; 2]| [a[0].min(b[0]), a[1].max(b[1])];
-                let axis = entry.axis.unwrap_or([0, 0]);
-                range = Some(match range {
-                    None => (entry.position, axis, entry.seq),
-                    Some((p, a, s)) => (
-                        widen(p, entry.position),
-                        widen(a, axis),
-                        widen(s, entry.seq),
-                    ),
+                bounds = Some(match bounds {
+                    None => (entry.position, entry.seq),
+                    Some((p, s)) => (widen(p, entry.position), widen(s, entry.seq)),
                 });
-                let batch = segment.read_group(k).map_err(unreadable(id))?;
-                let tracks = levels::decode_level(&self.decl, &batch).map_err(|m| {
-                    unreadable(id)(StoredError::corrupt(format!(
-                        "{}: level {k}: {m}",
-                        file.path
-                    )))
-                })?;
-                for (key, cells) in tracks {
-                    let into = merged.entry(key).or_default();
-                    for (at, bucket) in cells {
-                        levels::fold_into(into, at, bucket);
-                    }
+                match sources.last_mut() {
+                    Some(TrackStream {
+                        file: f, groups, ..
+                    }) if *f == file => groups.push_back(group),
+                    _ => sources.push(TrackStream {
+                        file,
+                        groups: std::collections::VecDeque::from([group]),
+                        pending: std::collections::VecDeque::new(),
+                    }),
                 }
             }
-            let mut parts = Vec::new();
-            for (key, mut cells) in merged {
+            let (position, seq) = bounds.unwrap_or(([0, 0], [0, 0]));
+            let mut table = TableGroups::new(position, seq, w);
+            loop {
+                let mut next: Option<TrackKey> = None;
+                for source in &mut sources {
+                    if let Some(key) = source.peek(&read)? {
+                        if next.as_ref().is_none_or(|n| key < n) {
+                            next = Some(key.clone());
+                        }
+                    }
+                }
+                let Some(key) = next else { break };
+                let mut cells = Cells::new();
+                for source in &mut sources {
+                    for (at, bucket) in source.take(&key, &read)? {
+                        levels::fold_into(&mut cells, at, bucket);
+                    }
+                }
                 let (floor, whole) = match self.floors.get(&key) {
                     Some((_, levels, whole)) => (levels.get(k).map_or(0, |f| f.axis), *whole),
                     None => (0, false),
@@ -359,26 +382,168 @@ impl CompactionJob {
                 }
                 let labels = key.labels();
                 let track_row = track_row(&self.decl, &labels).map_err(fail)?;
-                parts.push(levels::encode_cells(
-                    &self.decl, &schema, k, &track_row, &cells,
-                )?);
+                let batch = levels::encode_cells(
+                    &self.decl,
+                    &schema,
+                    k,
+                    &track_row,
+                    &cells,
+                    levels::CellOrder::CellThenField,
+                )?;
+                table.push(&labels, &batch).map_err(fail)?;
             }
-            let batch =
-                arrow::compute::concat_batches(&schema, &parts).map_err(|e| fail(e.to_string()))?;
-            let (position, axis, seq) = range.unwrap_or(([0, 0], [0, 0], [0, 0]));
-            groups.push(TrackRows {
-                labels: Vec::new(),
-                batch,
-                position,
-                axis: Some(axis),
-                seq,
+            let (groups, last_tracks) = table.finish().map_err(fail)?;
+            if groups.is_empty() {
+                continue;
+            }
+            let mut file = out.write(
+                &format!("levels/level={k}"),
+                &schema,
+                &groups,
+                barrier,
+                sealed_at,
+            )?;
+            for (entry, last) in file.groups.iter_mut().zip(last_tracks) {
+                entry.last_track = Some(last);
+            }
+            file.table = Some(LevelTable {
+                level: k as u8,
+                run: tables.first().map_or(file.name, |t| t.name),
+                tier: self.plan.level_tier,
             });
+            tables.push(file);
         }
-        if groups.iter().all(|g| g.batch.num_rows() == 0) {
-            return Ok(None);
+        Ok(tables)
+    }
+}
+
+/// One source of a level merge: its row groups of one level, read one at a time, yielding
+/// whole tracks in key order (a track a table split across groups is joined again).
+struct TrackStream {
+    file: usize,
+    groups: std::collections::VecDeque<usize>,
+    pending: std::collections::VecDeque<(TrackKey, Cells)>,
+}
+
+type ReadGroup<'r> = dyn Fn(usize, usize) -> Result<BTreeMap<TrackKey, Cells>> + 'r;
+
+impl TrackStream {
+    fn fill(&mut self, read: &ReadGroup<'_>) -> Result<()> {
+        while self.pending.is_empty() {
+            let Some(group) = self.groups.pop_front() else {
+                return Ok(());
+            };
+            self.pending.extend(read(self.file, group)?);
         }
-        out.write("levels", &schema, &groups, barrier, sealed_at)
-            .map(Some)
+        Ok(())
+    }
+
+    fn peek(&mut self, read: &ReadGroup<'_>) -> Result<Option<&TrackKey>> {
+        self.fill(read)?;
+        Ok(self.pending.front().map(|(k, _)| k))
+    }
+
+    /// The cells of `key` if it is the next track, else none.
+    fn take(&mut self, key: &TrackKey, read: &ReadGroup<'_>) -> Result<Cells> {
+        let mut cells = Cells::new();
+        loop {
+            self.fill(read)?;
+            match self.pending.front() {
+                Some((next, _)) if next == key => {
+                    let (_, more) = self.pending.pop_front().expect("peeked");
+                    for (at, bucket) in more {
+                        levels::fold_into(&mut cells, at, bucket);
+                    }
+                }
+                _ => return Ok(cells),
+            }
+        }
+    }
+}
+
+/// A level table's row groups as they fill: whole tracks packed until a group holds
+/// [`levels::TABLE_GROUP_ROWS`] cells, a longer track split across groups.
+struct TableGroups {
+    position: [u64; 2],
+    seq: [u64; 2],
+    width: u64,
+    groups: Vec<TrackRows>,
+    last_tracks: Vec<Vec<String>>,
+    parts: Vec<RecordBatch>,
+    rows: usize,
+    first: Option<Vec<String>>,
+    last: Vec<String>,
+    cells: [u64; 2],
+}
+
+impl TableGroups {
+    fn new(position: [u64; 2], seq: [u64; 2], width: u64) -> Self {
+        TableGroups {
+            position,
+            seq,
+            width,
+            groups: Vec::new(),
+            last_tracks: Vec::new(),
+            parts: Vec::new(),
+            rows: 0,
+            first: None,
+            last: Vec::new(),
+            cells: [u64::MAX, 0],
+        }
+    }
+
+    /// Adds one track's cells (ordered by cell).
+    fn push(&mut self, labels: &[&str], batch: &RecordBatch) -> std::result::Result<(), String> {
+        let mut offset = 0;
+        while offset < batch.num_rows() {
+            let len = (levels::TABLE_GROUP_ROWS - self.rows).min(batch.num_rows() - offset);
+            let slice = batch.slice(offset, len);
+            if let Some([lo, hi]) = u64_range(&slice, "cell") {
+                self.cells = [self.cells[0].min(lo), self.cells[1].max(hi)];
+            }
+            let owned: Vec<String> = labels.iter().map(|l| (*l).to_owned()).collect();
+            self.first.get_or_insert_with(|| owned.clone());
+            self.last = owned;
+            self.parts.push(slice);
+            self.rows += len;
+            offset += len;
+            if self.rows == levels::TABLE_GROUP_ROWS {
+                self.cut()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn cut(&mut self) -> std::result::Result<(), String> {
+        let Some(first) = self.parts.first() else {
+            return Ok(());
+        };
+        let batch = arrow::compute::concat_batches(&first.schema(), &self.parts)
+            .map_err(|e| e.to_string())?;
+        let axis = [
+            self.cells[0].saturating_mul(self.width),
+            self.cells[1]
+                .saturating_add(1)
+                .saturating_mul(self.width)
+                .saturating_sub(1),
+        ];
+        self.groups.push(TrackRows {
+            labels: self.first.take().unwrap_or_default(),
+            batch,
+            position: self.position,
+            axis: Some(axis),
+            seq: self.seq,
+        });
+        self.last_tracks.push(std::mem::take(&mut self.last));
+        self.parts.clear();
+        self.rows = 0;
+        self.cells = [u64::MAX, 0];
+        Ok(())
+    }
+
+    fn finish(mut self) -> std::result::Result<(Vec<TrackRows>, Vec<Vec<String>>), String> {
+        self.cut()?;
+        Ok((self.groups, self.last_tracks))
     }
 }
 
@@ -426,6 +591,7 @@ impl Placer<'_> {
             footer,
             groups: entries,
             cold: None,
+            table: None,
         })
     }
 }
@@ -501,7 +667,6 @@ impl Archive {
         };
         let id = retire.stream.clone();
         self.commit(&Record::Retire(retire))?;
-        self.forget_level_view(&id);
         self.discard(&doomed)?;
         tracing::info!(stream = %id, tracks = report.tracks, whole = report.whole, files = report.files_deleted, "retired");
         Ok(report)
@@ -512,11 +677,6 @@ impl Archive {
             return Err(self.poison(e));
         }
         Ok(())
-    }
-
-    fn forget_level_view(&self, stream: &str) {
-        let mut views = self.level_views.lock().unwrap_or_else(|p| p.into_inner());
-        views.remove(stream);
     }
 
     /// Applies every stream's declared lifetimes and idle time at `now_ns`: one retirement
@@ -595,7 +755,12 @@ impl Archive {
             None => super::stored_schema(&state.decl)
                 .map_err(|m| ArchiveError::declaration(stream, m))?,
         };
-        let names = plan.outputs.len() as u64 + u64::from(!plan.level_inputs.is_empty());
+        let tables = if plan.level_inputs.is_empty() {
+            0
+        } else {
+            state.decl.ladder.map_or(0, |l| u64::from(l.levels))
+        };
+        let names = plan.outputs.len() as u64 + tables;
         let files: BTreeMap<u64, SegmentFile> = state
             .files
             .iter()
@@ -674,7 +839,6 @@ impl Archive {
         let mut record = done.record;
         record.next_name = record.next_name.max(self.commit.next_name());
         self.commit(&Record::Compact(record))?;
-        self.forget_level_view(&done.stream);
         let replaced: Vec<SegmentFile> = raw_paths.into_iter().chain(level_paths).collect();
         self.discard(&replaced)?;
         tracing::info!(stream = %report.stream, files_in = report.files_in, files_out = report.files_out, "compacted");
@@ -691,13 +855,20 @@ impl Archive {
         let ids: Vec<String> = self.commit.state().streams.keys().cloned().collect();
         let mut reports = Vec::new();
         for id in ids {
-            if let Some(job) = self.plan_compaction(&id, force)? {
+            // A forced compaction is one job; an automatic one works off a backlog of level
+            // runs one tiered merge at a time (each merges `LEVEL_FANOUT` runs into one).
+            let rounds = if force { 1 } else { MAX_AUTO_ROUNDS };
+            for _ in 0..rounds {
+                let Some(job) = self.plan_compaction(&id, force)? else {
+                    break;
+                };
                 let files = match job.run(|d, t| progress(&id, d, t)) {
                     Ok(f) => f,
                     Err(e) => return Err(self.poison(e)),
                 };
-                if let Some(report) = self.finish_compaction(files)? {
-                    reports.push(report);
+                match self.finish_compaction(files)? {
+                    Some(report) => reports.push(report),
+                    None => break,
                 }
             }
         }

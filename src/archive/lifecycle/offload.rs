@@ -367,6 +367,11 @@ impl Archive {
             // Names are never reused: a discarded file's footer is never asked for again.
             self.store.forget(file.name);
         }
+        let names: Vec<u64> = files.iter().map(|f| f.name).collect();
+        self.level_cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .forget(&names);
         for file in cold {
             let url = file.cold.as_deref().unwrap_or_default();
             match self.store.tier_for(url, &file.path) {

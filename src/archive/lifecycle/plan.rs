@@ -2,6 +2,7 @@
 //! cadence in microseconds, and the executor only carries a plan out.
 
 use super::retention::{Compaction, Lifetime, Retention};
+use crate::archive::levels;
 use crate::archive::manifest::{
     LevelFloor, RawFloor, Retire, SegmentFile, StreamState, TrackRetire, TrackState,
 };
@@ -255,10 +256,13 @@ fn raw_retirable(
 /// A lower bound on the position of any row a retained cell of level `k` at or above
 /// `axis` folds: the least first position of the level files that may hold such cells.
 fn level_position_floor(stream: &StreamState, track: &TrackState, k: usize, axis: u64) -> u64 {
-    let known = stream
-        .levels
-        .iter()
-        .filter_map(|f| f.groups.get(k))
+    let key = TrackKey::encode(&track.labels).ok();
+    let known = levels::level_groups(&stream.levels, k)
+        .map(|(_, g)| &stream.levels[g.0].groups[g.1])
+        .filter(|g| {
+            key.as_ref()
+                .is_none_or(|key| levels::group_holds_any(g, &[key]))
+        })
         .filter(|g| g.axis.is_none_or(|[_, hi]| hi >= axis))
         .map(|g| g.position[0])
         .min();
@@ -304,8 +308,11 @@ pub struct CompactPlan {
     /// The single-track segments to write: each a track and its source groups in order
     /// (`(file name, group index)`), split into files of about the target size.
     pub outputs: Vec<PlannedSegment>,
-    /// Level files merged into one (removed by the swap), by name, in publish order.
+    /// Level files merged into one run of level tables (removed by the swap), by name, in
+    /// publish order: the newest runs, whole.
     pub level_inputs: Vec<u64>,
+    /// The tier of the run the merge writes.
+    pub level_tier: u8,
 }
 
 /// One compacted segment to write.
@@ -320,8 +327,8 @@ pub struct PlannedSegment {
 /// The compaction `stream` calls for under `policy`, if any (`force`: whenever anything can
 /// be rewritten at all). A data file is rewritten when it holds several tracks, is smaller
 /// than half the target, or holds retired groups; every later group of each track it holds is
-/// rewritten with it, so a track's segments stay in `_seq` order. All level files are merged
-/// into one, cells whole and retired cells dropped.
+/// rewritten with it, so a track's segments stay in `_seq` order. Level runs merge
+/// size-tiered ([`tiered_merge`]) into level tables, cells whole and retired cells dropped.
 pub fn plan_compaction(
     stream: &StreamState,
     policy: &Compaction,
@@ -420,24 +427,39 @@ pub fn plan_compaction(
             break;
         }
     }
-    // Levels: merge them all once there are several, or rewrite a lone one to drop cells
-    // a level floor has passed.
+    // Levels: runs merged size-tiered; a forced compaction merges every run into one (or
+    // rewrites a lone run to drop the cells a level floor has passed, or to turn a barrier's
+    // partials into tables).
     let floors_moved = stream
         .tracks
         .values()
         .any(|t| t.level_floors.iter().any(|f| f.axis > 0));
-    let level_inputs: Vec<u64> =
-        if stream.levels.len() >= 2 || (force && floors_moved && !stream.levels.is_empty()) {
-            stream.levels.iter().map(|f| f.name).collect()
+    let runs = level_runs(&stream.levels);
+    let (merged, level_tier) = if force {
+        let rewrite = runs.len() >= 2 || runs.first().is_some_and(|r| floors_moved || !r.tables);
+        let top = runs.iter().map(|r| r.tier).max().unwrap_or(0);
+        if rewrite {
+            (0..runs.len(), top.saturating_add(u8::from(runs.len() > 1)))
         } else {
-            Vec::new()
-        };
-    let worth = if force {
-        !inputs.is_empty() || !level_inputs.is_empty()
+            (0..0, 0)
+        }
     } else {
-        inputs.len() >= policy.min_inputs || level_inputs.len() >= policy.min_inputs
+        tiered_merge(&runs.iter().map(|r| r.tier).collect::<Vec<_>>()).unwrap_or((0..0, 0))
     };
-    if !worth {
+    let level_inputs: Vec<u64> = runs[merged]
+        .iter()
+        .flat_map(|r| r.files.iter().copied())
+        .collect();
+    // Raw files are rewritten when there are enough of them, whether or not levels merge.
+    let raw_worth = if force {
+        !inputs.is_empty()
+    } else {
+        inputs.len() >= policy.min_inputs
+    };
+    if !raw_worth {
+        inputs.clear();
+    }
+    if inputs.is_empty() && level_inputs.is_empty() {
         return None;
     }
     // Per track, its live groups in the input files, split at about the target size.
@@ -480,5 +502,125 @@ pub fn plan_compaction(
         inputs: inputs.into_iter().collect(),
         outputs,
         level_inputs,
+        level_tier,
     })
+}
+
+/// How many level runs merge at once, and the most a tier keeps before they do.
+pub const LEVEL_FANOUT: usize = 4;
+
+/// One run of live level files, oldest first: a barrier's partials alone (tier 0), or the
+/// level tables one compaction wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LevelRun {
+    /// Its files' names, in live order.
+    pub files: Vec<u64>,
+    /// Its tier (0 for a barrier's partials).
+    pub tier: u8,
+    /// Whether it is made of level tables (not partials).
+    pub tables: bool,
+}
+
+/// The stream's live level files as runs, in publish order.
+pub fn level_runs(levels: &[SegmentFile]) -> Vec<LevelRun> {
+    let mut runs: Vec<(Option<u64>, LevelRun)> = Vec::new();
+    for file in levels {
+        let id = file.table.map(|t| t.run);
+        match runs.last_mut() {
+            Some((Some(run), last)) if id == Some(*run) => last.files.push(file.name),
+            _ => runs.push((
+                id,
+                LevelRun {
+                    files: vec![file.name],
+                    tier: file.table.map_or(0, |t| t.tier),
+                    tables: id.is_some(),
+                },
+            )),
+        }
+    }
+    runs.into_iter().map(|(_, r)| r).collect()
+}
+
+/// The size-tiered merge the runs' tiers (oldest first) call for: the runs to merge and the
+/// merged run's tier. Like carrying in a base-`LEVEL_FANOUT` counter: the runs are counted in
+/// oldest first, and whenever the newest `LEVEL_FANOUT` counted share a tier t they become one
+/// run of tier t + 1, which may carry on. The first carry (with its cascade) is the answer, so
+/// a backlog is worked off one merge at a time. A barrier's cells are rewritten once a tier,
+/// `log_FANOUT(barriers)` times in all, and at most `FANOUT − 1` runs of each tier stay live.
+pub fn tiered_merge(tiers: &[u8]) -> Option<(std::ops::Range<usize>, u8)> {
+    // (tier, index of its first run)
+    let mut counted: Vec<(u8, usize)> = Vec::new();
+    for (i, &tier) in tiers.iter().enumerate() {
+        counted.push((tier, i));
+        let mut carried = false;
+        while counted.len() >= LEVEL_FANOUT {
+            let tail = &counted[counted.len() - LEVEL_FANOUT..];
+            if tail.iter().any(|(t, _)| *t != tail[0].0) {
+                break;
+            }
+            let merged = (tail[0].0.saturating_add(1), tail[0].1);
+            counted.truncate(counted.len() - LEVEL_FANOUT);
+            counted.push(merged);
+            carried = true;
+        }
+        if carried {
+            let (tier, start) = counted[counted.len() - 1];
+            return Some((start..i + 1, tier));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counts `barriers` partials in one at a time, merging whenever the plan says so, and
+    /// answers the tiers that stay and the barrier-cells rewritten (a run's size is the number
+    /// of barriers it holds).
+    fn count(barriers: usize) -> (Vec<u8>, usize) {
+        let mut runs: Vec<(u8, usize)> = Vec::new();
+        let mut rewritten = 0;
+        for _ in 0..barriers {
+            runs.push((0, 1));
+            while let Some((merged, tier)) =
+                tiered_merge(&runs.iter().map(|r| r.0).collect::<Vec<_>>())
+            {
+                let size: usize = runs[merged.clone()].iter().map(|r| r.1).sum();
+                rewritten += size;
+                runs.splice(merged, [(tier, size)]);
+            }
+        }
+        (runs.iter().map(|r| r.0).collect(), rewritten)
+    }
+
+    #[test]
+    fn level_runs_merge_like_a_base_four_counter() {
+        assert_eq!(tiered_merge(&[0, 0, 0]), None);
+        assert_eq!(tiered_merge(&[0, 0, 0, 0]), Some((0..4, 1)));
+        assert_eq!(tiered_merge(&[1, 1, 1, 0, 0, 0, 0]), Some((0..7, 2)));
+        assert_eq!(tiered_merge(&[2, 1, 0, 0, 0, 0, 0]), Some((2..6, 1)));
+        // 40 = 2·16 + 2·4 + 0 in base 4.
+        assert_eq!(count(40).0, [2, 2, 1, 1]);
+        // Each barrier's cells are rewritten at most once per tier: log4(N) times (a cascade
+        // skips the intermediate rewrites).
+        for n in [16usize, 256, 4096] {
+            let (tiers, rewritten) = count(n);
+            let log = (n as f64).log(4.0).round() as usize;
+            assert_eq!(tiers, [log as u8]);
+            assert!(
+                rewritten <= n * log && rewritten >= n,
+                "{n} barriers: {rewritten}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_backlog_is_worked_off_oldest_first_and_ends_as_the_counter_would() {
+        let mut tiers = vec![0u8; 21];
+        while let Some((merged, tier)) = tiered_merge(&tiers) {
+            tiers.splice(merged, [tier]);
+        }
+        assert_eq!(tiers, [2, 1, 0], "21 = 1·16 + 1·4 + 1");
+    }
 }

@@ -18,8 +18,9 @@ pub const MAGIC: [u8; 4] = *b"SAmr";
 /// that never retires or compacts stays readable by a version-1 build; the lifecycle records
 /// are version 2, which a version-1 build refuses rather than misreads; the cold tier's
 /// `offload` record (and a snapshot naming a cold file) is version 3, which a version-2 build
-/// refuses.
-pub const FORMAT_VERSION: u16 = 3;
+/// refuses; a compaction that writes level tables (and a snapshot naming one) is version 4,
+/// which a version-3 build refuses.
+pub const FORMAT_VERSION: u16 = 4;
 /// The lowest record format this build reads.
 pub const OLDEST_VERSION: u16 = 1;
 /// Bytes before the payload.

@@ -6,8 +6,8 @@ pub mod record;
 pub mod state;
 
 pub use record::{
-    Barrier, BarrierStream, ColumnDecl, Compact, GroupEntry, LevelFloor, Offload, Offloaded,
-    RawFloor, Record, Retire, SegmentFile, Snapshot, Span, StreamDecl, StreamSnapshot, TrackRetire,
-    TrackSnapshot,
+    Barrier, BarrierStream, ColumnDecl, Compact, GroupEntry, LevelFloor, LevelTable, Offload,
+    Offloaded, RawFloor, Record, Retire, SegmentFile, Snapshot, Span, StreamDecl, StreamSnapshot,
+    TrackRetire, TrackSnapshot,
 };
 pub use state::{GroupRef, Leftover, State, StreamState, TrackState};

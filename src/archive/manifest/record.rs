@@ -31,7 +31,10 @@ impl Record {
     /// lifecycle records (and a snapshot carrying track floors), so a version-1 reader
     /// refuses what it cannot understand instead of misreading it.
     pub fn version(&self) -> u16 {
+        let table = |f: &SegmentFile| f.table.is_some();
         match self {
+            Record::Compact(c) if c.added_levels.iter().any(table) => 4,
+            Record::Snapshot(s) if s.streams.iter().flat_map(|s| &s.levels).any(table) => 4,
             Record::Offload(_) => 3,
             Record::Snapshot(s)
                 if s.streams
@@ -123,7 +126,9 @@ pub struct Compact {
     /// Data files replaced, by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removed: Vec<u64>,
-    /// Level files written (each with every level, cells whole).
+    /// Level files written: since format version 4, one run of level tables (at most one per
+    /// level, each with [`SegmentFile::table`]); a version-2 compaction wrote one file with
+    /// every level, cells whole.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub added_levels: Vec<SegmentFile>,
     /// Level files replaced, by name.
@@ -183,8 +188,8 @@ pub struct StreamSnapshot {
     pub next_seq: u64,
     /// Live files, in barrier order.
     pub files: Vec<SegmentFile>,
-    /// Live level files in barrier order; row group k of each holds level k. Absent for a
-    /// stream without levels.
+    /// Live level files in publish order: barrier partials (row group k holds level k) and
+    /// runs of level tables. Absent for a stream without levels.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub levels: Vec<SegmentFile>,
     /// Tracks with lifecycle state (floors, age marks, retirement). Format version 2; absent
@@ -280,6 +285,26 @@ pub struct SegmentFile {
     /// local, at `path` under the root. Format version 3.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cold: Option<String>,
+    /// For a level table (written by compaction since format version 4): the one level it
+    /// holds, the run it belongs to and that run's tier. Absent for data files and for a
+    /// barrier's level partials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<LevelTable>,
+}
+
+/// What makes a level file a level table: one resolution's whole cells of a run of barriers,
+/// in row groups of one track each. Format version 4.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LevelTable {
+    /// The level held (every row's `level`).
+    pub level: u8,
+    /// The run: the tables one compaction wrote share it (the first name it claimed for them);
+    /// they stand together in the live list, in level order.
+    pub run: u64,
+    /// How many times the run's barriers have been merged, at most: barrier partials are tier
+    /// 0, and merging `LEVEL_FANOUT` runs of tier t makes one of tier t + 1.
+    pub tier: u8,
 }
 
 /// One stream's files moved to the cold tier.
@@ -318,6 +343,11 @@ pub struct GroupEntry {
     pub seq: [u64; 2],
     /// The group's bytes.
     pub span: Span,
+    /// In a level table, the last track the group holds: it holds `track` through this one,
+    /// in key order (a group packs whole tracks; a long track spans several groups). Absent
+    /// elsewhere. Format version 4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_track: Option<Vec<String>>,
 }
 
 /// A byte range of a file and the digest of its bytes.

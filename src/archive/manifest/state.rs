@@ -160,6 +160,14 @@ impl StreamState {
     }
 
     fn add_level_file(&mut self, file: SegmentFile) -> Result<(), String> {
+        self.check_level_file(&file)?;
+        self.levels.push(file);
+        Ok(())
+    }
+
+    /// A level file fits the stream's ladder: a barrier's partials hold every level (group k
+    /// = level k); a level table holds one declared level in at least one group.
+    fn check_level_file(&self, file: &SegmentFile) -> Result<(), String> {
         let Some(ladder) = self.decl.ladder else {
             return Err(format!(
                 "level file {} belongs to a stream declared without levels",
@@ -167,15 +175,21 @@ impl StreamState {
             ));
         };
         let levels = ladder.levels as usize;
-        if file.groups.len() != levels {
-            return Err(format!(
+        match file.table {
+            None if file.groups.len() != levels => Err(format!(
                 "level file {} holds {} levels; the stream declares {levels}",
                 file.path,
                 file.groups.len()
-            ));
+            )),
+            Some(t) if t.level as usize >= levels => Err(format!(
+                "level table {} holds level {}; the stream declares {levels}",
+                file.path, t.level
+            )),
+            Some(_) if file.groups.is_empty() => {
+                Err(format!("level table {} has no row group", file.path))
+            }
+            _ => Ok(()),
         }
-        self.levels.push(file);
-        Ok(())
     }
 
     fn add_file(&mut self, file: SegmentFile) -> Result<(), String> {
@@ -345,14 +359,8 @@ impl StreamState {
                 "compaction removes level file {name}, which is not live"
             ));
         }
-        let ladder_levels = self.decl.ladder.map(|l| l.levels as usize);
         for file in &compact.added_levels {
-            if Some(file.groups.len()) != ladder_levels {
-                return Err(format!(
-                    "compacted level file {} does not hold every level",
-                    file.path
-                ));
-            }
+            self.check_level_file(file)?;
         }
         self.levels = kept;
         self.reindex()?;

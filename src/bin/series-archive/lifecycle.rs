@@ -225,32 +225,43 @@ pub(crate) fn compact(
     let began = Instant::now();
     let mut any = false;
     for id in ids {
-        let Some(job) = archive.plan_compaction(&id, !auto)? else {
-            continue;
+        // `--auto` works off a backlog of level runs one tiered merge at a time.
+        let rounds = if auto {
+            series_archive::archive::lifecycle::MAX_AUTO_ROUNDS
+        } else {
+            1
         };
-        any = true;
-        let bar = ProgressBar::new(job.steps() as u64);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "compacting {prefix} {bar:40} {pos}/{len} segments [{elapsed}]",
-            )
-            .expect("a valid template"),
-        );
-        bar.set_prefix(id.clone());
-        let files = job.run(|done, _| bar.set_position(done as u64))?;
-        bar.finish_and_clear();
-        match archive.finish_compaction(files)? {
-            None => out!("{id}: overtaken by a retirement; nothing changed"),
-            Some(r) => out!(
-                "{id}: {} data file(s), {} bytes → {} segment(s), {} bytes; {} level file(s), {} bytes → {} bytes",
-                r.files_in,
-                r.bytes_in,
-                r.files_out,
-                r.bytes_out,
-                r.level_files_in,
-                r.level_bytes_in,
-                r.level_bytes_out
-            ),
+        for _ in 0..rounds {
+            let Some(job) = archive.plan_compaction(&id, !auto)? else {
+                break;
+            };
+            any = true;
+            let bar = ProgressBar::new(job.steps() as u64);
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "compacting {prefix} {bar:40} {pos}/{len} segments [{elapsed}]",
+                )
+                .expect("a valid template"),
+            );
+            bar.set_prefix(id.clone());
+            let files = job.run(|done, _| bar.set_position(done as u64))?;
+            bar.finish_and_clear();
+            match archive.finish_compaction(files)? {
+                None => {
+                    out!("{id}: overtaken by a retirement; nothing changed");
+                    break;
+                }
+                Some(r) => out!(
+                    "{id}: {} data file(s), {} bytes → {} segment(s), {} bytes; {} level file(s), {} bytes → {} bytes",
+                    r.files_in,
+                    r.bytes_in,
+                    r.files_out,
+                    r.bytes_out,
+                    r.level_files_in,
+                    r.level_bytes_in,
+                    r.level_bytes_out
+                ),
+            }
         }
     }
     if !any {

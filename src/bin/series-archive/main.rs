@@ -188,9 +188,14 @@ enum Command {
         /// The stream id.
         #[arg(long)]
         stream: String,
-        /// The committed level files instead of the data files.
+        /// The committed level files instead of the data files, in the order their cells
+        /// merge (publish order; docs/format.md, level tables).
         #[arg(long)]
         levels: bool,
+        /// Only the level files holding this level: every barrier's partials and the level
+        /// tables of this level (implies --levels).
+        #[arg(long, value_name = "K")]
+        level: Option<usize>,
     },
     /// Apply lifetimes now: retire raw rows and level cells past them, and idle tracks whole.
     ///
@@ -438,7 +443,8 @@ fn main() -> ExitCode {
             archive,
             stream,
             levels,
-        } => files(&archive, &stream, levels),
+            level,
+        } => files(&archive, &stream, levels, level),
         Command::Sweep {
             archive,
             stream,
@@ -1033,10 +1039,10 @@ fn verify(archive: &Path) -> Result<(), Failure> {
     }
 }
 
-fn files(archive: &Path, stream: &str, levels: bool) -> Result<(), Failure> {
+fn files(archive: &Path, stream: &str, levels: bool, level: Option<usize>) -> Result<(), Failure> {
     let listed = reading(archive, |a| {
-        if levels {
-            a.level_files(stream)
+        if levels || level.is_some() {
+            a.level_files(stream, level)
         } else {
             a.files(stream)
         }
