@@ -2,7 +2,7 @@
 //! `benches/common`) at each row count given, sealed in barriers of 250 000 rows exactly as
 //! `series-archive ingest --seal-rows 250000` seals them, then the automatic maintenance
 //! `ingest` runs before it exits (`compact --auto`: raw files past the threshold, level runs
-//! merged size-tiered). Each archive is rebuilt from scratch under
+//! merged size-tiered, and a checkpoint once the log is mostly history). Each archive is rebuilt from scratch under
 //! `target/bench-data/scale-<rows>/`; the paths are printed, one a line.
 //!
 //! ```text
@@ -63,6 +63,9 @@ fn main() {
         let sealed = began.elapsed();
         let reports = archive.compact(false, |_, _, _| {}).expect("maintain");
         let level_written: u64 = reports.iter().map(|r| r.level_bytes_out).sum();
+        if archive.checkpoint_due() {
+            archive.checkpoint().expect("checkpoint");
+        }
         eprintln!(
             "scale: {rows} rows in {:.1?} ({:.1?} sealing), {} automatic compaction(s), {} level bytes written",
             began.elapsed(),

@@ -1502,7 +1502,9 @@ fn jsonl_columns_keep_the_files_order() {
 }
 
 /// `ingest` ends with the automatic maintenance `compact --auto` runs, so a CLI user never
-/// has to know: 18 barriers (past the threshold of 16 files) become one segment per track;
+/// has to know: 18 barriers (past the threshold of 16 files) become one segment per track,
+/// and their level partials merge size-tiered (18 = 1·16 + 2 in base 4: four merges of four
+/// partials, then the cascade of four runs, 4 + 4 + 4 + 7 = 19 files in);
 /// `--no-compact` keeps the barrier files as sealed. Either way every row reads back.
 #[test]
 fn ingest_compacts_past_the_threshold_unless_told_not_to() {
@@ -1513,7 +1515,7 @@ fn ingest_compacts_past_the_threshold_unless_told_not_to() {
     let out = ingest(&compacted, &["--seal-rows", "1"], &[&file]).ok("ingest");
     assert!(
         out.stderr
-            .contains("compacted capture: 18 barrier files → 6 segments"),
+            .contains("18 barrier files → 6 segments; 19 level files merged size-tiered"),
         "{}",
         out.stderr
     );

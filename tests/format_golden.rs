@@ -529,7 +529,7 @@ fn golden_records() -> Vec<Record> {
         footer,
         groups,
         cold: None,
-        table: None,
+        run: None,
     };
     let rows = file(
         1,

@@ -50,7 +50,7 @@ fn file(name: u64, cold: Option<&str>) -> SegmentFile {
         },
         groups: Vec::new(),
         cold: cold.map(str::to_owned),
-        table: None,
+        run: None,
     }
 }
 

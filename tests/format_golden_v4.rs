@@ -20,7 +20,7 @@ mod golden_files;
 use golden_files::golden;
 use series_archive::archive::manifest::frame::{self, Decoded};
 use series_archive::archive::manifest::{
-    log, Compact, GroupEntry, LevelTable, Record, SegmentFile, Snapshot, Span, State,
+    log, Compact, GroupEntry, LevelRun, Record, SegmentFile, Snapshot, Span, State,
 };
 
 const DECL: &str = r#"{"id":"capture","columns":[{"name":"probe","data_type":"Utf8","nullable":false},{"name":"ordinal","data_type":"UInt64","nullable":false},{"name":"value","data_type":"Int64","nullable":false}],"track":["probe"],"axis":"ordinal","measured":["value"],"ladder":{"base":2,"factor":2,"levels":2}}"#;
@@ -45,7 +45,7 @@ fn group(track: &str, last: Option<&str>, axis: [u64; 2]) -> GroupEntry {
     }
 }
 
-fn file(name: u64, path: &str, groups: Vec<GroupEntry>, table: Option<LevelTable>) -> SegmentFile {
+fn file(name: u64, path: &str, groups: Vec<GroupEntry>, run: Option<LevelRun>) -> SegmentFile {
     SegmentFile {
         name,
         path: path.into(),
@@ -55,7 +55,7 @@ fn file(name: u64, path: &str, groups: Vec<GroupEntry>, table: Option<LevelTable
         footer: span(904, 1096, 0x1234_5678),
         groups,
         cold: None,
-        table,
+        run,
     }
 }
 
@@ -78,10 +78,10 @@ fn compact() -> Record {
             name,
             &format!("streams/capture/levels/level={level}/{name:012}.parquet"),
             vec![group("p0", Some("p1"), [0, 47])],
-            Some(LevelTable {
-                level,
-                run: 20,
+            Some(LevelRun {
+                id: 20,
                 tier: 1,
+                level: Some(level),
             }),
         )
     };
@@ -117,7 +117,7 @@ fn the_compact_record_with_level_tables_is_locked() {
     // A partial serializes as version 1 wrote it.
     let text = serde_json::to_string(&partial(2)).expect("serializes");
     assert!(
-        !text.contains("table") && !text.contains("last_track"),
+        !text.contains("\"run\"") && !text.contains("last_track"),
         "{text}"
     );
 }
@@ -158,15 +158,47 @@ fn a_run_of_tables_takes_the_place_of_the_files_it_replaces() {
     let Record::Compact(mut bad) = compact() else {
         unreachable!()
     };
-    bad.added_levels[1].table = Some(LevelTable {
-        level: 2,
-        run: 20,
+    bad.added_levels[1].run = Some(LevelRun {
+        id: 20,
         tier: 1,
+        level: Some(2),
     });
     let err = state
         .apply(&Record::Compact(bad))
         .expect_err("level 2 of 2");
     assert!(err.contains("holds level 2"), "{err}");
+
+    // A small run stays one file of every level (group k = level k): `run` without `level`.
+    let mut state = state_with(&[2, 4, 6, 8].map(partial));
+    let mut one = partial(20);
+    one.run = Some(LevelRun {
+        id: 20,
+        tier: 1,
+        level: None,
+    });
+    let text = serde_json::to_string(&one.run).expect("serializes");
+    assert_eq!(text, r#"{"id":20,"tier":1}"#);
+    let merge = |added: SegmentFile| {
+        Record::Compact(Compact {
+            stream: "capture".into(),
+            next_name: 21,
+            added: Vec::new(),
+            removed: Vec::new(),
+            added_levels: vec![added],
+            removed_levels: vec![2, 4, 6, 8],
+        })
+    };
+    assert_eq!(merge(one.clone()).version(), 4);
+    let mut short = one.clone();
+    short.groups.pop();
+    let err = state
+        .apply(&merge(short))
+        .expect_err("a run file lacking a level");
+    assert!(err.contains("holds 1 levels"), "{err}");
+    // (A refused record leaves the state unusable: the open that met it fails whole.)
+    let mut state = state_with(&[2, 4, 6, 8].map(partial));
+    state.apply(&merge(one)).expect("a one-file run applies");
+    assert_eq!(state.streams["capture"].levels.len(), 1);
 
     // A version-2 compaction (one file, every level, cells whole) still applies.
     let mut state = state_with(&[2, 4].map(partial));
@@ -258,8 +290,12 @@ fn a_level_table_is_laid_out_as_documented() {
         );
     }
     for (k, table) in stream.levels.iter().enumerate() {
-        let t = table.table.expect("a level table");
-        assert_eq!(t.level as usize, k);
+        let run = table.run.expect("a compaction's run");
+        assert_eq!(
+            run.level,
+            Some(k as u8),
+            "a forced compaction writes tables"
+        );
         assert_eq!(
             table.path,
             format!(
@@ -322,5 +358,51 @@ fn a_level_table_is_laid_out_as_documented() {
                 last = Some(key);
             }
         }
+    }
+}
+
+/// The fast decode (the tag first, the rest straight into the kind's struct) answers exactly
+/// what the general decode answers, for every golden record, and refuses what it refuses.
+#[test]
+fn the_fast_record_decode_agrees_with_the_general_one() {
+    let mut seen = 0;
+    for golden in [
+        "manifest-v1.jsonl",
+        "lifecycle-v2.jsonl",
+        "offload-v3.jsonl",
+        "compact-v4.jsonl",
+        "snapshot-v1.json",
+        "snapshot-v2.json",
+        "snapshot-v3.json",
+    ] {
+        let text =
+            std::fs::read_to_string(golden_files::crate_path(&format!("tests/golden/{golden}")))
+                .expect("golden");
+        let records: Vec<serde_json::Value> = if golden.ends_with(".jsonl") {
+            text.lines()
+                .map(|l| serde_json::from_str(l).expect("JSON"))
+                .collect()
+        } else {
+            vec![serde_json::from_str(&text).expect("JSON")]
+        };
+        for value in records {
+            // As a writer frames it: compact, the tag first.
+            let payload =
+                serde_json::to_vec(&serde_json::from_value::<Record>(value).expect("a record"))
+                    .expect("serializes");
+            let general: Record = serde_json::from_slice(&payload).expect("general");
+            assert_eq!(Record::decode(&payload).expect("fast"), general, "{golden}");
+            seen += 1;
+        }
+    }
+    assert!(seen >= 8, "{seen} records");
+    for bad in [
+        &br#"{"record":"barrier","barrier":1}"#[..],
+        br#"{"record":"snapshot","generation":1,"next_name":1,"barriers":0,"streams":[],"extra":1}"#,
+        br#"{"record":"snapshot","record":"barrier"}"#,
+        br#"{"record":"compact""#,
+    ] {
+        assert!(Record::decode(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        assert!(serde_json::from_slice::<Record>(bad).is_err());
     }
 }

@@ -2,8 +2,8 @@
 //! level with DuckDB or Polars") answer exactly what `survey --json` answers.
 //!
 //! An archive is ingested with the real CLI in many small barriers, so the automatic
-//! compaction leaves several runs of level tables (merged size-tiered) and the newest
-//! barriers' partials beside them. For every track and several budgets, `survey --json`
+//! compaction leaves several merged runs (size-tiered; small, so one file of every level
+//! each) and the newest barriers' partials beside them. For every track and several budgets, `survey --json`
 //! answers at some level; `tests/interop/tables_check.py` recomputes each single-level answer
 //! with the documented general query (DuckDB, the files `files --level K` prints, merged in
 //! that order). Then a forced `compact` leaves one table per level, the surveys must answer
@@ -132,16 +132,10 @@ fn the_documented_level_queries_answer_what_survey_answers() {
     let state: Value =
         serde_json::from_str(&text(&["inspect", a, "--json"])).expect("inspect JSON");
     let tiered = collect(a);
-    // The automatic compaction left runs of tables and partials: the general query is needed.
+    // The automatic compaction left four merged runs (small: one file of every level each)
+    // and three barriers' partials: the general query is needed.
     let files = tiered["files"][0].as_array().expect("level 0 files");
-    let tables = files
-        .iter()
-        .filter(|f| f.as_str().is_some_and(|f| f.contains("/level=0/")))
-        .count();
-    assert!(
-        tables >= 2 && files.len() > tables,
-        "expected several runs and some partials at level 0: {files:?}\n{state}"
-    );
+    assert_eq!(files.len(), 7, "4 runs and 3 partials: {files:?}\n{state}");
     let out = check(dir.path(), "general", &tiered);
     assert!(out.contains("surveys checked"), "{out}");
 

@@ -130,13 +130,19 @@ fn check_levels_layout(root: &Path, archive: &Archive) {
     live.sort();
     assert_eq!(on_disk, live, "exactly the live level files are on disk");
     for f in &stream.levels {
-        if let Some(t) = f.table {
-            assert!(
-                f.path.contains(&format!("/levels/level={}/", t.level)),
-                "{}",
-                f.path
-            );
-            assert!(f.groups.iter().all(|g| g.last_track.is_some()));
+        match f.run {
+            Some(run) => {
+                let dir = match run.level {
+                    Some(level) => format!("streams/capture/levels/level={level}/"),
+                    None => "streams/capture/levels/".to_owned(),
+                };
+                assert_eq!(f.path, format!("{dir}{:012}.parquet", f.name));
+                assert!(f.groups.iter().all(|g| g.last_track.is_some()));
+            }
+            None => assert_eq!(
+                f.path,
+                format!("streams/capture/levels/{:012}.parquet", f.name)
+            ),
         }
     }
 }

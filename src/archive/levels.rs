@@ -376,12 +376,13 @@ pub(crate) fn level_groups(
     k: usize,
 ) -> impl Iterator<Item = (bool, (usize, usize))> + '_ {
     files.iter().enumerate().flat_map(move |(i, f)| {
-        let range = match f.table {
+        let table = f.run.and_then(|r| r.level);
+        let range = match table {
             None if k < f.groups.len() => k..k + 1,
-            Some(t) if t.level as usize == k => 0..f.groups.len(),
+            Some(level) if level as usize == k => 0..f.groups.len(),
             _ => 0..0,
         };
-        range.map(move |g| (f.table.is_some(), (i, g)))
+        range.map(move |g| (table.is_some(), (i, g)))
     })
 }
 

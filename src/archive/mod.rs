@@ -651,7 +651,7 @@ impl Archive {
                     footer,
                     groups,
                     cold: None,
-                    table: None,
+                    run: None,
                 };
             let name = next_name;
             next_name += 1;
@@ -895,7 +895,7 @@ impl Archive {
         Ok(state
             .levels
             .iter()
-            .filter(|f| f.table.is_none_or(|t| t.level as usize == k))
+            .filter(|f| f.run.and_then(|r| r.level).is_none_or(|l| l as usize == k))
             .map(|f| self.location(f))
             .collect())
     }

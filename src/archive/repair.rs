@@ -111,14 +111,12 @@ impl Archive {
             .into_iter()
             .map(|at| {
                 let what = match frame::decode(&bytes, at) {
-                    Decoded::Record { payload, .. } => {
-                        match serde_json::from_slice::<Record>(payload) {
-                            Ok(record) => describe(&record),
-                            Err(e) => {
-                                format!("a record that passes its check but does not decode: {e}")
-                            }
+                    Decoded::Record { payload, .. } => match Record::decode(payload) {
+                        Ok(record) => describe(&record),
+                        Err(e) => {
+                            format!("a record that passes its check but does not decode: {e}")
                         }
-                    }
+                    },
                     Decoded::UnknownVersion(v) => format!("a record of format version {v}"),
                     Decoded::Failed | Decoded::End => "unreadable".to_owned(),
                 };

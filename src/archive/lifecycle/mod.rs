@@ -28,7 +28,7 @@ use super::error::{ArchiveError, Result};
 use super::faults::{FaultPoint, Faults};
 use super::levels::{self, Cells};
 use super::manifest::{
-    Compact, LevelFloor, LevelTable, RawFloor, Record, Retire, SegmentFile, StreamDecl,
+    Compact, LevelFloor, LevelRun, RawFloor, Record, Retire, SegmentFile, StreamDecl,
 };
 use super::segment::{self, OpenSegment, TrackRows};
 use super::store::{Store, StoredError};
@@ -40,6 +40,10 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// A manifest this small is never checkpointed for being mostly history: replaying it costs
+/// less than a millisecond.
+pub const CHECKPOINT_FLOOR: u64 = 128 << 10;
 
 /// Compactions one automatic [`Archive::compact`] runs per stream at most: enough to work off
 /// a backlog of thousands of barriers' level runs (each round merges several into one).
@@ -250,7 +254,7 @@ impl CompactionJob {
         drop(open);
         // Levels: the merged runs become one run of level tables.
         if !self.plan.level_inputs.is_empty() {
-            added_levels = self.write_level_tables(&mut placer)?;
+            added_levels = self.write_level_run(&mut placer)?;
             done += 1;
             progress(done, total);
         }
@@ -294,12 +298,14 @@ impl CompactionJob {
         })
     }
 
-    /// Merges the input runs into one run of level tables: for each level, every source's
-    /// cells of each track folded in publish order (cells whole), retired cells (beneath a
-    /// level floor, or of a track retired whole) dropped, tracks in key order and packed into
-    /// row groups of at most [`levels::TABLE_GROUP_ROWS`] cells. Holds one decoded row group
-    /// per source and one track's cells at a time.
-    fn write_level_tables(&self, out: &mut Placer<'_>) -> Result<Vec<SegmentFile>> {
+    /// Merges the input runs into one run: for each level, every source's cells of each
+    /// track folded in publish order (cells whole), retired cells (beneath a level floor, or
+    /// of a track retired whole) dropped, tracks in key order, each track's cells by cell then
+    /// field. Written as level tables (one file per level, row groups packing tracks up to
+    /// [`levels::TABLE_GROUP_ROWS`] cells) when the plan says so, else as one file whose row
+    /// group k holds level k. Holds one decoded row group per source and one track's cells at
+    /// a time, besides the output.
+    fn write_level_run(&self, out: &mut Placer<'_>) -> Result<Vec<SegmentFile>> {
         let id = &self.decl.id;
         let fail = |m: String| ArchiveError::Encode {
             stream: id.clone(),
@@ -328,71 +334,37 @@ impl CompactionJob {
             sealed_at = sealed_at.max(f.sealed_at_ns);
             barrier = barrier.max(f.barrier);
         }
-        let mut tables: Vec<SegmentFile> = Vec::new();
-        for k in 0..ladder.levels as usize {
-            let w = ladder.width(k);
-            let mut sources = Vec::new();
-            let mut bounds: Option<([u64; 2], [u64; 2])> = None;
-            for (file, group) in levels::level_groups(&self.level_files, k).map(|(_, at)| at) {
-                let entry = &self.level_files[file].groups[group];
-                let widen = |a: [u64; 2], b: [u64; 2]| [a[0].min(b[0]), a[1].max(b[1])];
-                bounds = Some(match bounds {
-                    None => (entry.position, entry.seq),
-                    Some((p, s)) => (widen(p, entry.position), widen(s, entry.seq)),
+        let levels_n = ladder.levels as usize;
+        let tier = self.plan.level_tier;
+        if !self.plan.level_tables {
+            // One file of every level, when every level keeps a cell (a file's group k must
+            // be level k); else the tables below.
+            let mut groups = Vec::with_capacity(levels_n);
+            let mut lasts = Vec::with_capacity(levels_n);
+            for k in 0..levels_n {
+                let (mut g, mut l) = self.merge_level(k, usize::MAX, &schema, &read)?;
+                if g.len() != 1 {
+                    break;
+                }
+                groups.append(&mut g);
+                lasts.append(&mut l);
+            }
+            if groups.len() == levels_n {
+                let mut file = out.write("levels", &schema, &groups, barrier, sealed_at)?;
+                for (entry, last) in file.groups.iter_mut().zip(lasts) {
+                    entry.last_track = Some(last);
+                }
+                file.run = Some(LevelRun {
+                    id: file.name,
+                    tier,
+                    level: None,
                 });
-                match sources.last_mut() {
-                    Some(TrackStream {
-                        file: f, groups, ..
-                    }) if *f == file => groups.push_back(group),
-                    _ => sources.push(TrackStream {
-                        file,
-                        groups: std::collections::VecDeque::from([group]),
-                        pending: std::collections::VecDeque::new(),
-                    }),
-                }
+                return Ok(vec![file]);
             }
-            let (position, seq) = bounds.unwrap_or(([0, 0], [0, 0]));
-            let mut table = TableGroups::new(position, seq, w);
-            loop {
-                let mut next: Option<TrackKey> = None;
-                for source in &mut sources {
-                    if let Some(key) = source.peek(&read)? {
-                        if next.as_ref().is_none_or(|n| key < n) {
-                            next = Some(key.clone());
-                        }
-                    }
-                }
-                let Some(key) = next else { break };
-                let mut cells = Cells::new();
-                for source in &mut sources {
-                    for (at, bucket) in source.take(&key, &read)? {
-                        levels::fold_into(&mut cells, at, bucket);
-                    }
-                }
-                let (floor, whole) = match self.floors.get(&key) {
-                    Some((_, levels, whole)) => (levels.get(k).map_or(0, |f| f.axis), *whole),
-                    None => (0, false),
-                };
-                if whole {
-                    continue;
-                }
-                cells.retain(|&(_, cell), _| cell.saturating_mul(w) >= floor);
-                if cells.is_empty() {
-                    continue;
-                }
-                let labels = key.labels();
-                let track_row = track_row(&self.decl, &labels).map_err(fail)?;
-                let batch = levels::encode_cells(
-                    &self.decl,
-                    &schema,
-                    k,
-                    &track_row,
-                    &cells,
-                    levels::CellOrder::CellThenField,
-                )?;
-                table.push(&labels, &batch).map_err(fail)?;
-            }
-            let (groups, last_tracks) = table.finish().map_err(fail)?;
+        }
+        let mut tables: Vec<SegmentFile> = Vec::new();
+        for k in 0..levels_n {
+            let (groups, lasts) = self.merge_level(k, levels::TABLE_GROUP_ROWS, &schema, &read)?;
             if groups.is_empty() {
                 continue;
             }
@@ -403,17 +375,95 @@ impl CompactionJob {
                 barrier,
                 sealed_at,
             )?;
-            for (entry, last) in file.groups.iter_mut().zip(last_tracks) {
+            for (entry, last) in file.groups.iter_mut().zip(lasts) {
                 entry.last_track = Some(last);
             }
-            file.table = Some(LevelTable {
-                level: k as u8,
-                run: tables.first().map_or(file.name, |t| t.name),
-                tier: self.plan.level_tier,
+            file.run = Some(LevelRun {
+                id: tables.first().map_or(file.name, |t| t.name),
+                tier,
+                level: Some(k as u8),
             });
             tables.push(file);
         }
         Ok(tables)
+    }
+
+    /// Level `k` of the merged run, as row groups of at most `cap` cells (whole tracks
+    /// packed, a longer track split) and each group's last track.
+    fn merge_level(
+        &self,
+        k: usize,
+        cap: usize,
+        schema: &SchemaRef,
+        read: &ReadGroup<'_>,
+    ) -> Result<(Vec<TrackRows>, Vec<Vec<String>>)> {
+        let fail = |m: String| ArchiveError::Encode {
+            stream: self.decl.id.clone(),
+            message: format!("level merge: {m}"),
+        };
+        let w = self.decl.ladder.map_or(1, |l| l.width(k));
+        let mut sources = Vec::new();
+        let mut bounds: Option<([u64; 2], [u64; 2])> = None;
+        for (file, group) in levels::level_groups(&self.level_files, k).map(|(_, at)| at) {
+            let entry = &self.level_files[file].groups[group];
+            let widen = |a: [u64; 2], b: [u64; 2]| [a[0].min(b[0]), a[1].max(b[1])];
+            bounds = Some(match bounds {
+                None => (entry.position, entry.seq),
+                Some((p, s)) => (widen(p, entry.position), widen(s, entry.seq)),
+            });
+            match sources.last_mut() {
+                Some(TrackStream {
+                    file: f, groups, ..
+                }) if *f == file => groups.push_back(group),
+                _ => sources.push(TrackStream {
+                    file,
+                    groups: std::collections::VecDeque::from([group]),
+                    pending: std::collections::VecDeque::new(),
+                }),
+            }
+        }
+        let (position, seq) = bounds.unwrap_or(([0, 0], [0, 0]));
+        let mut table = TableGroups::new(position, seq, w, cap);
+        loop {
+            let mut next: Option<TrackKey> = None;
+            for source in &mut sources {
+                if let Some(key) = source.peek(read)? {
+                    if next.as_ref().is_none_or(|n| key < n) {
+                        next = Some(key.clone());
+                    }
+                }
+            }
+            let Some(key) = next else { break };
+            let mut cells = Cells::new();
+            for source in &mut sources {
+                for (at, bucket) in source.take(&key, read)? {
+                    levels::fold_into(&mut cells, at, bucket);
+                }
+            }
+            let (floor, whole) = match self.floors.get(&key) {
+                Some((_, levels, whole)) => (levels.get(k).map_or(0, |f| f.axis), *whole),
+                None => (0, false),
+            };
+            if whole {
+                continue;
+            }
+            cells.retain(|&(_, cell), _| cell.saturating_mul(w) >= floor);
+            if cells.is_empty() {
+                continue;
+            }
+            let labels = key.labels();
+            let track_row = track_row(&self.decl, &labels).map_err(fail)?;
+            let batch = levels::encode_cells(
+                &self.decl,
+                schema,
+                k,
+                &track_row,
+                &cells,
+                levels::CellOrder::CellThenField,
+            )?;
+            table.push(&labels, &batch).map_err(fail)?;
+        }
+        table.finish().map_err(fail)
     }
 }
 
@@ -461,12 +511,13 @@ impl TrackStream {
     }
 }
 
-/// A level table's row groups as they fill: whole tracks packed until a group holds
-/// [`levels::TABLE_GROUP_ROWS`] cells, a longer track split across groups.
+/// A level table's row groups as they fill: whole tracks packed until a group holds `cap`
+/// cells, a longer track split across groups.
 struct TableGroups {
     position: [u64; 2],
     seq: [u64; 2],
     width: u64,
+    cap: usize,
     groups: Vec<TrackRows>,
     last_tracks: Vec<Vec<String>>,
     parts: Vec<RecordBatch>,
@@ -477,11 +528,12 @@ struct TableGroups {
 }
 
 impl TableGroups {
-    fn new(position: [u64; 2], seq: [u64; 2], width: u64) -> Self {
+    fn new(position: [u64; 2], seq: [u64; 2], width: u64, cap: usize) -> Self {
         TableGroups {
             position,
             seq,
             width,
+            cap,
             groups: Vec::new(),
             last_tracks: Vec::new(),
             parts: Vec::new(),
@@ -496,7 +548,7 @@ impl TableGroups {
     fn push(&mut self, labels: &[&str], batch: &RecordBatch) -> std::result::Result<(), String> {
         let mut offset = 0;
         while offset < batch.num_rows() {
-            let len = (levels::TABLE_GROUP_ROWS - self.rows).min(batch.num_rows() - offset);
+            let len = (self.cap - self.rows).min(batch.num_rows() - offset);
             let slice = batch.slice(offset, len);
             if let Some([lo, hi]) = u64_range(&slice, "cell") {
                 self.cells = [self.cells[0].min(lo), self.cells[1].max(hi)];
@@ -507,7 +559,7 @@ impl TableGroups {
             self.parts.push(slice);
             self.rows += len;
             offset += len;
-            if self.rows == levels::TABLE_GROUP_ROWS {
+            if self.rows == self.cap {
                 self.cut()?;
             }
         }
@@ -591,7 +643,7 @@ impl Placer<'_> {
             footer,
             groups: entries,
             cold: None,
-            table: None,
+            run: None,
         })
     }
 }
@@ -895,6 +947,23 @@ impl Archive {
         self.commit.manifest_bytes()
     }
 
+    /// Whether a checkpoint is due: the manifest is past its configured size, or past
+    /// [`CHECKPOINT_FLOOR`] and more than twice what a snapshot of the live state would be.
+    /// Every open replays the log, so a log that holds mostly replaced history costs every
+    /// reader; a checkpoint makes open time depend on the live state alone.
+    pub fn checkpoint_due(&self) -> bool {
+        let log = self.manifest_bytes();
+        if log > self.config.checkpoint_bytes {
+            return true;
+        }
+        if log <= CHECKPOINT_FLOOR {
+            return false;
+        }
+        let snapshot = Record::Snapshot(self.commit.state().snapshot(0));
+        let live = serde_json::to_vec(&snapshot).map_or(0, |b| b.len() as u64);
+        log > 2 * live
+    }
+
     /// Everything the lifecycle owes at `now_ns`, in order: the declared retirements, the
     /// compactions past their thresholds, the declared moves to the cold tier, and a
     /// checkpoint once the manifest is past its size. A host calls it from its sealing service, off the publishing thread.
@@ -907,7 +976,7 @@ impl Archive {
         if self.store.configured().is_some() && !self.config.offload.is_empty() {
             done.offloaded = self.offload(None, now_ns, |_, _, _| {})?;
         }
-        if self.manifest_bytes() > self.config.checkpoint_bytes {
+        if self.checkpoint_due() {
             done.checkpoint = Some(self.checkpoint()?);
         }
         Ok(done)
@@ -964,7 +1033,7 @@ impl Maintainer {
                 self.running.push((id, handle));
             }
         }
-        if archive.manifest_bytes() > archive.config.checkpoint_bytes {
+        if archive.checkpoint_due() {
             done.checkpoint = Some(archive.checkpoint()?);
         }
         Ok(done)

@@ -308,12 +308,21 @@ pub struct CompactPlan {
     /// The single-track segments to write: each a track and its source groups in order
     /// (`(file name, group index)`), split into files of about the target size.
     pub outputs: Vec<PlannedSegment>,
-    /// Level files merged into one run of level tables (removed by the swap), by name, in
-    /// publish order: the newest runs, whole.
+    /// Level files merged into one run (removed by the swap), by name, in publish order:
+    /// whole runs, adjacent.
     pub level_inputs: Vec<u64>,
     /// The tier of the run the merge writes.
     pub level_tier: u8,
+    /// Whether the merged run is written as level tables (one file per level); otherwise as
+    /// one file of every level. Tables once the run is worth them ([`TABLE_MIN_BYTES`]), and
+    /// always for a forced compaction.
+    pub level_tables: bool,
 }
+
+/// A merged level run this large (its inputs' bytes) is written as level tables, one file
+/// per level; a smaller one stays one file of every level, so small barriers do not multiply
+/// files (a table's footer and page index cost a few KiB each).
+pub const TABLE_MIN_BYTES: u64 = 256 << 10;
 
 /// One compacted segment to write.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -428,8 +437,8 @@ pub fn plan_compaction(
         }
     }
     // Levels: runs merged size-tiered; a forced compaction merges every run into one (or
-    // rewrites a lone run to drop the cells a level floor has passed, or to turn a barrier's
-    // partials into tables).
+    // rewrites a lone run to drop the cells a level floor has passed, or to turn a run that is
+    // not yet in tables into tables).
     let floors_moved = stream
         .tracks
         .values()
@@ -446,6 +455,8 @@ pub fn plan_compaction(
     } else {
         tiered_merge(&runs.iter().map(|r| r.tier).collect::<Vec<_>>()).unwrap_or((0..0, 0))
     };
+    let level_bytes: u64 = runs[merged.clone()].iter().map(|r| r.bytes).sum();
+    let level_tables = force || level_bytes >= TABLE_MIN_BYTES;
     let level_inputs: Vec<u64> = runs[merged]
         .iter()
         .flat_map(|r| r.files.iter().copied())
@@ -503,37 +514,44 @@ pub fn plan_compaction(
         outputs,
         level_inputs,
         level_tier,
+        level_tables,
     })
 }
 
 /// How many level runs merge at once, and the most a tier keeps before they do.
 pub const LEVEL_FANOUT: usize = 4;
 
-/// One run of live level files, oldest first: a barrier's partials alone (tier 0), or the
-/// level tables one compaction wrote.
+/// One run of live level files, oldest first: a barrier's partials alone (tier 0), or what
+/// one compaction wrote (one file of every level, or level tables).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LevelRun {
+pub struct Run {
     /// Its files' names, in live order.
     pub files: Vec<u64>,
     /// Its tier (0 for a barrier's partials).
     pub tier: u8,
-    /// Whether it is made of level tables (not partials).
+    /// Whether it is level tables (one file per level).
     pub tables: bool,
+    /// Its files' bytes.
+    pub bytes: u64,
 }
 
 /// The stream's live level files as runs, in publish order.
-pub fn level_runs(levels: &[SegmentFile]) -> Vec<LevelRun> {
-    let mut runs: Vec<(Option<u64>, LevelRun)> = Vec::new();
+pub fn level_runs(levels: &[SegmentFile]) -> Vec<Run> {
+    let mut runs: Vec<(Option<u64>, Run)> = Vec::new();
     for file in levels {
-        let id = file.table.map(|t| t.run);
+        let id = file.run.map(|r| r.id);
         match runs.last_mut() {
-            Some((Some(run), last)) if id == Some(*run) => last.files.push(file.name),
+            Some((Some(run), last)) if id == Some(*run) => {
+                last.files.push(file.name);
+                last.bytes += file.bytes;
+            }
             _ => runs.push((
                 id,
-                LevelRun {
+                Run {
                     files: vec![file.name],
-                    tier: file.table.map_or(0, |t| t.tier),
-                    tables: id.is_some(),
+                    tier: file.run.map_or(0, |r| r.tier),
+                    tables: file.run.is_some_and(|r| r.level.is_some()),
+                    bytes: file.bytes,
                 },
             )),
         }

@@ -91,7 +91,7 @@ pub fn replay(path: &Path, generation: u64) -> Result<Replayed> {
                 };
             }
             Decoded::Record { payload, next } => {
-                let record: Record = serde_json::from_slice(payload).map_err(|e| {
+                let record = Record::decode(payload).map_err(|e| {
                     corrupt(
                         offset,
                         format!("record passed its check but does not decode: {e}"),

@@ -6,7 +6,7 @@ pub mod record;
 pub mod state;
 
 pub use record::{
-    Barrier, BarrierStream, ColumnDecl, Compact, GroupEntry, LevelFloor, LevelTable, Offload,
+    Barrier, BarrierStream, ColumnDecl, Compact, GroupEntry, LevelFloor, LevelRun, Offload,
     Offloaded, RawFloor, Record, Retire, SegmentFile, Snapshot, Span, StreamDecl, StreamSnapshot,
     TrackRetire, TrackSnapshot,
 };

@@ -27,11 +27,39 @@ pub enum Record {
 }
 
 impl Record {
+    /// Decodes a record's JSON payload. Writers put the tag first (`{"record":"barrier",…`),
+    /// so the rest decodes straight into the kind's own struct, skipping the buffered pass
+    /// serde needs for an internally tagged enum (most of the time an open spends on a large
+    /// snapshot). Anything else takes the general path, with the same answer.
+    pub fn decode(payload: &[u8]) -> serde_json::Result<Record> {
+        fn kind<T: serde::de::DeserializeOwned>(
+            payload: &[u8],
+            tag: &str,
+        ) -> Option<serde_json::Result<T>> {
+            let prefix = format!("{{\"record\":\"{tag}\",");
+            let rest = payload.strip_prefix(prefix.as_bytes())?;
+            let mut object = Vec::with_capacity(rest.len() + 1);
+            object.push(b'{');
+            object.extend_from_slice(rest);
+            Some(serde_json::from_slice(&object))
+        }
+        if let Some(r) = kind(payload, "snapshot") {
+            return r.map(Record::Snapshot);
+        }
+        if let Some(r) = kind(payload, "barrier") {
+            return r.map(Record::Barrier);
+        }
+        if let Some(r) = kind(payload, "compact") {
+            return r.map(Record::Compact);
+        }
+        serde_json::from_slice(payload)
+    }
+
     /// The frame version a record needs: 1 for everything version 1 knew, 2 for the
     /// lifecycle records (and a snapshot carrying track floors), so a version-1 reader
     /// refuses what it cannot understand instead of misreading it.
     pub fn version(&self) -> u16 {
-        let table = |f: &SegmentFile| f.table.is_some();
+        let table = |f: &SegmentFile| f.run.is_some();
         match self {
             Record::Compact(c) if c.added_levels.iter().any(table) => 4,
             Record::Snapshot(s) if s.streams.iter().flat_map(|s| &s.levels).any(table) => 4,
@@ -126,9 +154,9 @@ pub struct Compact {
     /// Data files replaced, by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removed: Vec<u64>,
-    /// Level files written: since format version 4, one run of level tables (at most one per
-    /// level, each with [`SegmentFile::table`]); a version-2 compaction wrote one file with
-    /// every level, cells whole.
+    /// Level files written: since format version 4, one run ([`SegmentFile::run`]): one file
+    /// of every level, or level tables (at most one per level); a version-2 compaction wrote
+    /// one file with every level and no `run`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub added_levels: Vec<SegmentFile>,
     /// Level files replaced, by name.
@@ -285,26 +313,28 @@ pub struct SegmentFile {
     /// local, at `path` under the root. Format version 3.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cold: Option<String>,
-    /// For a level table (written by compaction since format version 4): the one level it
-    /// holds, the run it belongs to and that run's tier. Absent for data files and for a
-    /// barrier's level partials.
+    /// For a level file written by compaction (format version 4): the run of barriers whose
+    /// whole cells it holds. Absent for data files and for a barrier's own partials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub table: Option<LevelTable>,
+    pub run: Option<LevelRun>,
 }
 
-/// What makes a level file a level table: one resolution's whole cells of a run of barriers,
-/// in row groups of one track each. Format version 4.
+/// A compaction's level output: the whole cells of a run of barriers, either as one file
+/// holding every level (row group k = level k, like a barrier's partials) or as one level
+/// table per level. Format version 4.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LevelTable {
-    /// The level held (every row's `level`).
-    pub level: u8,
-    /// The run: the tables one compaction wrote share it (the first name it claimed for them);
-    /// they stand together in the live list, in level order.
-    pub run: u64,
-    /// How many times the run's barriers have been merged, at most: barrier partials are tier
-    /// 0, and merging `LEVEL_FANOUT` runs of tier t makes one of tier t + 1.
+pub struct LevelRun {
+    /// The run: the files one compaction wrote share it (the first name it claimed for
+    /// them); they stand together in the live list, in level order.
+    pub id: u64,
+    /// The run's tier for the merge policy: a barrier's partials are tier 0, and merging
+    /// `LEVEL_FANOUT` runs of tier t makes one of tier t + 1.
     pub tier: u8,
+    /// For a level table, the one level it holds (every row's `level`), its row groups
+    /// packing whole tracks; absent for a run kept in one file of every level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<u8>,
 }
 
 /// One stream's files moved to the cold tier.

@@ -175,15 +175,15 @@ impl StreamState {
             ));
         };
         let levels = ladder.levels as usize;
-        match file.table {
+        match file.run.and_then(|r| r.level) {
             None if file.groups.len() != levels => Err(format!(
                 "level file {} holds {} levels; the stream declares {levels}",
                 file.path,
                 file.groups.len()
             )),
-            Some(t) if t.level as usize >= levels => Err(format!(
-                "level table {} holds level {}; the stream declares {levels}",
-                file.path, t.level
+            Some(level) if level as usize >= levels => Err(format!(
+                "level table {} holds level {level}; the stream declares {levels}",
+                file.path
             )),
             Some(_) if file.groups.is_empty() => {
                 Err(format!("level table {} has no row group", file.path))

@@ -268,6 +268,10 @@ pub(crate) fn compact(
         out!("nothing to compact");
     } else {
         eprintln!("compacted in {:.2} s", began.elapsed().as_secs_f64());
+        if archive.checkpoint_due() {
+            let generation = archive.checkpoint()?;
+            eprintln!("checkpoint: manifest generation {generation} holds the live state");
+        }
     }
     Ok(())
 }

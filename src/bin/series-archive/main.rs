@@ -752,15 +752,25 @@ fn ingest(
         // What `compact --auto` does, so a CLI user never has to know: a stream past its
         // threshold (many barrier files) becomes per-track segments and whole level cells.
         let began = std::time::Instant::now();
-        for c in archive.compact(false, |_, _, _| {})? {
+        let reports = archive.compact(false, |_, _, _| {})?;
+        if !reports.is_empty() {
+            let sum = |f: fn(&series_archive::archive::lifecycle::CompactReport) -> usize| {
+                reports.iter().map(f).sum::<usize>()
+            };
             eprintln!(
-                "compacted {}: {} barrier files → {} segments ({} level files merged) in {:.2?}; --no-compact keeps them as sealed",
-                c.stream,
-                c.files_in,
-                c.files_out,
-                c.level_files_in,
+                "compacted in {} step(s): {} barrier files → {} segments; {} level files merged size-tiered; in {:.2?}; --no-compact keeps them as sealed",
+                reports.len(),
+                sum(|c| c.files_in),
+                sum(|c| c.files_out),
+                sum(|c| c.level_files_in),
                 began.elapsed()
             );
+        }
+        // The log now holds mostly replaced history: start a generation from the live state,
+        // so every later open reads the state, not the history.
+        if archive.checkpoint_due() {
+            let generation = archive.checkpoint()?;
+            eprintln!("checkpoint: manifest generation {generation}");
         }
     }
     Ok(())
