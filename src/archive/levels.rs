@@ -4,6 +4,7 @@
 
 use super::error::{ArchiveError, Result};
 use super::manifest::{GroupEntry, SegmentFile, StreamDecl};
+use super::segment::{self, TrackRows};
 use crate::contract::{Bucket, Placed, TrackKey};
 use arrow::array::{
     Array, ArrayRef, Float64Array, RecordBatch, StringArray, UInt32Array, UInt64Array,
@@ -138,6 +139,81 @@ pub(crate) fn fold_into(cells: &mut Cells, key: (u32, u64), later: Bucket) {
         .entry(key)
         .and_modify(|b| *b = b.merge(later))
         .or_insert(later);
+}
+
+/// The level file a barrier writes for one stream's tracks (named `name`): row group k holds
+/// level k's partial cells of every track, in track-key order, then by field and cell.
+/// `None` when the stream has no ladder or measured field, or every measured value is null
+/// (every level is a fold of level 0, so then no level holds a cell).
+pub(crate) fn barrier_partials(
+    decl: &StreamDecl,
+    tracks: &[TrackRows],
+    name: u64,
+) -> Result<Option<segment::Encoded>> {
+    let (Some(ladder), false) = (decl.ladder, decl.measured.is_empty()) else {
+        return Ok(None);
+    };
+    let fail = |m: String| ArchiveError::Encode {
+        stream: decl.id.clone(),
+        message: m,
+    };
+    let axis_name = decl
+        .axis
+        .as_deref()
+        .ok_or_else(|| fail("a stream with levels declares no axis".into()))?;
+    let schema = level_schema(decl).map_err(|m| ArchiveError::declaration(&decl.id, m))?;
+    let mut per_track = Vec::with_capacity(tracks.len());
+    for track in tracks {
+        let axis = track
+            .batch
+            .column_by_name(axis_name)
+            .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+            .ok_or_else(|| {
+                fail(format!(
+                    "the staged axis column {axis_name:?} is not UInt64"
+                ))
+            })?;
+        let measured = measured_columns(decl, &track.batch).map_err(fail)?;
+        per_track.push(partials(&ladder, axis, &measured));
+    }
+    if per_track.iter().all(|p| p[0].is_empty()) {
+        return Ok(None);
+    }
+    // One file for every level (a barrier is priced in syncs, so levels add one file, not one
+    // per resolution).
+    let whole = |f: fn(&TrackRows) -> [u64; 2]| {
+        let lo = tracks.iter().map(|t| f(t)[0]).min().unwrap_or(0);
+        let hi = tracks.iter().map(|t| f(t)[1]).max().unwrap_or(0);
+        [lo, hi]
+    };
+    let (position, seq) = (whole(|t| t.position), whole(|t| t.seq));
+    let axis = Some(whole(|t| t.axis.unwrap_or([0, 0])));
+    let mut groups = Vec::with_capacity(ladder.levels as usize);
+    for k in 0..ladder.levels as usize {
+        let mut parts = Vec::with_capacity(tracks.len());
+        for (track, partial) in tracks.iter().zip(&per_track) {
+            if !partial[k].is_empty() {
+                parts.push(encode_cells(
+                    decl,
+                    &schema,
+                    k,
+                    &track.batch.slice(0, 1),
+                    &partial[k],
+                    CellOrder::FieldThenCell,
+                )?);
+            }
+        }
+        let batch =
+            arrow::compute::concat_batches(&schema, &parts).map_err(|e| fail(e.to_string()))?;
+        groups.push(TrackRows {
+            labels: Vec::new(),
+            batch,
+            position,
+            axis,
+            seq,
+        });
+    }
+    segment::encode(&decl.id, &schema, name, &groups).map(Some)
 }
 
 /// The measured fields of a stored or staged batch, as f64 columns in declared order.

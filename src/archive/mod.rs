@@ -55,6 +55,9 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 pub(crate) const MANIFEST_DIR: &str = "manifest";
+/// A barrier of at least this many rows encodes its data file and its level partials on two
+/// threads; a smaller one is not worth the thread.
+const PARALLEL_SEAL_ROWS: usize = 16 * 1024;
 pub(crate) const STREAMS_DIR: &str = "streams";
 pub(crate) const TMP_DIR: &str = ".tmp";
 pub(crate) const QUARANTINE_DIR: &str = ".quarantine";
@@ -653,10 +656,30 @@ impl Archive {
                     cold: None,
                     run: None,
                 };
+            // The data file and the level partials these rows make (in the same commit) encode
+            // at once, on two cores; the level file, when there is one, is named right after.
             let name = next_name;
+            let (data, partials) =
+                if tracks.iter().map(|t| t.batch.num_rows()).sum::<usize>() >= PARALLEL_SEAL_ROWS {
+                    std::thread::scope(|scope| {
+                        let partials =
+                            scope.spawn(|| levels::barrier_partials(decl, &tracks, name + 1));
+                        let data = segment::encode(&id, &selected.full_schema, name, &tracks);
+                        let partials = partials.join().unwrap_or_else(|_| {
+                            Err(ArchiveError::Internal(format!(
+                                "stream {id:?}: encoding the level partials panicked"
+                            )))
+                        });
+                        (data, partials)
+                    })
+                } else {
+                    (
+                        segment::encode(&id, &selected.full_schema, name, &tracks),
+                        levels::barrier_partials(decl, &tracks, name + 1),
+                    )
+                };
+            let ((bytes, footer, groups), partials) = (data?, partials?);
             next_name += 1;
-            let (bytes, footer, groups) =
-                segment::encode(&id, &selected.full_schema, name, &tracks)?;
             let path = place(format!("{STREAMS_DIR}/{id}/rows"), &bytes, name)?;
             let rows: u64 = groups.iter().map(|g| g.rows).sum();
             report.push(SealedStream {
@@ -667,81 +690,12 @@ impl Archive {
                 file: path.clone(),
             });
             let file = segment_file(name, path, &bytes, footer, groups);
-            // The level partials these rows make, in the same commit.
             let mut level_file = None;
-            if let (Some(ladder), false) = (decl.ladder, decl.measured.is_empty()) {
-                let axis_name = decl.axis.as_deref().expect("a ladder implies an axis");
-                let schema =
-                    levels::level_schema(decl).map_err(|m| ArchiveError::declaration(&id, m))?;
-                let mut per_track = Vec::with_capacity(tracks.len());
-                for track in &tracks {
-                    let axis = track
-                        .batch
-                        .column_by_name(axis_name)
-                        .and_then(|c| c.as_any().downcast_ref::<arrow::array::UInt64Array>())
-                        .expect("the staged axis column is UInt64");
-                    let measured = levels::measured_columns(decl, &track.batch).map_err(|m| {
-                        ArchiveError::Encode {
-                            stream: id.clone(),
-                            message: m,
-                        }
-                    })?;
-                    per_track.push(levels::partials(&ladder, axis, &measured));
-                }
-                // One file for every level (row group k = level k; a barrier is priced in syncs,
-                // so levels add one file, not one per resolution), each level's cells in
-                // track-key order, then by field and cell.
-                let whole = |f: fn(&segment::TrackRows) -> [u64; 2]| {
-                    let lo = tracks.iter().map(|t| f(t)[0]).min().unwrap_or(0);
-                    let hi = tracks.iter().map(|t| f(t)[1]).max().unwrap_or(0);
-                    [lo, hi]
-                };
-                let (position, seq) = (whole(|t| t.position), whole(|t| t.seq));
-                let axis = Some(whole(|t| t.axis.unwrap_or([0, 0])));
-                let mut level_groups = Vec::with_capacity(ladder.levels as usize);
-                // Every level is a fold of level 0: when it is empty (every measured value
-                // null) no level holds a cell and there is no file to write.
-                let levels_to_write = if per_track.iter().all(|p| p[0].is_empty()) {
-                    0
-                } else {
-                    ladder.levels as usize
-                };
-                for k in 0..levels_to_write {
-                    let mut parts = Vec::with_capacity(tracks.len());
-                    for (track, partial) in tracks.iter().zip(&per_track) {
-                        if !partial[k].is_empty() {
-                            parts.push(levels::encode_cells(
-                                decl,
-                                &schema,
-                                k,
-                                &track.batch.slice(0, 1),
-                                &partial[k],
-                                levels::CellOrder::FieldThenCell,
-                            )?);
-                        }
-                    }
-                    let batch = arrow::compute::concat_batches(&schema, &parts).map_err(|e| {
-                        ArchiveError::Encode {
-                            stream: id.clone(),
-                            message: e.to_string(),
-                        }
-                    })?;
-                    level_groups.push(segment::TrackRows {
-                        labels: Vec::new(),
-                        batch,
-                        position,
-                        axis,
-                        seq,
-                    });
-                }
-                if !level_groups.is_empty() {
-                    let name = next_name;
-                    next_name += 1;
-                    let (bytes, footer, groups) =
-                        segment::encode(&id, &schema, name, &level_groups)?;
-                    let path = place(format!("{STREAMS_DIR}/{id}/levels"), &bytes, name)?;
-                    level_file = Some(segment_file(name, path, &bytes, footer, groups));
-                }
+            if let Some((bytes, footer, groups)) = partials {
+                let name = next_name;
+                next_name += 1;
+                let path = place(format!("{STREAMS_DIR}/{id}/levels"), &bytes, name)?;
+                level_file = Some(segment_file(name, path, &bytes, footer, groups));
             }
             streams.push(BarrierStream {
                 stream: id.clone(),

@@ -48,6 +48,9 @@ pub fn digest(name: u64, index: u32, parts: &[&[u8]]) -> u32 {
     crc
 }
 
+/// An encoded file: its bytes, its footer span and its row groups' entries.
+pub(crate) type Encoded = (Vec<u8>, Span, Vec<GroupEntry>);
+
 /// One track's rows for a barrier, with the bookkeeping its manifest entry records.
 #[derive(Debug)]
 pub(crate) struct TrackRows {
@@ -95,7 +98,7 @@ pub(crate) fn encode(
     schema: &SchemaRef,
     name: u64,
     tracks: &[TrackRows],
-) -> Result<(Vec<u8>, Span, Vec<GroupEntry>)> {
+) -> Result<Encoded> {
     let fail = |e: parquet::errors::ParquetError| ArchiveError::Encode {
         stream: stream.to_owned(),
         message: e.to_string(),

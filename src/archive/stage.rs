@@ -11,6 +11,16 @@ use arrow::datatypes::{DataType, SchemaRef};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+/// Hashes a row's track labels while grouping a delivery by track: every row is hashed, so
+/// a fast hash (aHash, fixed seeds; nothing adversarial reaches it, a collision only costs a
+/// comparison).
+static LABEL_HASH: ahash::RandomState = ahash::RandomState::with_seeds(
+    0x243F_6A88_85A3_08D3,
+    0x1319_8A2E_0370_7344,
+    0xA409_3822_299F_31D0,
+    0x082E_FA98_EC4E_6C89,
+);
+
 /// Rows of one track awaiting the next barrier.
 #[derive(Debug, Default)]
 pub(crate) struct StagedTrack {
@@ -190,15 +200,45 @@ pub(crate) fn stage(
             .expect("the declared axis column is UInt64")
             .clone()
     });
-    // Group rows by track, in publish order.
-    let mut order: Vec<TrackKey> = Vec::new();
-    let mut rows_of: HashMap<TrackKey, Vec<u32>> = HashMap::new();
-    let mut previous: Option<(Vec<&str>, TrackKey)> = None;
+    // Group rows by track, in publish order, without allocating per row: a row with the
+    // previous row's labels joins its track; any other row's labels hash to the tracks seen
+    // in this delivery (a key is encoded once per track, not once per row).
+    struct Group<'b> {
+        labels: Vec<&'b str>,
+        key: TrackKey,
+        rows: Vec<u32>,
+    }
+    let mut groups: Vec<Group<'_>> = Vec::new();
+    let mut by_hash: HashMap<u64, Vec<usize>> = HashMap::new();
+    let same = |group: &Group<'_>, row: usize| {
+        label_columns
+            .iter()
+            .zip(&group.labels)
+            .all(|(column, label)| column.value(row) == *label)
+    };
+    // The previous row's track is tried first only while rows come in runs of one track
+    // (interleaved tracks go straight to the hash).
+    let mut previous: Option<usize> = None;
+    let mut in_runs = true;
     for row in 0..n {
-        let labels: Vec<&str> = label_columns.iter().map(|c| c.value(row)).collect();
-        let key = match &previous {
-            Some((prev, key)) if *prev == labels => key.clone(),
-            _ => {
+        if in_runs {
+            if let Some(g) = previous.filter(|&g| same(&groups[g], row)) {
+                groups[g].rows.push(row as u32);
+                continue;
+            }
+        }
+        let mut hasher = std::hash::BuildHasher::build_hasher(&LABEL_HASH);
+        for column in &label_columns {
+            std::hash::Hash::hash(column.value(row), &mut hasher);
+        }
+        let hash = std::hash::Hasher::finish(&hasher);
+        let found = by_hash
+            .get(&hash)
+            .and_then(|candidates| candidates.iter().copied().find(|&g| same(&groups[g], row)));
+        let g = match found {
+            Some(g) => g,
+            None => {
+                let labels: Vec<&str> = label_columns.iter().map(|c| c.value(row)).collect();
                 let key = TrackKey::encode(&labels).map_err(|e| match e {
                     BadTrack::Label(bad) => ArchiveError::input(
                         id,
@@ -208,18 +248,22 @@ pub(crate) fn stage(
                     ),
                     other => ArchiveError::input(id, row, None, other.to_string()),
                 })?;
-                previous = Some((labels, key.clone()));
-                key
+                groups.push(Group {
+                    labels,
+                    key,
+                    rows: Vec::new(),
+                });
+                by_hash.entry(hash).or_default().push(groups.len() - 1);
+                groups.len() - 1
             }
         };
-        match rows_of.get_mut(&key) {
-            Some(rows) => rows.push(row as u32),
-            None => {
-                order.push(key.clone());
-                rows_of.insert(key, vec![row as u32]);
-            }
-        }
+        groups[g].rows.push(row as u32);
+        in_runs = previous == Some(g);
+        previous = Some(g);
     }
+    let order: Vec<TrackKey> = groups.iter().map(|g| g.key.clone()).collect();
+    let mut rows_of: HashMap<TrackKey, Vec<u32>> =
+        groups.into_iter().map(|g| (g.key, g.rows)).collect();
     // The axis never goes backwards within a partition.
     let mut axis_ranges: HashMap<TrackKey, [u64; 2]> = HashMap::new();
     if let Some(axis) = &axis {
