@@ -257,3 +257,64 @@ fn staging_touches_no_file() {
         .expect("stage");
     assert!(matches!(archive.seal_all(), Err(ArchiveError::Poisoned(_))));
 }
+
+/// A barrier's row groups are bounded: a track with more rows than the configured group size
+/// spans several groups of the same data file, each with its own ranges, and everything
+/// reads back exactly as from an archive with whole-track groups (rows, surveys, a range).
+#[test]
+fn a_barrier_bounds_its_row_groups_and_reads_back_the_same() {
+    use series_archive::archive::lifecycle::Compaction;
+    let (rows, positions) = workload(2, 2, 300, 0);
+    let sealed = |group_rows: usize| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = capture_config().compaction(Compaction {
+            group_rows,
+            ..Compaction::default()
+        });
+        let mut archive = Archive::open(dir.path(), config).expect("open");
+        archive
+            .stage_batch("capture", &batch(&rows), &positions)
+            .expect("stage");
+        archive.seal_all().expect("seal");
+        (dir, archive)
+    };
+    let (_small_dir, small) = sealed(128);
+    let (_whole_dir, whole) = sealed(1 << 20);
+    let file = &small.state().streams["capture"].files[0];
+    assert_eq!(
+        file.groups.len(),
+        4 * 3,
+        "300 rows a track in groups of 128, 128, 44"
+    );
+    for pair in file.groups.windows(2) {
+        if pair[0].track == pair[1].track {
+            assert!(pair[0].position[1] <= pair[1].position[0], "{pair:?}");
+            assert!(pair[0].seq[1] < pair[1].seq[0], "{pair:?}");
+        }
+    }
+    assert!(file.groups.iter().all(|g| g.rows <= 128));
+    assert_eq!(whole.state().streams["capture"].files[0].groups.len(), 4);
+    let read = |a: &Archive, track: &[&str], from| {
+        rows_of(
+            &a.read_rows("capture", &labels(track), from, Unbounded)
+                .expect("rows"),
+        )
+    };
+    for track in [&[][..], &["run_1"][..], &["run_0", "probe.1"][..]] {
+        assert_eq!(
+            read(&small, track, Unbounded),
+            read(&whole, track, Unbounded)
+        );
+        let from = Included(Position(positions[700]));
+        assert_eq!(read(&small, track, from), read(&whole, track, from));
+    }
+    for budget in [16, 400, 4000] {
+        let survey = |a: &Archive| {
+            let s = a
+                .survey("capture", &labels(&["run_0"]), Unbounded, Unbounded, budget)
+                .expect("survey");
+            format!("{:?} {:?}", s.plan, s.buckets)
+        };
+        assert_eq!(survey(&small), survey(&whole));
+    }
+}

@@ -659,12 +659,20 @@ impl Archive {
             // The data file and the level partials these rows make (in the same commit) encode
             // at once, on two cores; the level file, when there is one, is named right after.
             let name = next_name;
+            // Row groups of at most the configured rows: a track's rows of one barrier may
+            // span several (the level partials are folded per track, whole).
+            let cap = self.config.compaction.group_rows;
+            let groups: Vec<segment::TrackRows> = tracks
+                .iter()
+                .flat_map(|t| segment::bounded(&t.labels, &t.batch, cap, decl.axis.as_deref()))
+                .collect();
+            let tracks_written = tracks.len();
             let (data, partials) =
                 if tracks.iter().map(|t| t.batch.num_rows()).sum::<usize>() >= PARALLEL_SEAL_ROWS {
                     std::thread::scope(|scope| {
                         let partials =
                             scope.spawn(|| levels::barrier_partials(decl, &tracks, name + 1));
-                        let data = segment::encode(&id, &selected.full_schema, name, &tracks);
+                        let data = segment::encode(&id, &selected.full_schema, name, &groups);
                         let partials = partials.join().unwrap_or_else(|_| {
                             Err(ArchiveError::Internal(format!(
                                 "stream {id:?}: encoding the level partials panicked"
@@ -674,7 +682,7 @@ impl Archive {
                     })
                 } else {
                     (
-                        segment::encode(&id, &selected.full_schema, name, &tracks),
+                        segment::encode(&id, &selected.full_schema, name, &groups),
                         levels::barrier_partials(decl, &tracks, name + 1),
                     )
                 };
@@ -686,7 +694,7 @@ impl Archive {
                 stream: id.clone(),
                 watermark: Position(watermark),
                 rows,
-                tracks: groups.len(),
+                tracks: tracks_written,
                 file: path.clone(),
             });
             let file = segment_file(name, path, &bytes, footer, groups);

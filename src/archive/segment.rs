@@ -91,8 +91,41 @@ fn writer_properties(schema: &SchemaRef) -> WriterProperties {
     builder.build()
 }
 
-/// Encodes one barrier's rows of one stream: one row group per track, in the order given
-/// (track-key order). Answers the file's bytes and its manifest entry (without path/barrier).
+/// One track's rows as row groups of at most `rows` rows each (zero-copy slices), each with
+/// its own position, `_seq` and axis range (the columns are in order within a track).
+pub(crate) fn bounded(
+    labels: &[String],
+    batch: &RecordBatch,
+    rows: usize,
+    axis: Option<&str>,
+) -> Vec<TrackRows> {
+    let range = |slice: &RecordBatch, name: &str| -> [u64; 2] {
+        slice
+            .column_by_name(name)
+            .and_then(|c| c.as_any().downcast_ref::<arrow::array::UInt64Array>())
+            .filter(|c| !c.is_empty())
+            .map_or([0, 0], |c| [c.value(0), c.value(c.len() - 1)])
+    };
+    let rows = rows.max(1);
+    let mut out = Vec::with_capacity(batch.num_rows().div_ceil(rows));
+    let mut offset = 0;
+    while offset < batch.num_rows() {
+        let len = rows.min(batch.num_rows() - offset);
+        let slice = batch.slice(offset, len);
+        out.push(TrackRows {
+            labels: labels.to_vec(),
+            position: range(&slice, super::POSITION_COLUMN),
+            seq: range(&slice, super::SEQ_COLUMN),
+            axis: axis.map(|name| range(&slice, name)),
+            batch: slice,
+        });
+        offset += len;
+    }
+    out
+}
+
+/// Encodes rows as one row group per entry, in the order given (a barrier's tracks in
+/// track-key order, each in groups of at most the configured rows). Answers the file's bytes and its manifest entry (without path/barrier).
 pub(crate) fn encode(
     stream: &str,
     schema: &SchemaRef,

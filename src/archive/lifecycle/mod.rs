@@ -231,22 +231,7 @@ impl CompactionJob {
             }
             let batch = arrow::compute::concat_batches(&self.schema, &parts)
                 .map_err(|e| fail(e.to_string()))?;
-            let rows_per_group = self.group_rows.max(1);
-            let mut groups = Vec::new();
-            let mut offset = 0;
-            while offset < batch.num_rows() {
-                let len = rows_per_group.min(batch.num_rows() - offset);
-                let slice = batch.slice(offset, len);
-                let range = |n: &str| u64_range(&slice, n).unwrap_or([0, 0]);
-                groups.push(TrackRows {
-                    labels: out.track.clone(),
-                    position: range(super::POSITION_COLUMN),
-                    seq: range(super::SEQ_COLUMN),
-                    axis: axis.as_deref().map(range),
-                    batch: slice,
-                });
-                offset += len;
-            }
+            let groups = segment::bounded(&out.track, &batch, self.group_rows, axis.as_deref());
             added.push(placer.write("rows", &self.schema, &groups, barrier, sealed_at)?);
             done += 1;
             progress(done, total);
