@@ -28,6 +28,30 @@ pub(crate) fn write_synced(faults: &Faults, path: &Path, bytes: &[u8]) -> Result
         .map_err(ArchiveError::io("sync", path))
 }
 
+/// Creates a new file at `path` to be written (the first write is checked here, as one).
+pub(crate) fn create(faults: &Faults, path: &Path) -> Result<File> {
+    faults
+        .check(Op::Create, path)
+        .map_err(ArchiveError::io("create", path))?;
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(ArchiveError::io("create", path))?;
+    faults
+        .check(Op::Write, path)
+        .map_err(ArchiveError::io("write", path))?;
+    Ok(file)
+}
+
+/// Syncs a file written through [`create`].
+pub(crate) fn sync(faults: &Faults, path: &Path, file: &File) -> Result<()> {
+    faults
+        .check(Op::Sync, path)
+        .and_then(|()| file.sync_all())
+        .map_err(ArchiveError::io("sync", path))
+}
+
 /// Syncs a directory so renames and creations inside it are durable.
 pub(crate) fn sync_dir(faults: &Faults, dir: &Path) -> Result<()> {
     faults

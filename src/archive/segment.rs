@@ -212,6 +212,186 @@ pub(crate) fn encode(
     Ok((bytes, footer, groups))
 }
 
+/// A file being written row group by row group straight to disk, each group's digest taken
+/// as its bytes pass: memory holds one row group, never the file. The bytes and digests are
+/// exactly what [`encode`] makes of the same groups.
+pub(crate) struct Writer {
+    writer: ArrowWriter<DigestSink>,
+    stream: String,
+    name: u64,
+    path: std::path::PathBuf,
+    groups: Vec<GroupEntry>,
+    start: u64,
+}
+
+/// The file under a [`Writer`]. Parquet buffers its writes, so bytes arrive here later than
+/// the writer knows where a region ends: each region's end is registered as a cut (with the
+/// seed of the region after it) when the writer reaches it, and the running CRC-32C is
+/// closed there as the bytes pass.
+struct DigestSink {
+    file: std::io::BufWriter<File>,
+    written: u64,
+    crc: u32,
+    cuts: std::collections::VecDeque<(u64, u32)>,
+    closed: Vec<u32>,
+}
+
+impl std::io::Write for DigestSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        let mut part = &buf[..n];
+        while let Some(&(at, seed)) = self.cuts.front() {
+            let room = at.saturating_sub(self.written);
+            if room > part.len() as u64 {
+                break;
+            }
+            let (before, after) = part.split_at(room as usize);
+            self.closed.push(crc32c::crc32c_append(self.crc, before));
+            self.crc = seed;
+            self.written += before.len() as u64;
+            part = after;
+            self.cuts.pop_front();
+        }
+        self.crc = crc32c::crc32c_append(self.crc, part);
+        self.written += part.len() as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// The digest seed of region `index` of file `name` (see [`digest`]).
+fn seed(name: u64, index: u32) -> u32 {
+    digest(name, index, &[])
+}
+
+impl Writer {
+    /// Creates the file at `path` (it must not exist) for file name `name`.
+    pub fn create(
+        faults: &super::faults::Faults,
+        path: &Path,
+        stream: &str,
+        schema: &SchemaRef,
+        name: u64,
+    ) -> Result<Writer> {
+        let file = super::durable::create(faults, path)?;
+        let sink = DigestSink {
+            file: std::io::BufWriter::with_capacity(1 << 20, file),
+            written: 0,
+            crc: 0,
+            // Group 0 starts after the leading magic.
+            cuts: std::collections::VecDeque::from([(PAR1_LEN, seed(name, 0))]),
+            closed: Vec::new(),
+        };
+        let writer = ArrowWriter::try_new(sink, schema.clone(), Some(writer_properties(schema)))
+            .map_err(|e| encode_error(stream, e))?;
+        Ok(Writer {
+            writer,
+            stream: stream.to_owned(),
+            name,
+            path: path.to_path_buf(),
+            groups: Vec::new(),
+            start: PAR1_LEN,
+        })
+    }
+
+    /// Writes one row group.
+    pub fn push(&mut self, group: &TrackRows) -> Result<()> {
+        let fail = |e| encode_error(&self.stream, e);
+        self.writer.write(&group.batch).map_err(fail)?;
+        self.writer.flush().map_err(fail)?;
+        let end = self.writer.bytes_written() as u64;
+        let index = self.groups.len() as u32;
+        self.writer
+            .inner_mut()
+            .cuts
+            .push_back((end, seed(self.name, index + 1)));
+        self.groups.push(GroupEntry {
+            track: group.labels.clone(),
+            rows: group.batch.num_rows() as u64,
+            position: group.position,
+            axis: group.axis,
+            seq: group.seq,
+            // The digest is filled in once the bytes have passed (`finish`).
+            span: Span {
+                offset: self.start,
+                len: end - self.start,
+                crc32c: 0,
+            },
+            last_track: None,
+        });
+        self.start = end;
+        Ok(())
+    }
+
+    /// Writes the footer, checks every region against the file's own metadata, flushes and
+    /// syncs. Answers the file's length, footer span and group entries.
+    pub fn finish(
+        mut self,
+        faults: &super::faults::Faults,
+    ) -> Result<(u64, Span, Vec<GroupEntry>)> {
+        let fail = |e| encode_error(&self.stream, e);
+        let footer_offset = self.start;
+        // The last cut opens the footer's region, whose digest also covers the magic.
+        if let Some(last) = self.writer.inner_mut().cuts.back_mut() {
+            last.1 = digest(self.name, FOOTER_INDEX, &[b"PAR1"]);
+        }
+        let metadata = self.writer.finish().map_err(fail)?;
+        let starts: Vec<u64> = metadata
+            .row_groups()
+            .iter()
+            .map(|rg| {
+                rg.columns()
+                    .iter()
+                    .map(|c| c.byte_range().0)
+                    .min()
+                    .unwrap_or(PAR1_LEN)
+            })
+            .collect();
+        let sink = self.writer.inner_mut();
+        std::io::Write::flush(&mut sink.file).map_err(ArchiveError::io("write", &self.path))?;
+        // Region 0 is the magic; then one per group; the footer's is still running.
+        let closed = sink.closed.get(1..).unwrap_or_default();
+        if starts.len() != self.groups.len()
+            || closed.len() != self.groups.len()
+            || !sink.cuts.is_empty()
+            || starts
+                .iter()
+                .zip(&self.groups)
+                .any(|(s, g)| *s != g.span.offset)
+        {
+            return Err(ArchiveError::Encode {
+                stream: self.stream.clone(),
+                message: format!(
+                    "{}: the row groups the metadata places ({starts:?}) are not the regions written",
+                    self.path.display()
+                ),
+            });
+        }
+        for (group, crc) in self.groups.iter_mut().zip(closed) {
+            group.span.crc32c = *crc;
+        }
+        let footer = Span {
+            offset: footer_offset,
+            len: sink.written - footer_offset,
+            crc32c: sink.crc,
+        };
+        let length = sink.written;
+        let file = sink.file.get_ref();
+        super::durable::sync(faults, &self.path, file)?;
+        Ok((length, footer, self.groups))
+    }
+}
+
+fn encode_error(stream: &str, e: parquet::errors::ParquetError) -> ArchiveError {
+    ArchiveError::Encode {
+        stream: stream.to_owned(),
+        message: e.to_string(),
+    }
+}
+
 /// Verified byte ranges of one file: the only bytes a decode may touch.
 struct Verified {
     len: u64,
@@ -509,5 +689,49 @@ impl<'a> OpenSegment<'a> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{StringArray, UInt64Array};
+    use arrow::datatypes::{Field, Schema};
+
+    /// The streaming writer makes exactly the bytes, spans and digests `encode` makes.
+    #[test]
+    fn the_streaming_writer_writes_what_encode_writes() {
+        let schema: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("probe", DataType::Utf8, false),
+            Field::new("v", DataType::UInt64, false),
+        ]));
+        let group = |label: &str, n: u64| TrackRows {
+            labels: vec![label.to_owned()],
+            batch: RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(StringArray::from(vec![label; n as usize])),
+                    Arc::new(UInt64Array::from_iter_values(0..n)),
+                ],
+            )
+            .expect("batch"),
+            position: [1, n],
+            axis: None,
+            seq: [0, n - 1],
+        };
+        let groups = [group("a", 1000), group("b", 3), group("c", 70_000)];
+        let (bytes, footer, entries) = encode("s", &schema, 42, &groups).expect("encode");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f.parquet");
+        let faults = super::super::faults::Faults::default();
+        let mut writer = Writer::create(&faults, &path, "s", &schema, 42).expect("create");
+        for g in &groups {
+            writer.push(g).expect("push");
+        }
+        let (len, streamed_footer, streamed) = writer.finish(&faults).expect("finish");
+        assert_eq!(std::fs::read(&path).expect("read"), bytes);
+        assert_eq!(len, bytes.len() as u64);
+        assert_eq!(streamed_footer, footer);
+        assert_eq!(streamed, entries);
     }
 }

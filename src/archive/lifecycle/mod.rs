@@ -211,28 +211,53 @@ impl CompactionJob {
         let axis = self.decl.axis.clone();
         let mut open: BTreeMap<u64, OpenSegment<'_>> = BTreeMap::new();
         for out in &self.plan.outputs {
-            let mut parts = Vec::with_capacity(out.sources.len());
+            // Streamed: one source group read at a time, cut into row groups of
+            // `group_rows` (rows of consecutive sources join), each written as it fills.
             let (mut sealed_at, mut barrier) = (0u64, 0u64);
-            for &(name, group) in &out.sources {
-                let file = self.files.get(&name).ok_or_else(|| {
+            for &(name, _) in &out.sources {
+                if let Some(file) = self.files.get(&name) {
+                    sealed_at = sealed_at.max(file.sealed_at_ns);
+                    barrier = barrier.max(file.barrier);
+                }
+            }
+            let mut file = placer.start("rows", &self.schema)?;
+            let mut pending: Vec<RecordBatch> = Vec::new();
+            let mut pending_rows = 0usize;
+            let cap = self.group_rows.max(1);
+            for (i, &(name, group)) in out.sources.iter().enumerate() {
+                let source = self.files.get(&name).ok_or_else(|| {
                     ArchiveError::Internal(format!(
                         "stream {id:?}: planned source file {name} is unknown"
                     ))
                 })?;
-                sealed_at = sealed_at.max(file.sealed_at_ns);
-                barrier = barrier.max(file.barrier);
                 let segment = match open.entry(name) {
                     std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
                     std::collections::btree_map::Entry::Vacant(v) => {
-                        v.insert(OpenSegment::open(&self.store, file).map_err(unreadable(&id))?)
+                        v.insert(OpenSegment::open(&self.store, source).map_err(unreadable(&id))?)
                     }
                 };
-                parts.push(segment.read_group(group).map_err(unreadable(&id))?);
+                let batch = segment.read_group(group).map_err(unreadable(&id))?;
+                pending_rows += batch.num_rows();
+                pending.push(batch);
+                let last = i + 1 == out.sources.len();
+                if pending_rows >= cap || last {
+                    let joined = arrow::compute::concat_batches(&self.schema, &pending)
+                        .map_err(|e| fail(e.to_string()))?;
+                    let whole = if last {
+                        joined.num_rows()
+                    } else {
+                        joined.num_rows() / cap * cap
+                    };
+                    for rows in
+                        segment::bounded(&out.track, &joined.slice(0, whole), cap, axis.as_deref())
+                    {
+                        file.writer.push(&rows)?;
+                    }
+                    pending = vec![joined.slice(whole, joined.num_rows() - whole)];
+                    pending_rows = joined.num_rows() - whole;
+                }
             }
-            let batch = arrow::compute::concat_batches(&self.schema, &parts)
-                .map_err(|e| fail(e.to_string()))?;
-            let groups = segment::bounded(&out.track, &batch, self.group_rows, axis.as_deref());
-            added.push(placer.write("rows", &self.schema, &groups, barrier, sealed_at)?);
+            added.push(placer.finish(file, barrier, sealed_at)?);
             done += 1;
             progress(done, total);
         }
@@ -594,9 +619,55 @@ struct Placer<'a> {
     staged: Vec<(PathBuf, PathBuf)>,
 }
 
+/// A file a [`Placer`] is writing.
+struct Placing {
+    writer: segment::Writer,
+    name: u64,
+    kind: String,
+    at: PathBuf,
+}
+
 impl Placer<'_> {
-    /// Encodes `groups` (one row group each) as the next reserved name, bound for
-    /// `streams/<id>/<kind>/`.
+    /// Starts the next reserved name under `.tmp/`, bound for `streams/<id>/<kind>/`.
+    fn start(&mut self, kind: &str, schema: &SchemaRef) -> Result<Placing> {
+        let name = self.names.next().ok_or_else(|| {
+            ArchiveError::Internal(format!(
+                "a compaction of stream {:?} ran out of the names it reserved",
+                self.stream
+            ))
+        })?;
+        let at = self.root.join(TMP_DIR).join(segment::data_file_name(name));
+        let writer = segment::Writer::create(self.faults, &at, self.stream, schema, name)?;
+        Ok(Placing {
+            writer,
+            name,
+            kind: kind.to_owned(),
+            at,
+        })
+    }
+
+    /// Finishes and syncs a file, and remembers where it goes.
+    fn finish(&mut self, file: Placing, barrier: u64, sealed_at_ns: u64) -> Result<SegmentFile> {
+        let (bytes, footer, groups) = file.writer.finish(self.faults)?;
+        let file_name = segment::data_file_name(file.name);
+        let dir = format!("{STREAMS_DIR}/{}/{}", self.stream, file.kind);
+        let dir_path = self.root.join(&dir);
+        durable::create_dir(self.faults, &dir_path)?;
+        self.staged.push((file.at, dir_path.join(&file_name)));
+        Ok(SegmentFile {
+            name: file.name,
+            path: format!("{dir}/{file_name}"),
+            bytes,
+            barrier,
+            sealed_at_ns,
+            footer,
+            groups,
+            cold: None,
+            run: None,
+        })
+    }
+
+    /// Writes `groups` (one row group each) as the next reserved name.
     fn write(
         &mut self,
         kind: &str,
@@ -605,31 +676,11 @@ impl Placer<'_> {
         barrier: u64,
         sealed_at_ns: u64,
     ) -> Result<SegmentFile> {
-        let name = self.names.next().ok_or_else(|| {
-            ArchiveError::Internal(format!(
-                "a compaction of stream {:?} ran out of the names it reserved",
-                self.stream
-            ))
-        })?;
-        let (bytes, footer, entries) = segment::encode(self.stream, schema, name, groups)?;
-        let file_name = segment::data_file_name(name);
-        let at = self.root.join(TMP_DIR).join(&file_name);
-        durable::write_synced(self.faults, &at, &bytes)?;
-        let dir = format!("{STREAMS_DIR}/{}/{kind}", self.stream);
-        let dir_path = self.root.join(&dir);
-        durable::create_dir(self.faults, &dir_path)?;
-        self.staged.push((at, dir_path.join(&file_name)));
-        Ok(SegmentFile {
-            name,
-            path: format!("{dir}/{file_name}"),
-            bytes: bytes.len() as u64,
-            barrier,
-            sealed_at_ns,
-            footer,
-            groups: entries,
-            cold: None,
-            run: None,
-        })
+        let mut file = self.start(kind, schema)?;
+        for group in groups {
+            file.writer.push(group)?;
+        }
+        self.finish(file, barrier, sealed_at_ns)
     }
 }
 
