@@ -10,22 +10,10 @@ use std::path::{Path, PathBuf};
 
 /// Writes `bytes` to a new file at `path` and syncs it.
 pub(crate) fn write_synced(faults: &Faults, path: &Path, bytes: &[u8]) -> Result<()> {
-    faults
-        .check(Op::Create, path)
-        .map_err(ArchiveError::io("create", path))?;
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(ArchiveError::io("create", path))?;
-    faults
-        .check(Op::Write, path)
-        .and_then(|()| file.write_all(bytes))
+    let mut file = create(faults, path)?;
+    file.write_all(bytes)
         .map_err(ArchiveError::io("write", path))?;
-    faults
-        .check(Op::Sync, path)
-        .and_then(|()| file.sync_all())
-        .map_err(ArchiveError::io("sync", path))
+    sync(faults, path, &file)
 }
 
 /// Creates a new file at `path` to be written (the first write is checked here, as one).

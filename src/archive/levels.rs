@@ -462,17 +462,24 @@ pub(crate) fn level_groups(
     })
 }
 
-/// Whether a level file's row group may hold one of `keys` (sorted): a table group holds
-/// the tracks from its `track` through its `last_track`; a partial's group holds any.
-pub(crate) fn group_holds_any(group: &GroupEntry, keys: &[&TrackKey]) -> bool {
+/// Whether a level file's row group may hold one of the tracks whose labels are `tracks`
+/// (in key order): a table group holds the tracks from its `track` through its
+/// `last_track`; a partial's group holds any. Label tuples compare exactly as their keys do
+/// (a key is each label followed by a separator below every character a label may hold).
+pub(crate) fn group_holds_any<S: AsRef<str>>(group: &GroupEntry, tracks: &[Vec<S>]) -> bool {
     let Some(last) = &group.last_track else {
         return true;
     };
-    let (Ok(first), Ok(last)) = (TrackKey::encode(&group.track), TrackKey::encode(last)) else {
-        return true;
+    let order = |labels: &[S], bound: &[String]| {
+        labels
+            .iter()
+            .map(AsRef::as_ref)
+            .cmp(bound.iter().map(String::as_str))
     };
-    let at = keys.partition_point(|k| **k < first);
-    keys.get(at).is_some_and(|k| **k <= last)
+    let at = tracks.partition_point(|t| order(t, &group.track).is_lt());
+    tracks
+        .get(at)
+        .is_some_and(|t| order(t, last) != std::cmp::Ordering::Greater)
 }
 
 /// Decoded level row groups, shared by surveys and folds: `(file name, group) → track →
@@ -698,6 +705,42 @@ mod tests {
         cache.put((4, 0), group(50));
         assert_eq!(cache.cells(), 50);
         assert!(cache.get((4, 0)).is_some());
+    }
+
+    #[test]
+    fn a_table_group_holds_exactly_its_track_range_in_key_order() {
+        let tuples: Vec<Vec<&str>> = vec![
+            vec!["a"],
+            vec!["a", "b"],
+            vec!["a", "c"],
+            vec!["ab"],
+            vec!["b"],
+            vec!["b", "a"],
+            vec!["c"],
+        ];
+        // Label tuples order exactly as their keys do.
+        let mut by_key = tuples.clone();
+        by_key.sort_by_key(|t| TrackKey::encode(t).expect("key"));
+        assert_eq!(by_key, tuples);
+        let group = GroupEntry {
+            track: vec!["a".into(), "b".into()],
+            rows: 1,
+            position: [0, 0],
+            axis: None,
+            seq: [0, 0],
+            span: crate::archive::manifest::Span {
+                offset: 0,
+                len: 0,
+                crc32c: 0,
+            },
+            last_track: Some(vec!["b".into()]),
+        };
+        let holds = |t: &[&str]| group_holds_any(&group, &[t.to_vec()]);
+        assert!(!holds(&["a"]));
+        assert!(holds(&["a", "b"]) && holds(&["a", "c"]) && holds(&["ab"]) && holds(&["b"]));
+        assert!(!holds(&["b", "a"]) && !holds(&["c"]));
+        assert!(!group_holds_any(&group, &[vec!["a"], vec!["c"], vec!["d"]]));
+        assert!(group_holds_any(&group, &[vec!["a"], vec!["ab"]]));
     }
 
     #[test]

@@ -48,6 +48,21 @@ pub fn digest(name: u64, index: u32, parts: &[&[u8]]) -> u32 {
     crc
 }
 
+/// Where each row group of a written file starts: its first column chunk.
+fn group_starts(metadata: &parquet::file::metadata::ParquetMetaData) -> Vec<u64> {
+    metadata
+        .row_groups()
+        .iter()
+        .map(|rg| {
+            rg.columns()
+                .iter()
+                .map(|c| c.byte_range().0)
+                .min()
+                .unwrap_or(PAR1_LEN)
+        })
+        .collect()
+}
+
 /// An encoded file: its bytes, its footer span and its row groups' entries.
 pub(crate) type Encoded = (Vec<u8>, Span, Vec<GroupEntry>);
 
@@ -155,17 +170,7 @@ pub(crate) fn encode(
             ),
         });
     }
-    let starts: Vec<u64> = metadata
-        .row_groups()
-        .iter()
-        .map(|rg| {
-            rg.columns()
-                .iter()
-                .map(|c| c.byte_range().0)
-                .min()
-                .unwrap_or(PAR1_LEN)
-        })
-        .collect();
+    let starts = group_starts(&metadata);
     let ends: Vec<u64> = metadata
         .row_groups()
         .iter()
@@ -339,17 +344,7 @@ impl Writer {
             last.1 = digest(self.name, FOOTER_INDEX, &[b"PAR1"]);
         }
         let metadata = self.writer.finish().map_err(fail)?;
-        let starts: Vec<u64> = metadata
-            .row_groups()
-            .iter()
-            .map(|rg| {
-                rg.columns()
-                    .iter()
-                    .map(|c| c.byte_range().0)
-                    .min()
-                    .unwrap_or(PAR1_LEN)
-            })
-            .collect();
+        let starts = group_starts(&metadata);
         let sink = self.writer.inner_mut();
         std::io::Write::flush(&mut sink.file).map_err(ArchiveError::io("write", &self.path))?;
         // Region 0 is the magic; then one per group; the footer's is still running.

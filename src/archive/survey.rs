@@ -190,45 +190,56 @@ impl Archive {
                 .saturating_sub(1),
         );
         let keys: Vec<&TrackKey> = tracks.iter().map(|(k, _)| *k).collect();
+        let labels: Vec<Vec<&str>> = keys.iter().map(|k| k.labels()).collect();
         let fields = state.decl.measured.len() as u32;
-        let mut out: BTreeMap<TrackKey, Cells> = BTreeMap::new();
+        // The row groups that may hold the selection, in publish order.
+        let wanted: Vec<(usize, usize)> = levels::level_groups(&state.levels, k)
+            .map(|(_, at)| at)
+            .filter(|&(f, g)| {
+                let entry = &state.levels[f].groups[g];
+                !entry.axis.is_some_and(|[a0, a1]| a1 < lo || a0 > hi)
+                    && levels::group_holds_any(entry, &labels)
+            })
+            .collect();
+        // Those decoded already, under one lock; the rest read (digests verified) and kept.
+        let mut decoded: Vec<Option<std::sync::Arc<levels::GroupCells>>> = {
+            let mut cache = self.level_cache.lock().unwrap_or_else(|p| p.into_inner());
+            wanted
+                .iter()
+                .map(|&(f, g)| cache.get((state.levels[f].name, g)))
+                .collect()
+        };
         let mut open: BTreeMap<usize, OpenSegment<'_>> = BTreeMap::new();
-        for (_, (f, g)) in levels::level_groups(&state.levels, k) {
-            let file = &state.levels[f];
-            let entry = &file.groups[g];
-            if entry.axis.is_some_and(|[a0, a1]| a1 < lo || a0 > hi)
-                || !levels::group_holds_any(entry, &keys)
-            {
+        let mut read = Vec::new();
+        for (slot, &(f, g)) in decoded.iter_mut().zip(&wanted) {
+            if slot.is_some() {
                 continue;
             }
-            let cached = self
-                .level_cache
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get((file.name, g));
-            let decoded = match cached {
-                Some(decoded) => decoded,
-                None => {
-                    let segment = match open.entry(f) {
-                        std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-                        std::collections::btree_map::Entry::Vacant(v) => {
-                            v.insert(OpenSegment::open(&self.store, file)?)
-                        }
-                    };
-                    let batch = segment.read_group(g)?;
-                    let decoded =
-                        std::sync::Arc::new(levels::decode_level(&state.decl, &batch).map_err(
-                            |m| StoredError::corrupt(format!("{}: level {k}: {m}", file.path)),
-                        )?);
-                    self.level_cache
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .put((file.name, g), decoded.clone());
-                    decoded
+            let file = &state.levels[f];
+            let segment = match open.entry(f) {
+                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(OpenSegment::open(&self.store, file)?)
                 }
             };
+            let batch = segment.read_group(g)?;
+            let cells = std::sync::Arc::new(
+                levels::decode_level(&state.decl, &batch)
+                    .map_err(|m| StoredError::corrupt(format!("{}: level {k}: {m}", file.path)))?,
+            );
+            read.push(((file.name, g), cells.clone()));
+            *slot = Some(cells);
+        }
+        if !read.is_empty() {
+            let mut cache = self.level_cache.lock().unwrap_or_else(|p| p.into_inner());
+            for (at, cells) in read {
+                cache.put(at, cells);
+            }
+        }
+        let mut out: BTreeMap<TrackKey, Cells> = BTreeMap::new();
+        for group in decoded.iter().flatten() {
             for key in &keys {
-                let Some(cells) = decoded.get(*key) else {
+                let Some(cells) = group.get(*key) else {
                     continue;
                 };
                 let merged = out.entry((*key).clone()).or_default();

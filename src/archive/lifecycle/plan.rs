@@ -256,13 +256,10 @@ fn raw_retirable(
 /// A lower bound on the position of any row a retained cell of level `k` at or above
 /// `axis` folds: the least first position of the level files that may hold such cells.
 fn level_position_floor(stream: &StreamState, track: &TrackState, k: usize, axis: u64) -> u64 {
-    let key = TrackKey::encode(&track.labels).ok();
+    let this = std::slice::from_ref(&track.labels);
     let known = levels::level_groups(&stream.levels, k)
         .map(|(_, g)| &stream.levels[g.0].groups[g.1])
-        .filter(|g| {
-            key.as_ref()
-                .is_none_or(|key| levels::group_holds_any(g, &[key]))
-        })
+        .filter(|g| levels::group_holds_any(g, this))
         .filter(|g| g.axis.is_none_or(|[_, hi]| hi >= axis))
         .map(|g| g.position[0])
         .min();
