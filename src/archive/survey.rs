@@ -180,8 +180,29 @@ impl Archive {
         state: &StreamState,
         k: usize,
         tracks: &[(&TrackKey, &TrackState)],
-        [first, last]: [u64; 2],
+        range: [u64; 2],
     ) -> Result<BTreeMap<TrackKey, Cells>, ReadError> {
+        let mut out: BTreeMap<TrackKey, Cells> = BTreeMap::new();
+        self.visit_level_cells(state, k, tracks, range, |key, at, bucket| {
+            let merged = match out.get_mut(key) {
+                Some(merged) => merged,
+                None => out.entry(key.clone()).or_default(),
+            };
+            levels::fold_into(merged, at, bucket);
+        })?;
+        Ok(out)
+    }
+
+    /// Hands `visit` level `k`'s cells `first ..= last` of each selected track, in publish
+    /// order within each track (the order partials merge in). See [`Archive::level_cells`].
+    fn visit_level_cells(
+        &self,
+        state: &StreamState,
+        k: usize,
+        tracks: &[(&TrackKey, &TrackState)],
+        [first, last]: [u64; 2],
+        mut visit: impl FnMut(&TrackKey, (u32, u64), Bucket),
+    ) -> Result<(), ReadError> {
         let width = state.decl.ladder.map_or(1, |l| l.width(k));
         let (lo, hi) = (
             first.saturating_mul(width),
@@ -236,21 +257,19 @@ impl Archive {
                 cache.put(at, cells);
             }
         }
-        let mut out: BTreeMap<TrackKey, Cells> = BTreeMap::new();
         for group in decoded.iter().flatten() {
             for key in &keys {
                 let Some(cells) = group.get(*key) else {
                     continue;
                 };
-                let merged = out.entry((*key).clone()).or_default();
                 for field in 0..fields {
                     for (&at, &bucket) in cells.range((field, first)..=(field, last)) {
-                        levels::fold_into(merged, at, bucket);
+                        visit(key, at, bucket);
                     }
                 }
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Display buckets of the axis range under a point budget (four points a bucket):
@@ -366,17 +385,47 @@ impl Archive {
             let w = ladder.width(k);
             folded.source = format!("level {k}");
             let (first, last) = (lo / w, hi / w);
-            let mut per_field: BTreeMap<u32, Bucket> = BTreeMap::new();
-            for cells in self.level_cells(state, k, &tracks, [first, last])?.values() {
-                for (&(f, _), &b) in cells {
-                    per_field
-                        .entry(f)
-                        .and_modify(|acc| *acc = acc.merge(b))
-                        .or_insert(b);
+            // Whole cells folded per track and field in cell order, then the tracks in key
+            // order: the answer depends on the cells alone, never on how the files split them
+            // (a compaction leaves every sum bit for bit). A track's cells arrive in cell
+            // order, a cell split across runs as adjacent partials.
+            let n = folded.fields.len();
+            let index: BTreeMap<&TrackKey, usize> = tracks
+                .iter()
+                .enumerate()
+                .map(|(i, (k, _))| (*k, i))
+                .collect();
+            type Running = (Option<(u64, Bucket)>, Option<Bucket>);
+            let mut running: Vec<Running> = vec![(None, None); tracks.len() * n];
+            let close = |(cell, total): &mut Running| {
+                if let Some((_, whole)) = cell.take() {
+                    *total = Some(total.map_or(whole, |t| t.merge(whole)));
+                }
+            };
+            self.visit_level_cells(state, k, &tracks, [first, last], |key, (f, c), b| {
+                let Some(slot) = index
+                    .get(key)
+                    .and_then(|t| running.get_mut(t * n + f as usize))
+                else {
+                    return;
+                };
+                match &mut slot.0 {
+                    Some((at, whole)) if *at == c => *whole = whole.merge(b),
+                    _ => {
+                        close(slot);
+                        slot.0 = Some((c, b));
+                    }
+                }
+            })?;
+            let mut per_field: Vec<Option<Bucket>> = vec![None; n];
+            for (i, slot) in running.iter_mut().enumerate() {
+                close(slot);
+                if let (Some(total), Some(acc)) = (slot.1, per_field.get_mut(i % n)) {
+                    *acc = Some(acc.map_or(total, |a| a.merge(total)));
                 }
             }
             for answer in &mut folded.answers {
-                if let Some(b) = per_field.get(&answer.field) {
+                if let Some(Some(b)) = per_field.get(answer.field as usize) {
                     answer.value = kind.folded(b);
                     answer.count = b.count;
                 }
