@@ -733,3 +733,48 @@ fn compaction_streams_sources_into_full_row_groups() {
     assert_eq!(all_rows(&archive, None), published);
     assert!(archive.verify(|_, _| {}).is_empty());
 }
+
+/// A level table larger than one row group: level 0 of a fine ladder holds more than 16 384
+/// cells, so the forced compaction streams it as several groups, each bounded, each naming
+/// its first and last track, covering the cells in key and cell order; every survey and
+/// level fold answers as before.
+#[test]
+fn a_large_level_table_spans_bounded_row_groups_and_answers_the_same() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(Hand::default());
+    let ladder = series_archive::archive::Ladder::new(1, 4, 2).expect("ladder");
+    let config = Config::new()
+        .stream(common::capture_spec().with_ladder(Some(ladder)))
+        .clock(clock.clone());
+    let mut archive = Archive::open(dir.path(), config).expect("open");
+    // 4 tracks × 6 000 ticks over 3 barriers: 24 000 level-0 cells a field.
+    fill(&mut archive, &clock, 3, 6_000);
+    let answers = |archive: &Archive| -> Vec<String> {
+        let mut out: Vec<String> = [16, 400, 100_000]
+            .into_iter()
+            .map(|b| survey_text(archive, 0, b))
+            .collect();
+        let f = archive
+            .fold("capture", &[], Unbounded, Unbounded, Aggregate::Mean)
+            .expect("fold");
+        out.push(format!("{:?}", f.answers));
+        out
+    };
+    let before = answers(&archive);
+    archive.compact(true, |_, _, _| {}).expect("compact");
+    let stream = &archive.state().streams["capture"];
+    let table = stream
+        .levels
+        .iter()
+        .find(|f| f.run.and_then(|r| r.level) == Some(0))
+        .expect("a level-0 table");
+    assert!(table.groups.len() >= 3, "{} groups", table.groups.len());
+    assert!(table.groups.iter().all(|g| g.rows <= 16_384));
+    let total: u64 = table.groups.iter().map(|g| g.rows).sum();
+    assert_eq!(total, 4 * 18_000 * 2, "one row per track, field and cell");
+    for pair in table.groups.windows(2) {
+        let last = pair[0].last_track.as_ref().expect("last track");
+        assert!(last <= &pair[1].track, "groups in key order");
+    }
+    assert_eq!(answers(&archive), before);
+}

@@ -352,7 +352,12 @@ impl CompactionJob {
             let mut groups = Vec::with_capacity(levels_n);
             let mut lasts = Vec::with_capacity(levels_n);
             for k in 0..levels_n {
-                let (mut g, mut l) = self.merge_level(k, usize::MAX, &schema, &read)?;
+                let (mut g, mut l) = (Vec::new(), Vec::new());
+                self.merge_level(k, usize::MAX, &schema, &read, &mut |group, last| {
+                    g.push(group);
+                    l.push(last);
+                    Ok(())
+                })?;
                 if g.len() != 1 {
                     break;
                 }
@@ -374,17 +379,29 @@ impl CompactionJob {
         }
         let mut tables: Vec<SegmentFile> = Vec::new();
         for k in 0..levels_n {
-            let (groups, lasts) = self.merge_level(k, levels::TABLE_GROUP_ROWS, &schema, &read)?;
-            if groups.is_empty() {
-                continue;
-            }
-            let mut file = out.write(
-                &format!("levels/level={k}"),
+            // Streamed: each row group is written as soon as it fills; a level that keeps no
+            // cell gets no file.
+            let mut placing: Option<Placing> = None;
+            let mut lasts = Vec::new();
+            self.merge_level(
+                k,
+                levels::TABLE_GROUP_ROWS,
                 &schema,
-                &groups,
-                barrier,
-                sealed_at,
+                &read,
+                &mut |group, last| {
+                    let file = match &mut placing {
+                        Some(file) => file,
+                        None => placing.insert(out.start(&format!("levels/level={k}"), &schema)?),
+                    };
+                    file.writer.push(&group)?;
+                    lasts.push(last);
+                    Ok(())
+                },
             )?;
+            let Some(placing) = placing else {
+                continue;
+            };
+            let mut file = out.finish(placing, barrier, sealed_at)?;
             for (entry, last) in file.groups.iter_mut().zip(lasts) {
                 entry.last_track = Some(last);
             }
@@ -398,15 +415,16 @@ impl CompactionJob {
         Ok(tables)
     }
 
-    /// Level `k` of the merged run, as row groups of at most `cap` cells (whole tracks
-    /// packed, a longer track split) and each group's last track.
+    /// Level `k` of the merged run, handed to `emit` as row groups of at most `cap` cells
+    /// (whole tracks packed, a longer track split), each with its last track, as each fills.
     fn merge_level(
         &self,
         k: usize,
         cap: usize,
         schema: &SchemaRef,
         read: &ReadGroup<'_>,
-    ) -> Result<(Vec<TrackRows>, Vec<Vec<String>>)> {
+        emit: &mut dyn FnMut(TrackRows, Vec<String>) -> Result<()>,
+    ) -> Result<()> {
         let fail = |m: String| ArchiveError::Encode {
             stream: self.decl.id.clone(),
             message: format!("level merge: {m}"),
@@ -472,8 +490,15 @@ impl CompactionJob {
                 levels::CellOrder::CellThenField,
             )?;
             table.push(&labels, &batch).map_err(fail)?;
+            for (group, last) in table.ready() {
+                emit(group, last)?;
+            }
         }
-        table.finish().map_err(fail)
+        let (groups, lasts) = table.finish().map_err(fail)?;
+        for (group, last) in groups.into_iter().zip(lasts) {
+            emit(group, last)?;
+        }
+        Ok(())
     }
 }
 
@@ -601,6 +626,14 @@ impl TableGroups {
         self.rows = 0;
         self.cells = [u64::MAX, 0];
         Ok(())
+    }
+
+    /// The groups cut so far, with their last tracks, handed over.
+    fn ready(&mut self) -> Vec<(TrackRows, Vec<String>)> {
+        std::mem::take(&mut self.groups)
+            .into_iter()
+            .zip(std::mem::take(&mut self.last_tracks))
+            .collect()
     }
 
     fn finish(mut self) -> std::result::Result<(Vec<TrackRows>, Vec<Vec<String>>), String> {
