@@ -1532,3 +1532,43 @@ fn ingest_compacts_past_the_threshold_unless_told_not_to() {
     assert_eq!(files(&as_sealed), 18);
     assert_eq!(rows(&compacted, &[]), rows(&as_sealed, &[]));
 }
+
+/// A selection that names no track answers empty (true: the archive holds nothing there),
+/// and says so on stderr, because `--track run_0,probe_a` (one label) is the usual slip for
+/// `--track run_0 probe_a` (two); a selection that exists says nothing.
+#[test]
+fn a_selection_naming_no_track_answers_empty_and_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("sample.csv");
+    fs::write(&file, csv_text(&sample())).expect("write");
+    let archive = dir.path().join("a");
+    ingest(&archive, &[], &[&file]).ok("ingest");
+    let a = archive.to_str().expect("utf-8");
+    for verb in [
+        &[
+            "survey", a, "--stream", "capture", "--budget", "400", "--json",
+        ][..],
+        &[
+            "fold",
+            a,
+            "--stream",
+            "capture",
+            "--aggregate",
+            "mean",
+            "--json",
+        ][..],
+        &["rows", a, "--stream", "capture"][..],
+    ] {
+        let slip = sa(verb.iter().copied().chain(["--track", "run_0,probe_a"])).ok("slip");
+        slip.stderr_has(
+            &[
+                "has no track under [\"run_0,probe_a\"]",
+                "--track run_0 probe.1",
+            ],
+            "slip",
+        );
+        let right = sa(verb.iter().copied().chain(["--track", "run_0", "probe_a"])).ok("right");
+        assert!(!right.stderr.contains("no track"), "{}", right.stderr);
+        assert_ne!(right.stdout, slip.stdout, "{verb:?}");
+    }
+}

@@ -537,6 +537,21 @@ pub(crate) fn read_only(archive: &Path) -> Result<Archive, Failure> {
 /// after the manifest moved on (or an open that lost a generation to a checkpoint) starts
 /// again on a fresh open, at most `READ_ATTEMPTS` times in all. Anything else is answered as
 /// it is.
+/// An empty answer for a selection that names no track is true, but it is also what a typo
+/// gets (`--track a,b` is one label, `--track a b` two): say so on stderr, once per read.
+pub(crate) fn note_unknown_track(archive: &Archive, stream: &str, track: &[String]) {
+    if track.is_empty() {
+        return;
+    }
+    if let Some(state) = archive.state().streams.get(stream) {
+        if !state.tracks.values().any(|t| t.labels.starts_with(track)) {
+            eprintln!(
+                "note: stream {stream:?} has no track under {track:?} (labels are separate values, outermost first: --track run_0 probe.1)"
+            );
+        }
+    }
+}
+
 pub(crate) fn reading<T>(
     archive: &Path,
     read: impl Fn(&Archive) -> Result<T, ReadError>,
@@ -877,7 +892,10 @@ fn rows(
     let out = out.map(|(path, _)| path);
     let start = from.map_or(Bound::Unbounded, |f| Bound::Included(Position(f)));
     let end = to.map_or(Bound::Unbounded, |t| Bound::Excluded(Position(t)));
-    let batch = reading(archive, |a| a.read_rows(stream, track, start, end))?;
+    let batch = reading(archive, |a| {
+        note_unknown_track(a, stream, track);
+        a.read_rows(stream, track, start, end)
+    })?;
     // `_seq` is internal bookkeeping, never an output field.
     let keep: Vec<usize> = (0..batch.num_columns())
         .filter(|&i| batch.schema().field(i).name() != series_archive::archive::SEQ_COLUMN)

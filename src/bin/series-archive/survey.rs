@@ -38,7 +38,10 @@ pub fn survey(
         // A plot is redrawn often: replacing one is allowed, landing in the archive is not.
         crate::output::check_target(archive, path, true)?;
     }
-    let s = reading(archive, |a| a.survey(stream, track, start, end, budget))?;
+    let s = reading(archive, |a| {
+        crate::note_unknown_track(a, stream, track);
+        a.survey(stream, track, start, end, budget)
+    })?;
     if json {
         out!("{}", serde_json::to_string_pretty(&s)?);
     } else if csv {
@@ -256,7 +259,10 @@ pub fn fold(
     json: bool,
 ) -> Result<(), Failure> {
     let (start, end) = bounds(from, to)?;
-    let f = reading(archive, |a| a.fold(stream, track, start, end, aggregate))?;
+    let f = reading(archive, |a| {
+        crate::note_unknown_track(a, stream, track);
+        a.fold(stream, track, start, end, aggregate)
+    })?;
     if json {
         out!("{}", serde_json::to_string_pretty(&f)?);
         return Ok(());
