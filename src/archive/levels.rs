@@ -498,8 +498,9 @@ pub(crate) struct LevelCache {
 /// One decoded level row group: each track's cells.
 pub(crate) type GroupCells = BTreeMap<TrackKey, Cells>;
 
-/// Cells the level cache holds at most (about 100 bytes each).
-pub const LEVEL_CACHE_CELLS: usize = 1 << 20;
+/// Cells the level cache holds at most (about 100 bytes each, so about 25 MiB): sixteen full
+/// table row groups, many times what one survey reads.
+pub const LEVEL_CACHE_CELLS: usize = 1 << 18;
 
 impl LevelCache {
     pub fn new(capacity: usize) -> Self {
