@@ -259,23 +259,28 @@ pub fn run(
     );
 
     // The lifecycle: barrier files (every track, small row groups) become per-track
-    // segments, level partials become whole cells; one manifest record swaps them.
+    // segments, level partials merge size-tiered into runs of whole cells; each step swaps in
+    // one manifest record.
     let began = Instant::now();
     let compacted = if compact {
         archive.compact(false, |_, _, _| {})?
     } else {
         Vec::new()
     };
-    for c in &compacted {
+    if !compacted.is_empty() {
+        let sum = |f: fn(&series_archive::archive::lifecycle::CompactReport) -> u64| {
+            compacted.iter().map(f).sum::<u64>()
+        };
         out!(
-            "compaction: {} barrier files ({} bytes) → {} segments ({} bytes); {} level files ({} bytes) → {} bytes, in {:.2?}",
-            c.files_in,
-            c.bytes_in,
-            c.files_out,
-            c.bytes_out,
-            c.level_files_in,
-            c.level_bytes_in,
-            c.level_bytes_out,
+            "compaction ({} step(s), automatic): {} barrier files ({} bytes) → {} segments ({} bytes); {} level files merged size-tiered ({} bytes → {} bytes), in {:.2?}",
+            compacted.len(),
+            sum(|c| c.files_in as u64),
+            sum(|c| c.bytes_in),
+            sum(|c| c.files_out as u64),
+            sum(|c| c.bytes_out),
+            sum(|c| c.level_files_in as u64),
+            sum(|c| c.level_bytes_in),
+            sum(|c| c.level_bytes_out),
             began.elapsed()
         );
     }
@@ -355,7 +360,7 @@ pub fn run(
     let took = began.elapsed();
     if let Some(plan) = survey.plan {
         out!(
-            "survey of track ({}) at budget 400: {} buckets from level {} (cell width {}) in {:.2?} (first survey builds the level view)",
+            "survey of track ({}) at budget 400: {} buckets from level {} (cell width {}) in {:.2?} (the first survey reads its level row groups)",
             track.join(", "),
             survey.buckets.len(),
             plan.level,
