@@ -22,13 +22,11 @@
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 #[path = "common/process.rs"]
 mod process;
 
-use process::{cli, python, scratch, show};
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+use process::{cli, python, run_checker, scratch, show};
 
 const BUDGETS: [usize; 4] = [8, 40, 400, 4000];
 const AGGREGATES: [&str; 9] = [
@@ -156,27 +154,12 @@ fn check_with_duckdb(dir: &Path, archive: &Path, requests: Vec<String>) -> Strin
     let path = dir.join("answers.json");
     std::fs::write(&path, answers).expect("write answers");
 
-    let python = python("duckdb");
-    let script = "tests/interop/levels_check.py";
-    let out = Command::new(&python)
-        .current_dir(ROOT)
-        .arg(Path::new(ROOT).join(script))
-        .arg(&path)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .output()
-        .expect("python runs");
-    let report = show(
-        &format!("{} {script} {}", python.display(), path.display()),
-        &out,
-    );
-    println!("{report}");
-    assert!(out.status.success(), "{report}");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        stdout.contains("levels_check: ok:"),
-        "levels_check.py exited 0 without its verdict line:\n{stdout}"
-    );
-    stdout
+    run_checker(
+        &python("duckdb"),
+        "tests/interop/levels_check.py",
+        &[path.as_os_str()],
+        "levels_check",
+    )
 }
 
 /// The number right before `suffix` on the verdict line.

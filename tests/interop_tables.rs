@@ -15,13 +15,11 @@
 
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::Command;
 
 #[path = "common/process.rs"]
 mod process;
 
-use process::{cli, python, scratch, show};
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+use process::{cli, python, run_checker, scratch};
 
 const TRACKS: [(&str, &str); 4] = [("a", "x"), ("a", "y"), ("b", "x"), ("b", "y")];
 const LEVELS: usize = 4;
@@ -64,25 +62,12 @@ fn collect(archive: &str) -> Value {
 fn check(dir: &Path, mode: &str, answers: &Value) -> String {
     let path = dir.join(format!("{mode}.json"));
     std::fs::write(&path, answers.to_string()).expect("write answers");
-    let python = python("duckdb, polars");
-    let script = "tests/interop/tables_check.py";
-    let out = Command::new(&python)
-        .current_dir(ROOT)
-        .arg(Path::new(ROOT).join(script))
-        .arg(mode)
-        .arg(&path)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .output()
-        .expect("python runs");
-    let report = show(&format!("{} {script} {mode}", python.display()), &out);
-    println!("{report}");
-    assert!(out.status.success(), "{report}");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        stdout.contains("tables_check: ok:"),
-        "tables_check.py exited 0 without its verdict:\n{stdout}"
-    );
-    stdout
+    run_checker(
+        &python("duckdb, polars"),
+        "tests/interop/tables_check.py",
+        &[mode.as_ref(), path.as_os_str()],
+        "tables_check",
+    )
 }
 
 #[test]

@@ -444,21 +444,20 @@ pub(crate) fn decode_level(
 /// more than it answers; this size keeps a table's footer small as well.
 pub const TABLE_GROUP_ROWS: usize = 16_384;
 
-/// Where level `k` lives among a stream's live level files, in publish order: `(table,
-/// (file index, group index))` for row group k of each barrier's partials (`table` false)
-/// and every row group of each level table of level k (`table` true).
+/// Where level `k` lives among a stream's live level files, in publish order: `(file index,
+/// group index)` of row group k of each file holding every level (a barrier's partials, a
+/// small merged run) and of every row group of each level table of level k.
 pub(crate) fn level_groups(
     files: &[SegmentFile],
     k: usize,
-) -> impl Iterator<Item = (bool, (usize, usize))> + '_ {
+) -> impl Iterator<Item = (usize, usize)> + '_ {
     files.iter().enumerate().flat_map(move |(i, f)| {
-        let table = f.run.and_then(|r| r.level);
-        let range = match table {
+        let range = match f.run.and_then(|r| r.level) {
             None if k < f.groups.len() => k..k + 1,
             Some(level) if level as usize == k => 0..f.groups.len(),
             _ => 0..0,
         };
-        range.map(move |g| (table.is_some(), (i, g)))
+        range.map(move |g| (i, g))
     })
 }
 
@@ -488,8 +487,8 @@ pub(crate) fn group_holds_any<S: AsRef<str>>(group: &GroupEntry, tracks: &[Vec<S
 /// and then nothing asks for it again.
 #[derive(Debug)]
 pub(crate) struct LevelCache {
-    /// `(file name, group) → (its tracks' cells, when last used)`.
-    entries: std::collections::HashMap<(u64, usize), (Arc<GroupCells>, u64)>,
+    /// `(file name, group) → (its tracks' cells, their number, when last used)`.
+    entries: std::collections::HashMap<(u64, usize), (Arc<GroupCells>, usize, u64)>,
     cells: usize,
     capacity: usize,
     tick: u64,
@@ -520,7 +519,7 @@ impl LevelCache {
     pub fn get(&mut self, key: (u64, usize)) -> Option<Arc<GroupCells>> {
         self.tick += 1;
         let tick = self.tick;
-        self.entries.get_mut(&key).map(|(group, used)| {
+        self.entries.get_mut(&key).map(|(group, _, used)| {
             *used = tick;
             group.clone()
         })
@@ -529,16 +528,18 @@ impl LevelCache {
     /// Keeps a decoded group, evicting the least recently used past the capacity.
     pub fn put(&mut self, key: (u64, usize), group: Arc<GroupCells>) {
         self.tick += 1;
-        self.cells += Self::size(&group);
-        if let Some((old, _)) = self.entries.insert(key, (group, self.tick)) {
-            self.cells -= Self::size(&old);
+        let size = Self::size(&group);
+        self.cells += size;
+        if let Some((_, old, _)) = self.entries.insert(key, (group, size, self.tick)) {
+            self.cells -= old;
         }
         while self.cells > self.capacity && self.entries.len() > 1 {
-            let Some((&oldest, _)) = self.entries.iter().min_by_key(|(_, (_, used))| *used) else {
+            let Some((&oldest, _)) = self.entries.iter().min_by_key(|(_, (_, _, used))| *used)
+            else {
                 break;
             };
-            if let Some((old, _)) = self.entries.remove(&oldest) {
-                self.cells -= Self::size(&old);
+            if let Some((_, old, _)) = self.entries.remove(&oldest) {
+                self.cells -= old;
             }
         }
     }
@@ -552,10 +553,10 @@ impl LevelCache {
     /// Drops the groups of the named files.
     pub fn forget(&mut self, names: &[u64]) {
         let cells = &mut self.cells;
-        self.entries.retain(|(name, _), (group, _)| {
+        self.entries.retain(|(name, _), (_, size, _)| {
             let keep = !names.contains(name);
             if !keep {
-                *cells -= Self::size(group);
+                *cells -= *size;
             }
             keep
         });

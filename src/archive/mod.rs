@@ -667,25 +667,23 @@ impl Archive {
                 .flat_map(|t| segment::bounded(&t.labels, &t.batch, cap, decl.axis.as_deref()))
                 .collect();
             let tracks_written = tracks.len();
-            let (data, partials) =
-                if tracks.iter().map(|t| t.batch.num_rows()).sum::<usize>() >= PARALLEL_SEAL_ROWS {
-                    std::thread::scope(|scope| {
-                        let partials =
-                            scope.spawn(|| levels::barrier_partials(decl, &tracks, name + 1));
-                        let data = segment::encode(&id, &selected.full_schema, name, &groups);
-                        let partials = partials.join().unwrap_or_else(|_| {
-                            Err(ArchiveError::Internal(format!(
-                                "stream {id:?}: encoding the level partials panicked"
-                            )))
-                        });
-                        (data, partials)
-                    })
-                } else {
-                    (
-                        segment::encode(&id, &selected.full_schema, name, &groups),
-                        levels::barrier_partials(decl, &tracks, name + 1),
-                    )
-                };
+            let data = || segment::encode(&id, &selected.full_schema, name, &groups);
+            let partials = || levels::barrier_partials(decl, &tracks, name + 1);
+            let rows: usize = tracks.iter().map(|t| t.batch.num_rows()).sum();
+            let (data, partials) = if rows >= PARALLEL_SEAL_ROWS {
+                std::thread::scope(|scope| {
+                    let partials = scope.spawn(partials);
+                    let data = data();
+                    let partials = partials.join().unwrap_or_else(|_| {
+                        Err(ArchiveError::Internal(format!(
+                            "stream {id:?}: encoding the level partials panicked"
+                        )))
+                    });
+                    (data, partials)
+                })
+            } else {
+                (data(), partials())
+            };
             let ((bytes, footer, groups), partials) = (data?, partials?);
             next_name += 1;
             let path = place(format!("{STREAMS_DIR}/{id}/rows"), &bytes, name)?;

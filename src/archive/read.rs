@@ -1,7 +1,7 @@
 //! Raw reads: the catalog chooses row groups, digests are verified, runs merge by `_seq`.
 
 use super::manifest::{StreamState, TrackState};
-use super::segment::OpenSegment;
+use super::segment;
 use super::spec::{POSITION_COLUMN, SEQ_COLUMN};
 use super::store::{Store, StoredError};
 use super::ReadError;
@@ -10,7 +10,7 @@ use arrow::array::{Array, BooleanArray, RecordBatch, UInt64Array};
 use arrow::compute::{concat_batches, filter_record_batch, interleave_record_batch};
 use arrow::datatypes::SchemaRef;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap};
 use std::ops::{Bound, RangeBounds};
 
 /// The tracks beneath `prefix`, by a key-range scan of the catalog, in key order.
@@ -81,7 +81,7 @@ pub(crate) fn rows(
     end: Bound<Position>,
 ) -> Result<RecordBatch, ReadError> {
     floor_refusal(tracks, start)?;
-    let mut open: HashMap<usize, OpenSegment<'_>> = HashMap::new();
+    let mut open = segment::Opened::new(store);
     let mut runs: Vec<RecordBatch> = Vec::with_capacity(tracks.len() + staged.len());
     let mut staged_of: BTreeMap<&TrackKey, &[RecordBatch]> = staged.iter().copied().collect();
     for (key, track) in tracks {
@@ -95,13 +95,7 @@ pub(crate) fn rows(
             if !overlaps {
                 continue;
             }
-            let segment = match open.entry(g.file) {
-                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(OpenSegment::open(store, file)?)
-                }
-            };
-            let batch = segment.read_group(g.group)?;
+            let batch = open.read_group(g.file, file, g.group)?;
             let whole = contains(start, end, lo) && contains(start, end, hi);
             parts.push(if whole {
                 batch

@@ -521,6 +521,38 @@ enum Source {
     Cold(Arc<ColdTier>, String),
 }
 
+/// The files one read opens, each once: a file's footer is verified the first time one of
+/// its row groups is read, and the open file is kept for the rest of the read.
+pub(crate) struct Opened<'a, K> {
+    store: &'a Store,
+    files: std::collections::BTreeMap<K, OpenSegment<'a>>,
+}
+
+impl<'a, K: Ord> Opened<'a, K> {
+    pub fn new(store: &'a Store) -> Self {
+        Opened {
+            store,
+            files: std::collections::BTreeMap::new(),
+        }
+    }
+
+    /// Row group `group` of `file`, known to this read as `key`.
+    pub fn read_group(
+        &mut self,
+        key: K,
+        file: &'a SegmentFile,
+        group: usize,
+    ) -> std::result::Result<RecordBatch, StoredError> {
+        let segment = match self.files.entry(key) {
+            std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(OpenSegment::open(self.store, file)?)
+            }
+        };
+        segment.read_group(group)
+    }
+}
+
 /// An open data file whose footer has been verified.
 pub(crate) struct OpenSegment<'a> {
     source: Source,

@@ -207,6 +207,8 @@ pub(crate) fn stage(
         labels: Vec<&'b str>,
         key: TrackKey,
         rows: Vec<u32>,
+        /// The axis span of its rows, once checked.
+        axis: Option<[u64; 2]>,
     }
     let mut groups: Vec<Group<'_>> = Vec::new();
     let mut by_hash: HashMap<u64, Vec<usize>> = HashMap::new();
@@ -252,6 +254,7 @@ pub(crate) fn stage(
                     labels,
                     key,
                     rows: Vec::new(),
+                    axis: None,
                 });
                 by_hash.entry(hash).or_default().push(groups.len() - 1);
                 groups.len() - 1
@@ -261,14 +264,10 @@ pub(crate) fn stage(
         in_runs = previous == Some(g);
         previous = Some(g);
     }
-    let order: Vec<TrackKey> = groups.iter().map(|g| g.key.clone()).collect();
-    let mut rows_of: HashMap<TrackKey, Vec<u32>> =
-        groups.into_iter().map(|g| (g.key, g.rows)).collect();
     // The axis never goes backwards within a partition.
-    let mut axis_ranges: HashMap<TrackKey, [u64; 2]> = HashMap::new();
     if let Some(axis) = &axis {
-        for key in &order {
-            let rows = &rows_of[key];
+        for group in &mut groups {
+            let (key, rows) = (&group.key, &group.rows);
             let mut last = staged
                 .tracks
                 .get(key)
@@ -306,10 +305,9 @@ pub(crate) fn stage(
                 }
                 last = Some(value);
             }
-            axis_ranges.insert(
-                key.clone(),
-                [axis.value(rows[0] as usize), last.unwrap_or(0)],
-            );
+            group.axis = rows
+                .first()
+                .map(|&r| [axis.value(r as usize), last.unwrap_or(0)]);
         }
     }
     // Everything is valid: assign _seq in publish order and stage per track.
@@ -320,23 +318,29 @@ pub(crate) fn stage(
     columns.push(Arc::new(seqs));
     let full = RecordBatch::try_new(full_schema.clone(), columns)
         .map_err(|e| ArchiveError::input(id, 0, None, e.to_string()))?;
-    for key in order {
-        let rows = rows_of.remove(&key).expect("every ordered key has rows");
-        let part = if rows.len() == n {
+    for group in groups {
+        // Every group has the row that opened it.
+        let (Some(&first), Some(&last_row)) = (group.rows.first(), group.rows.last()) else {
+            continue;
+        };
+        let (first, last_row) = (first as usize, last_row as usize);
+        let rows = group.rows.len();
+        let part = if rows == n {
             full.clone()
         } else {
-            take_record_batch(&full, &UInt32Array::from(rows.clone()))
+            take_record_batch(&full, &UInt32Array::from(group.rows))
                 .map_err(|e| ArchiveError::input(id, 0, None, e.to_string()))?
         };
-        let first = rows[0] as usize;
-        let last_row = *rows.last().expect("non-empty") as usize;
-        let axis_range = axis_ranges.get(&key).copied();
-        let labels = key.labels().into_iter().map(str::to_owned).collect();
-        let track = staged.tracks.entry(key).or_insert_with(|| StagedTrack {
-            labels,
-            ..StagedTrack::default()
-        });
-        track.rows += rows.len();
+        let axis_range = group.axis;
+        let labels = group.labels.iter().map(|l| (*l).to_owned()).collect();
+        let track = staged
+            .tracks
+            .entry(group.key)
+            .or_insert_with(|| StagedTrack {
+                labels,
+                ..StagedTrack::default()
+            });
+        track.rows += rows;
         track.batches.push(part);
         let (p0, p1) = (positions[first], positions[last_row]);
         track.position = Some(track.position.map_or([p0, p1], |[lo, _]| [lo, p1]));

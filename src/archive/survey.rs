@@ -3,7 +3,7 @@
 
 use super::levels::{self, Cells, Plan};
 use super::manifest::{StreamState, TrackState};
-use super::segment::OpenSegment;
+use super::segment;
 use super::store::StoredError;
 use super::{Archive, ReadError};
 use crate::contract::{Aggregate, Aggregated, Bucket, TrackKey};
@@ -182,26 +182,28 @@ impl Archive {
         tracks: &[(&TrackKey, &TrackState)],
         range: [u64; 2],
     ) -> Result<BTreeMap<TrackKey, Cells>, ReadError> {
-        let mut out: BTreeMap<TrackKey, Cells> = BTreeMap::new();
-        self.visit_level_cells(state, k, tracks, range, |key, at, bucket| {
-            let merged = match out.get_mut(key) {
-                Some(merged) => merged,
-                None => out.entry(key.clone()).or_default(),
-            };
-            levels::fold_into(merged, at, bucket);
+        let mut out: Vec<Cells> = vec![Cells::new(); tracks.len()];
+        self.visit_level_cells(state, k, tracks, range, |t, at, bucket| {
+            levels::fold_into(&mut out[t], at, bucket);
         })?;
-        Ok(out)
+        Ok(tracks
+            .iter()
+            .zip(out)
+            .filter(|(_, cells)| !cells.is_empty())
+            .map(|((key, _), cells)| ((*key).clone(), cells))
+            .collect())
     }
 
-    /// Hands `visit` level `k`'s cells `first ..= last` of each selected track, in publish
-    /// order within each track (the order partials merge in). See [`Archive::level_cells`].
+    /// Hands `visit` level `k`'s cells `first ..= last` of each selected track (by its index
+    /// in `tracks`), in publish order within each track (the order partials merge in). See
+    /// [`Archive::level_cells`].
     fn visit_level_cells(
         &self,
         state: &StreamState,
         k: usize,
         tracks: &[(&TrackKey, &TrackState)],
         [first, last]: [u64; 2],
-        mut visit: impl FnMut(&TrackKey, (u32, u64), Bucket),
+        mut visit: impl FnMut(usize, (u32, u64), Bucket),
     ) -> Result<(), ReadError> {
         let width = state.decl.ladder.map_or(1, |l| l.width(k));
         let (lo, hi) = (
@@ -215,7 +217,6 @@ impl Archive {
         let fields = state.decl.measured.len() as u32;
         // The row groups that may hold the selection, in publish order.
         let wanted: Vec<(usize, usize)> = levels::level_groups(&state.levels, k)
-            .map(|(_, at)| at)
             .filter(|&(f, g)| {
                 let entry = &state.levels[f].groups[g];
                 !entry.axis.is_some_and(|[a0, a1]| a1 < lo || a0 > hi)
@@ -230,20 +231,14 @@ impl Archive {
                 .map(|&(f, g)| cache.get((state.levels[f].name, g)))
                 .collect()
         };
-        let mut open: BTreeMap<usize, OpenSegment<'_>> = BTreeMap::new();
+        let mut open = segment::Opened::new(&self.store);
         let mut read = Vec::new();
         for (slot, &(f, g)) in decoded.iter_mut().zip(&wanted) {
             if slot.is_some() {
                 continue;
             }
             let file = &state.levels[f];
-            let segment = match open.entry(f) {
-                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-                std::collections::btree_map::Entry::Vacant(v) => {
-                    v.insert(OpenSegment::open(&self.store, file)?)
-                }
-            };
-            let batch = segment.read_group(g)?;
+            let batch = open.read_group(f, file, g)?;
             let cells = std::sync::Arc::new(
                 levels::decode_level(&state.decl, &batch)
                     .map_err(|m| StoredError::corrupt(format!("{}: level {k}: {m}", file.path)))?,
@@ -258,13 +253,13 @@ impl Archive {
             }
         }
         for group in decoded.iter().flatten() {
-            for key in &keys {
+            for (t, key) in keys.iter().enumerate() {
                 let Some(cells) = group.get(*key) else {
                     continue;
                 };
                 for field in 0..fields {
                     for (&at, &bucket) in cells.range((field, first)..=(field, last)) {
-                        visit(key, at, bucket);
+                        visit(t, at, bucket);
                     }
                 }
             }
@@ -390,11 +385,6 @@ impl Archive {
             // (a compaction leaves every sum bit for bit). A track's cells arrive in cell
             // order, a cell split across runs as adjacent partials.
             let n = folded.fields.len();
-            let index: BTreeMap<&TrackKey, usize> = tracks
-                .iter()
-                .enumerate()
-                .map(|(i, (k, _))| (*k, i))
-                .collect();
             type Running = (Option<(u64, Bucket)>, Option<Bucket>);
             let mut running: Vec<Running> = vec![(None, None); tracks.len() * n];
             let close = |(cell, total): &mut Running| {
@@ -402,11 +392,8 @@ impl Archive {
                     *total = Some(total.map_or(whole, |t| t.merge(whole)));
                 }
             };
-            self.visit_level_cells(state, k, &tracks, [first, last], |key, (f, c), b| {
-                let Some(slot) = index
-                    .get(key)
-                    .and_then(|t| running.get_mut(t * n + f as usize))
-                else {
+            self.visit_level_cells(state, k, &tracks, [first, last], |t, (f, c), b| {
+                let Some(slot) = running.get_mut(t * n + f as usize) else {
                     return;
                 };
                 match &mut slot.0 {
@@ -476,7 +463,7 @@ impl Archive {
         mut visit: impl FnMut(&[arrow::array::Float64Array]),
     ) -> Result<(), ReadError> {
         let axis_name = state.decl.axis.as_deref().unwrap_or_default();
-        let mut open: BTreeMap<usize, OpenSegment<'_>> = BTreeMap::new();
+        let mut open = segment::Opened::new(&self.store);
         for (_, track) in tracks {
             for g in &track.groups {
                 let file = &state.files[g.file];
@@ -486,13 +473,7 @@ impl Archive {
                 if a1 < lo || a0 > hi {
                     continue;
                 }
-                let segment = match open.entry(g.file) {
-                    std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-                    std::collections::btree_map::Entry::Vacant(v) => {
-                        v.insert(OpenSegment::open(&self.store, file)?)
-                    }
-                };
-                let mut batch = segment.read_group(g.group)?;
+                let mut batch = open.read_group(g.file, file, g.group)?;
                 if a0 < lo || a1 > hi {
                     let axis = batch
                         .column_by_name(axis_name)

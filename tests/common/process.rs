@@ -69,3 +69,38 @@ pub fn scratch(name: &str) -> tempfile::TempDir {
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .expect("a scratch directory")
 }
+
+/// Runs the interop checker `script` (under the crate root) with `args` on `python`, prints
+/// its report, and panics unless it exits 0 with its verdict line (`VERDICT: ok:` — a
+/// checker that exits 0 without it has checked nothing). Answers its stdout.
+pub fn run_checker(
+    python: &std::path::Path,
+    script: &str,
+    args: &[&std::ffi::OsStr],
+    verdict: &str,
+) -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(python)
+        .current_dir(root)
+        .arg(root.join(script))
+        .args(args)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect("python runs");
+    let shown: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let report = show(
+        &format!("{} {script} {}", python.display(), shown.join(" ")),
+        &out,
+    );
+    println!("{report}");
+    assert!(out.status.success(), "{report}");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        stdout.contains(&format!("{verdict}: ok:")),
+        "{script} exited 0 without its verdict line:\n{stdout}"
+    );
+    stdout
+}

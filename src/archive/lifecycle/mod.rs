@@ -83,8 +83,30 @@ pub struct CompactReport {
     pub level_files_in: usize,
     /// Bytes of the level files merged.
     pub level_bytes_in: u64,
-    /// Bytes of the merged level file (0 when every cell was retired).
+    /// Bytes of the merged level files (0 when every cell was retired).
     pub level_bytes_out: u64,
+}
+
+impl CompactReport {
+    /// Several compactions' figures added up (the streams named once each, in order).
+    pub fn total(reports: &[CompactReport]) -> CompactReport {
+        let mut streams: Vec<&str> = Vec::new();
+        for r in reports {
+            if !streams.contains(&r.stream.as_str()) {
+                streams.push(&r.stream);
+            }
+        }
+        CompactReport {
+            stream: streams.join(", "),
+            files_in: reports.iter().map(|r| r.files_in).sum(),
+            bytes_in: reports.iter().map(|r| r.bytes_in).sum(),
+            files_out: reports.iter().map(|r| r.files_out).sum(),
+            bytes_out: reports.iter().map(|r| r.bytes_out).sum(),
+            level_files_in: reports.iter().map(|r| r.level_files_in).sum(),
+            level_bytes_in: reports.iter().map(|r| r.level_bytes_in).sum(),
+            level_bytes_out: reports.iter().map(|r| r.level_bytes_out).sum(),
+        }
+    }
 }
 
 /// What [`Archive::maintain`] did.
@@ -209,7 +231,7 @@ impl CompactionJob {
         let mut done = 0;
         // Raw segments: one track each, row groups of at most `group_rows`.
         let axis = self.decl.axis.clone();
-        let mut open: BTreeMap<u64, OpenSegment<'_>> = BTreeMap::new();
+        let mut open = segment::Opened::new(&self.store);
         for out in &self.plan.outputs {
             // Streamed: one source group read at a time, cut into row groups of
             // `group_rows` (rows of consecutive sources join), each written as it fills.
@@ -230,13 +252,9 @@ impl CompactionJob {
                         "stream {id:?}: planned source file {name} is unknown"
                     ))
                 })?;
-                let segment = match open.entry(name) {
-                    std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-                    std::collections::btree_map::Entry::Vacant(v) => {
-                        v.insert(OpenSegment::open(&self.store, source).map_err(unreadable(&id))?)
-                    }
-                };
-                let batch = segment.read_group(group).map_err(unreadable(&id))?;
+                let batch = open
+                    .read_group(name, source, group)
+                    .map_err(unreadable(&id))?;
                 pending_rows += batch.num_rows();
                 pending.push(batch);
                 let last = i + 1 == out.sources.len();
@@ -262,7 +280,7 @@ impl CompactionJob {
             progress(done, total);
         }
         drop(open);
-        // Levels: the merged runs become one run of level tables.
+        // Levels: the merged runs become one run (one file of every level, or tables).
         if !self.plan.level_inputs.is_empty() {
             added_levels = self.write_level_run(&mut placer)?;
             done += 1;
@@ -432,7 +450,7 @@ impl CompactionJob {
         let w = self.decl.ladder.map_or(1, |l| l.width(k));
         let mut sources = Vec::new();
         let mut bounds: Option<([u64; 2], [u64; 2])> = None;
-        for (file, group) in levels::level_groups(&self.level_files, k).map(|(_, at)| at) {
+        for (file, group) in levels::level_groups(&self.level_files, k) {
             let entry = &self.level_files[file].groups[group];
             let widen = |a: [u64; 2], b: [u64; 2]| [a[0].min(b[0]), a[1].max(b[1])];
             bounds = Some(match bounds {
@@ -494,8 +512,7 @@ impl CompactionJob {
                 emit(group, last)?;
             }
         }
-        let (groups, lasts) = table.finish().map_err(fail)?;
-        for (group, last) in groups.into_iter().zip(lasts) {
+        for (group, last) in table.finish().map_err(fail)? {
             emit(group, last)?;
         }
         Ok(())
@@ -553,8 +570,8 @@ struct TableGroups {
     seq: [u64; 2],
     width: u64,
     cap: usize,
-    groups: Vec<TrackRows>,
-    last_tracks: Vec<Vec<String>>,
+    /// Groups cut and not yet handed over, each with its last track.
+    groups: Vec<(TrackRows, Vec<String>)>,
     parts: Vec<RecordBatch>,
     rows: usize,
     first: Option<Vec<String>>,
@@ -570,7 +587,6 @@ impl TableGroups {
             width,
             cap,
             groups: Vec::new(),
-            last_tracks: Vec::new(),
             parts: Vec::new(),
             rows: 0,
             first: None,
@@ -614,14 +630,14 @@ impl TableGroups {
                 .saturating_mul(self.width)
                 .saturating_sub(1),
         ];
-        self.groups.push(TrackRows {
+        let group = TrackRows {
             labels: self.first.take().unwrap_or_default(),
             batch,
             position: self.position,
             axis: Some(axis),
             seq: self.seq,
-        });
-        self.last_tracks.push(std::mem::take(&mut self.last));
+        };
+        self.groups.push((group, std::mem::take(&mut self.last)));
         self.parts.clear();
         self.rows = 0;
         self.cells = [u64::MAX, 0];
@@ -631,14 +647,12 @@ impl TableGroups {
     /// The groups cut so far, with their last tracks, handed over.
     fn ready(&mut self) -> Vec<(TrackRows, Vec<String>)> {
         std::mem::take(&mut self.groups)
-            .into_iter()
-            .zip(std::mem::take(&mut self.last_tracks))
-            .collect()
     }
 
-    fn finish(mut self) -> std::result::Result<(Vec<TrackRows>, Vec<Vec<String>>), String> {
+    /// Cuts the last group and hands over what is left.
+    fn finish(mut self) -> std::result::Result<Vec<(TrackRows, Vec<String>)>, String> {
         self.cut()?;
-        Ok((self.groups, self.last_tracks))
+        Ok(self.groups)
     }
 }
 
@@ -976,21 +990,34 @@ impl Archive {
         let ids: Vec<String> = self.commit.state().streams.keys().cloned().collect();
         let mut reports = Vec::new();
         for id in ids {
-            // A forced compaction is one job; an automatic one works off a backlog of level
-            // runs one tiered merge at a time (each merges `LEVEL_FANOUT` runs into one).
-            let rounds = if force { 1 } else { MAX_AUTO_ROUNDS };
-            for _ in 0..rounds {
-                let Some(job) = self.plan_compaction(&id, force)? else {
-                    break;
-                };
-                let files = match job.run(|d, t| progress(&id, d, t)) {
-                    Ok(f) => f,
-                    Err(e) => return Err(self.poison(e)),
-                };
-                match self.finish_compaction(files)? {
-                    Some(report) => reports.push(report),
-                    None => break,
-                }
+            reports.extend(self.compact_stream(&id, force, |d, t| progress(&id, d, t))?);
+        }
+        Ok(reports)
+    }
+
+    /// The compactions of one stream: one job when forced; otherwise every one due, since an
+    /// automatic compaction works off a backlog of level runs one tiered merge at a time
+    /// (each merges `LEVEL_FANOUT` runs into one; at most [`MAX_AUTO_ROUNDS`]). A job
+    /// overtaken by a retirement ends it. `progress(done, total)` within each job.
+    pub fn compact_stream(
+        &mut self,
+        stream: &str,
+        force: bool,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<Vec<CompactReport>> {
+        let rounds = if force { 1 } else { MAX_AUTO_ROUNDS };
+        let mut reports = Vec::new();
+        for _ in 0..rounds {
+            let Some(job) = self.plan_compaction(stream, force)? else {
+                break;
+            };
+            let files = match job.run(&mut progress) {
+                Ok(f) => f,
+                Err(e) => return Err(self.poison(e)),
+            };
+            match self.finish_compaction(files)? {
+                Some(report) => reports.push(report),
+                None => break,
             }
         }
         Ok(reports)
@@ -1014,6 +1041,16 @@ impl Archive {
     /// The manifest's current size in bytes (0 read-only).
     pub fn manifest_bytes(&self) -> u64 {
         self.commit.manifest_bytes()
+    }
+
+    /// A checkpoint when one is due ([`Archive::checkpoint_due`]): the new generation, if
+    /// one started.
+    pub fn checkpoint_if_due(&mut self) -> Result<Option<u64>> {
+        if self.checkpoint_due() {
+            self.checkpoint().map(Some)
+        } else {
+            Ok(None)
+        }
     }
 
     /// Whether a checkpoint is due: the manifest is past its configured size, or past
@@ -1045,9 +1082,7 @@ impl Archive {
         if self.store.configured().is_some() && !self.config.offload.is_empty() {
             done.offloaded = self.offload(None, now_ns, |_, _, _| {})?;
         }
-        if self.checkpoint_due() {
-            done.checkpoint = Some(self.checkpoint()?);
-        }
+        done.checkpoint = self.checkpoint_if_due()?;
         Ok(done)
     }
 }
@@ -1102,9 +1137,7 @@ impl Maintainer {
                 self.running.push((id, handle));
             }
         }
-        if archive.checkpoint_due() {
-            done.checkpoint = Some(archive.checkpoint()?);
-        }
+        done.checkpoint = archive.checkpoint_if_due()?;
         Ok(done)
     }
 

@@ -258,7 +258,7 @@ fn raw_retirable(
 fn level_position_floor(stream: &StreamState, track: &TrackState, k: usize, axis: u64) -> u64 {
     let this = std::slice::from_ref(&track.labels);
     let known = levels::level_groups(&stream.levels, k)
-        .map(|(_, g)| &stream.levels[g.0].groups[g.1])
+        .map(|(f, g)| &stream.levels[f].groups[g])
         .filter(|g| levels::group_holds_any(g, this))
         .filter(|g| g.axis.is_none_or(|[_, hi]| hi >= axis))
         .map(|g| g.position[0])
@@ -334,7 +334,8 @@ pub struct PlannedSegment {
 /// be rewritten at all). A data file is rewritten when it holds several tracks, is smaller
 /// than half the target, or holds retired groups; every later group of each track it holds is
 /// rewritten with it, so a track's segments stay in `_seq` order. Level runs merge
-/// size-tiered ([`tiered_merge`]) into level tables, cells whole and retired cells dropped.
+/// size-tiered ([`tiered_merge`]) into one run of whole cells (level tables once it is large,
+/// or forced), retired cells dropped.
 pub fn plan_compaction(
     stream: &StreamState,
     policy: &Compaction,

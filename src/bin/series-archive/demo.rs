@@ -268,19 +268,17 @@ pub fn run(
         Vec::new()
     };
     if !compacted.is_empty() {
-        let sum = |f: fn(&series_archive::archive::lifecycle::CompactReport) -> u64| {
-            compacted.iter().map(f).sum::<u64>()
-        };
+        let t = series_archive::archive::lifecycle::CompactReport::total(&compacted);
         out!(
             "compaction ({} step(s), automatic): {} barrier files ({} bytes) → {} segments ({} bytes); {} level files merged size-tiered ({} bytes → {} bytes), in {:.2?}",
             compacted.len(),
-            sum(|c| c.files_in as u64),
-            sum(|c| c.bytes_in),
-            sum(|c| c.files_out as u64),
-            sum(|c| c.bytes_out),
-            sum(|c| c.level_files_in as u64),
-            sum(|c| c.level_bytes_in),
-            sum(|c| c.level_bytes_out),
+            t.files_in,
+            t.bytes_in,
+            t.files_out,
+            t.bytes_out,
+            t.level_files_in,
+            t.level_bytes_in,
+            t.level_bytes_out,
             began.elapsed()
         );
     }

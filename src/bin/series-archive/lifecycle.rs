@@ -225,51 +225,46 @@ pub(crate) fn compact(
     let began = Instant::now();
     let mut any = false;
     for id in ids {
-        // `--auto` works off a backlog of level runs one tiered merge at a time.
-        let rounds = if auto {
-            series_archive::archive::lifecycle::MAX_AUTO_ROUNDS
-        } else {
-            1
-        };
-        for _ in 0..rounds {
-            let Some(job) = archive.plan_compaction(&id, !auto)? else {
-                break;
-            };
-            any = true;
-            let bar = ProgressBar::new(job.steps() as u64);
-            bar.set_style(
-                ProgressStyle::with_template(
-                    "compacting {prefix} {bar:40} {pos}/{len} segments [{elapsed}]",
-                )
-                .expect("a valid template"),
-            );
-            bar.set_prefix(id.clone());
-            let files = job.run(|done, _| bar.set_position(done as u64))?;
-            bar.finish_and_clear();
-            match archive.finish_compaction(files)? {
-                None => {
-                    out!("{id}: overtaken by a retirement; nothing changed");
-                    break;
+        // One bar a job: a job's first step makes it, its commit (the report) ends it.
+        let mut bar: Option<ProgressBar> = None;
+        let reports = archive.compact_stream(&id, !auto, |done, total| {
+            bar.get_or_insert_with(|| {
+                let bar = ProgressBar::new(total as u64);
+                bar.set_style(
+                    ProgressStyle::with_template(
+                        "compacting {prefix} {bar:40} {pos}/{len} segments [{elapsed}]",
+                    )
+                    .expect("a valid template"),
+                );
+                bar.set_prefix(id.clone());
+                bar
+            })
+            .set_position(done as u64);
+            if done == total {
+                if let Some(bar) = bar.take() {
+                    bar.finish_and_clear();
                 }
-                Some(r) => out!(
-                    "{id}: {} data file(s), {} bytes → {} segment(s), {} bytes; {} level file(s), {} bytes → {} bytes",
-                    r.files_in,
-                    r.bytes_in,
-                    r.files_out,
-                    r.bytes_out,
-                    r.level_files_in,
-                    r.level_bytes_in,
-                    r.level_bytes_out
-                ),
             }
+        })?;
+        for r in &reports {
+            any = true;
+            out!(
+                "{id}: {} data file(s), {} bytes → {} segment(s), {} bytes; {} level file(s), {} bytes → {} bytes",
+                r.files_in,
+                r.bytes_in,
+                r.files_out,
+                r.bytes_out,
+                r.level_files_in,
+                r.level_bytes_in,
+                r.level_bytes_out
+            );
         }
     }
     if !any {
         out!("nothing to compact");
     } else {
         eprintln!("compacted in {:.2} s", began.elapsed().as_secs_f64());
-        if archive.checkpoint_due() {
-            let generation = archive.checkpoint()?;
+        if let Some(generation) = archive.checkpoint_if_due()? {
             eprintln!("checkpoint: manifest generation {generation} holds the live state");
         }
     }

@@ -769,22 +769,19 @@ fn ingest(
         let began = std::time::Instant::now();
         let reports = archive.compact(false, |_, _, _| {})?;
         if !reports.is_empty() {
-            let sum = |f: fn(&series_archive::archive::lifecycle::CompactReport) -> usize| {
-                reports.iter().map(f).sum::<usize>()
-            };
+            let t = series_archive::archive::lifecycle::CompactReport::total(&reports);
             eprintln!(
                 "compacted in {} step(s): {} barrier files → {} segments; {} level files merged size-tiered; in {:.2?}; --no-compact keeps them as sealed",
                 reports.len(),
-                sum(|c| c.files_in),
-                sum(|c| c.files_out),
-                sum(|c| c.level_files_in),
+                t.files_in,
+                t.files_out,
+                t.level_files_in,
                 began.elapsed()
             );
         }
         // The log now holds mostly replaced history: start a generation from the live state,
         // so every later open reads the state, not the history.
-        if archive.checkpoint_due() {
-            let generation = archive.checkpoint()?;
+        if let Some(generation) = archive.checkpoint_if_due()? {
             eprintln!("checkpoint: manifest generation {generation}");
         }
     }
