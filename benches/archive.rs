@@ -28,6 +28,8 @@
 //!   `seal/arrow_writer/<rows>`: `ArrowWriter` with the archive's writer properties writes
 //!   the same batches (plus the position column), one file per barrier, each file and the
 //!   directory synced — the floor of any Parquet writer that makes a barrier durable.
+//!   `seal/archive_without_delta_log/<rows>`: the archive with `Config::delta(false)`, so
+//!   the ratio of the two is what keeping the Delta logs costs a barrier.
 //!   Throughput in rows (elements);
 //! - `rows/arrow/<rows>` reads the middle 10% of the positions of track (`run_0`,
 //!   `probe.00`) with `read_rows` (an Arrow batch); `rows/typed/<rows>` the same rows through
@@ -107,9 +109,10 @@ fn scratch(name: &str) -> PathBuf {
 
 type Barriers = Vec<(RecordBatch, Vec<u64>)>;
 
-fn archive_ingest(dir: &Path, barriers: &Barriers) -> Duration {
+fn archive_ingest(dir: &Path, barriers: &Barriers, delta: bool) -> Duration {
     let began = Instant::now();
-    let mut archive = Archive::open(dir, Config::new().stream(common::spec())).expect("open");
+    let config = Config::new().stream(common::spec()).delta(delta);
+    let mut archive = Archive::open(dir, config).expect("open");
     for (batch, positions) in barriers {
         archive
             .stage_batch(STREAM, batch, positions)
@@ -154,7 +157,14 @@ fn seal(c: &mut Criterion) {
     group.bench_function(BenchmarkId::new("archive", &id), |b| {
         b.iter_custom(|iters| {
             (0..iters)
-                .map(|_| archive_ingest(&scratch("seal-archive"), &barriers))
+                .map(|_| archive_ingest(&scratch("seal-archive"), &barriers, true))
+                .sum()
+        })
+    });
+    group.bench_function(BenchmarkId::new("archive_without_delta_log", &id), |b| {
+        b.iter_custom(|iters| {
+            (0..iters)
+                .map(|_| archive_ingest(&scratch("seal-archive"), &barriers, false))
                 .sum()
         })
     });

@@ -26,16 +26,16 @@
 # ```
 #
 # **Which files?** The manifest is the commit point, and it is not meant to be parsed by
-# hand. An analyst reads the documented glob `ARCHIVE/streams/<id>/rows/*.parquet`: it never
-# reaches into `.tmp/` or `.quarantine/`. After a crash, a file can sit in `rows/` that no
-# manifest record names (the next writable open moves it into `.quarantine/`); when you
-# need the *exact* committed set, ask the CLI:
+# hand. Each stream's rows are also a **Delta Lake table** (`streams/<id>/rows/_delta_log`),
+# kept level with the manifest: DuckDB's `delta_scan`, Polars and `deltalake` read through it
+# exactly the committed files, never a file a crash left behind. This notebook reads through
+# the log. The plain glob `ARCHIVE/streams/<id>/rows/*.parquet` is the quick, non-exact
+# path (pass `--glob`): after a crash it can include a file no record names until the next
+# writable open moves it into `.quarantine/`. The CLI prints the same exact list:
 #
 # ```
-# series-archive files ARCHIVE --stream capture     # one path per line
+# series-archive files ARCHIVE --stream capture     # one path per line, read through the log
 # ```
-#
-# and pass that list to `read_parquet([...])` / `pl.scan_parquet([...])` instead of the glob.
 #
 # Columns: every row column as declared, plus `_position` (u64, the stream position the row
 # was delivered at; several rows may share one) and `_seq` (u64, unique within a stream,
@@ -65,6 +65,7 @@ parser.add_argument("--track", default="run,probe", help="track columns, outermo
 parser.add_argument("--axis", default="ordinal", help="the axis column (unsigned integer)")
 parser.add_argument("--field", default="value", help="the measured column to downsample")
 parser.add_argument("--cell-width", type=int, default=256, help="M4 grid cell width on the axis")
+parser.add_argument("--glob", action="store_true", help="read the plain glob instead of the Delta log (quick, not exact)")
 # Under a Jupyter kernel argv holds the kernel's own flags: take parameters from here and
 # SERIES_ARCHIVE_DIR instead.
 IN_KERNEL = "ipykernel" in sys.modules
@@ -78,21 +79,30 @@ FIELD = args.field
 CELL_WIDTH = args.cell_width
 assert CELL_WIDTH >= 1, "--cell-width must be at least 1"
 
-GLOB = str(ARCHIVE / "streams" / STREAM / "rows" / "*.parquet")
+TABLE = ARCHIVE / "streams" / STREAM / "rows"
+GLOB = str(TABLE / "*.parquet")
 print(f"archive {ARCHIVE}, stream {STREAM}, track {TRACK}, axis {AXIS}, field {FIELD}, cell width {CELL_WIDTH}")
-print(f"glob    {GLOB}")
-if not list((ARCHIVE / "streams" / STREAM / "rows").glob("*.parquet")):
-    sys.exit(f"no data files match {GLOB}: is {ARCHIVE} an archive holding stream {STREAM!r}?")
+if args.glob:
+    FILES = sorted(str(p) for p in TABLE.glob("*.parquet"))
+    print(f"glob    {GLOB} (not exact after a crash)")
+else:
+    from deltalake import DeltaTable
+
+    FILES = DeltaTable(str(TABLE)).file_uris()
+    print(f"table   {TABLE} (through its Delta log: exactly the committed files)")
+if not FILES:
+    sys.exit(f"no data files in {TABLE}: is {ARCHIVE} an archive holding stream {STREAM!r}?")
 
 # %% [markdown]
 # ## Open the files
 #
-# DuckDB gets a view over the glob; Polars a lazy scan of the same glob.
+# DuckDB gets a view over exactly those files; Polars a lazy scan of the same files (both keep
+# the files' own types, UInt64 included).
 
 # %%
 con = duckdb.connect()
-con.execute(f"CREATE VIEW rows AS SELECT * FROM read_parquet('{GLOB.replace(chr(39), chr(39) * 2)}')")
-lf = pl.scan_parquet(GLOB)
+con.execute("CREATE VIEW rows AS SELECT * FROM read_parquet(?)".replace("?", "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in FILES) + "]"))
+lf = pl.scan_parquet(FILES)
 print(con.sql("DESCRIBE rows"))
 print(lf.collect_schema())
 

@@ -399,6 +399,7 @@ fn verify_names_a_damaged_level_file() {
     let mut level_files: Vec<PathBuf> = std::fs::read_dir(&levels)
         .expect("level files")
         .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
         .collect();
     level_files.sort();
     assert_eq!(level_files.len() as u64, BARRIERS, "{level_files:?}");

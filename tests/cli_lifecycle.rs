@@ -44,8 +44,12 @@ fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
     out
 }
 
+/// Entries of `dir` (files and level directories), its Delta log aside.
 fn count(root: &Path, dir: &str) -> usize {
-    std::fs::read_dir(root.join(dir)).map_or(0, |d| d.count())
+    std::fs::read_dir(root.join(dir)).map_or(0, |d| {
+        d.filter(|e| e.as_ref().map_or(true, |e| e.file_name() != "_delta_log"))
+            .count()
+    })
 }
 
 /// A demo archive: 2 runs × 2 probes, 4 000 ticks sealed every 200 (20 barriers), left

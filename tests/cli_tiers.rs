@@ -143,10 +143,21 @@ fn offload_to_s3_and_every_read_answers_the_same() {
         stderr.contains("requests: s3://cli-tier/site-a: 6 GET, 6 PUT, 0 DELETE, 1 LIST"),
         "{stderr}"
     );
-    let local = std::fs::read_dir(archive.join("streams/capture/rows"))
+    let local: Vec<_> = std::fs::read_dir(archive.join("streams/capture/rows"))
         .expect("rows dir")
-        .count();
-    assert_eq!(local, 0, "local copies deleted");
+        .map(|e| e.expect("entry").file_name())
+        .filter(|n| n != "_delta_log")
+        .collect();
+    assert!(local.is_empty(), "local copies deleted: {local:?}");
+    // The Delta log names every file by its object URL now.
+    let listed = ok(&moto, &["files", a, "--stream", "capture"]);
+    assert_eq!(listed.lines().count(), 5, "{listed}");
+    assert!(
+        listed
+            .lines()
+            .all(|l| l.starts_with("s3://cli-tier/site-a/streams/capture/rows/")),
+        "{listed}"
+    );
 
     for (read, want) in reads.iter().zip(&before) {
         assert_eq!(&ok(&moto, read), want, "{read:?} answers the same from S3");

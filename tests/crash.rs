@@ -259,7 +259,9 @@ fn crash_and_recover(point: FaultPoint) {
         }
         FaultPoint::AfterSnapshotWrite
         | FaultPoint::AfterSnapshotRename
-        | FaultPoint::AfterUpload => {
+        | FaultPoint::AfterUpload
+        | FaultPoint::AfterDeltaCommit
+        | FaultPoint::AfterDeltaCheckpoint => {
             unreachable!(
                 "a barrier does not pass the checkpoint's or the offload's points \
                  (tests/lifecycle_crash.rs, tests/tiers.rs)"

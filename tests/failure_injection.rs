@@ -18,6 +18,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// The capture stream without the Delta log: this suite's operations are one manifest record
+/// each, and with the log on a retirement also rewrites the files that still hold retired
+/// groups (a second record). The log's failures and crashes are tests/delta_log.rs's.
+fn config() -> series_archive::archive::Config {
+    capture_config().delta(false)
+}
+
 /// Counts durable operations and fails the `fail_at`-th one; logs every one.
 #[derive(Default)]
 struct Injector {
@@ -72,19 +79,19 @@ const ERRORS: [(&str, MakeError); 3] = [
 ];
 
 #[test]
+
 fn every_durable_operation_fails_cleanly_and_reopens_to_before_or_after() {
     let dir = tempfile::tempdir().expect("tempdir");
     let pristine = dir.path().join("base");
     base(&pristine);
-    let before = served(&Archive::open(&pristine, capture_config()).expect("open"));
+    let before = served(&Archive::open(&pristine, config()).expect("open"));
     let mut cases = 0;
     for (name, operation) in operations() {
         // A clean run: how many durable operations it takes, and what it leaves.
         let clean = dir.path().join(format!("{name}-clean"));
         copy_tree(&pristine, &clean);
         let counter = Injector::new(usize::MAX, ERRORS[0].1);
-        let mut archive =
-            Archive::open(&clean, capture_config().faults(counter.faults())).expect("open");
+        let mut archive = Archive::open(&clean, config().faults(counter.faults())).expect("open");
         counter.arm(usize::MAX);
         operation(&mut archive).expect("the clean run completes");
         let steps = counter.seen.load(Ordering::SeqCst);
@@ -95,7 +102,7 @@ fn every_durable_operation_fails_cleanly_and_reopens_to_before_or_after() {
             "{name} changes what is served or the files that hold it"
         );
         drop(archive);
-        let reopened = served(&Archive::open(&clean, capture_config()).expect("reopen"));
+        let reopened = served(&Archive::open(&clean, config()).expect("reopen"));
         assert!(
             reopened == after,
             "{name}: a clean run reopens to its own state: {}",
@@ -108,7 +115,7 @@ fn every_durable_operation_fails_cleanly_and_reopens_to_before_or_after() {
             let root = dir.path().join(format!("{name}-{at}"));
             copy_tree(&pristine, &root);
             let injector = Injector::new(usize::MAX, error);
-            let mut archive = Archive::open(&root, capture_config().faults(injector.faults()))
+            let mut archive = Archive::open(&root, config().faults(injector.faults()))
                 .unwrap_or_else(|e| panic!("{what}: open: {e}"));
             injector.arm(at);
             let outcome = operation(&mut archive);
@@ -147,8 +154,8 @@ fn every_durable_operation_fails_cleanly_and_reopens_to_before_or_after() {
             }
             drop(archive);
             // Reopened: exactly before or exactly after, verified, and writable.
-            let mut archive = Archive::open(&root, capture_config())
-                .unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
+            let mut archive =
+                Archive::open(&root, config()).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
             let now = served(&archive);
             assert!(
                 now == before || now == after,
@@ -184,7 +191,7 @@ fn a_failed_read_is_refused_never_short() {
     base(&root);
     // Compacted and uncompacted files both: a compaction of two, then fresh barriers.
     {
-        let mut archive = Archive::open(&root, capture_config()).expect("open");
+        let mut archive = Archive::open(&root, config()).expect("open");
         archive.compact(true, |_, _, _| {}).expect("compact");
         for b in BASE_BARRIERS..BASE_BARRIERS + 2 {
             stage(&mut archive, b);
@@ -192,13 +199,8 @@ fn a_failed_read_is_refused_never_short() {
         }
     }
     let injector = Injector::new(usize::MAX, ERRORS[0].1);
-    let reader = || {
-        Archive::open(
-            &root,
-            capture_config().faults(injector.faults()).read_only(true),
-        )
-        .expect("open")
-    };
+    let reader =
+        || Archive::open(&root, config().faults(injector.faults()).read_only(true)).expect("open");
     let archive = reader();
     let whole = served(&archive);
     let reads: Vec<(&str, Read)> = vec![
@@ -278,12 +280,12 @@ fn a_failed_background_compaction_poisons_like_a_foreground_one() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().join("archive");
     base(&root);
-    let before = served(&Archive::open(&root, capture_config()).expect("open"));
+    let before = served(&Archive::open(&root, config()).expect("open"));
     // Every read fails: the job cannot read its inputs.
     let injector = Injector::new(usize::MAX, ERRORS[0].1);
     let mut archive = Archive::open(
         &root,
-        capture_config().faults(injector.faults()).compaction(
+        config().faults(injector.faults()).compaction(
             series_archive::archive::lifecycle::Compaction {
                 min_inputs: 2,
                 ..Default::default()
@@ -305,7 +307,7 @@ fn a_failed_background_compaction_poisons_like_a_foreground_one() {
     );
     drop(archive);
     assert_eq!(
-        served(&Archive::open(&root, capture_config()).expect("reopen")),
+        served(&Archive::open(&root, config()).expect("reopen")),
         before
     );
 }
@@ -317,19 +319,19 @@ fn a_failed_background_compaction_poisons_like_a_foreground_one() {
 fn a_file_the_manifest_names_that_is_gone_is_missing_never_short() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().join("archive");
-    let mut archive = Archive::open(&root, capture_config()).expect("open");
+    let mut archive = Archive::open(&root, config()).expect("open");
     let (rows, positions) = workload(4, 8, 500, 0);
     archive
         .stage_batch("capture", &batch(&rows), &positions)
         .expect("stage");
     archive.seal_all().expect("seal");
     drop(archive);
-    let files = Archive::open(&root, capture_config().read_only(true))
+    let files = Archive::open(&root, config().read_only(true))
         .expect("open")
         .files("capture")
         .expect("files");
     std::fs::remove_file(&files[0]).expect("remove a data file");
-    let reader = Archive::open(&root, capture_config().read_only(true)).expect("open");
+    let reader = Archive::open(&root, config().read_only(true)).expect("open");
     match reader.read_rows("capture", &[], Unbounded, Unbounded) {
         Err(ReadError::Stored(e)) => {
             assert_eq!(e.kind, StoredErrorKind::Missing, "{e}");

@@ -141,15 +141,21 @@ struct Tally {
 }
 
 fn count_dir(dir: &Path) -> usize {
-    std::fs::read_dir(dir).map_or(0, |d| d.count())
+    std::fs::read_dir(dir).map_or(0, |d| {
+        d.filter(|e| e.as_ref().map_or(true, |e| e.file_name() != "_delta_log"))
+            .count()
+    })
 }
 
-/// Files under `dir`, at any depth (level tables sit in `levels/level=K/`).
+/// Files under `dir`, at any depth (level tables sit in `levels/level=K/`), its Delta log
+/// aside.
 fn count_files(dir: &Path) -> usize {
     std::fs::read_dir(dir).map_or(0, |d| {
         d.map(|e| {
             let path = e.expect("entry").path();
-            if path.is_dir() {
+            if path.file_name().is_some_and(|n| n == "_delta_log") {
+                0
+            } else if path.is_dir() {
                 count_files(&path)
             } else {
                 1

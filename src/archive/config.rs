@@ -24,6 +24,7 @@ pub struct Config {
     pub(crate) repair: bool,
     pub(crate) cold: Option<Arc<crate::archive::cold::ColdTier>>,
     pub(crate) offload: BTreeMap<String, crate::archive::lifecycle::OffloadPolicy>,
+    pub(crate) delta: bool,
 }
 
 /// The manifest size past which a new generation starts with a snapshot (the default).
@@ -42,6 +43,7 @@ impl Default for Config {
             repair: false,
             cold: None,
             offload: BTreeMap::new(),
+            delta: true,
         }
     }
 }
@@ -73,6 +75,15 @@ impl Config {
     /// Installs a fault hook (crash tests).
     pub fn faults(mut self, faults: Faults) -> Self {
         self.faults = faults;
+        self
+    }
+
+    /// Whether a writable archive keeps each stream's Delta log (`_delta_log/` beside its
+    /// rows and its levels) level with the manifest (the default). Off, no log is written or
+    /// brought level, and one left from before falls behind: `series-archive files` then
+    /// refuses to read through it until `series-archive publish` rebuilds it.
+    pub fn delta(mut self, on: bool) -> Self {
+        self.delta = on;
         self
     }
 

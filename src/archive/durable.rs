@@ -155,7 +155,9 @@ pub(crate) fn list_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// Every regular file beneath `dir`, recursively; an absent directory is empty.
+/// Every regular file beneath `dir`, recursively; an absent directory is empty. A Delta
+/// log (`_delta_log/`, see `delta.rs`) is not the archive's own files and is never walked:
+/// no record names its files, and recovery must not take them for leftovers.
 pub(crate) fn walk_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -171,7 +173,9 @@ pub(crate) fn walk_files(dir: &Path) -> Result<Vec<PathBuf>> {
                 .file_type()
                 .map_err(ArchiveError::io("stat", entry.path()))?;
             if kind.is_dir() {
-                stack.push(entry.path());
+                if entry.file_name() != super::delta::LOG_DIR {
+                    stack.push(entry.path());
+                }
             } else if kind.is_file() {
                 out.push(entry.path());
             }

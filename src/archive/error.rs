@@ -110,6 +110,18 @@ pub enum ArchiveError {
     /// reserved names that ran out): nothing is recorded; report it.
     #[error("internal: {0}")]
     Internal(String),
+    /// A stream table's Delta log could not be read or written. The manifest, the commit
+    /// point, is unaffected: the log is derived from it and the next writable open (or
+    /// `series-archive publish`) brings it level.
+    #[error("stream {stream:?}, Delta log of {table}/: {message}")]
+    Delta {
+        /// The stream.
+        stream: String,
+        /// `rows` or `levels`.
+        table: &'static str,
+        /// What failed.
+        message: String,
+    },
     /// The cold tier failed (listing or deleting objects at a writable open).
     #[error("cold tier: {0}")]
     Cold(String),

@@ -21,11 +21,16 @@ pub enum FaultPoint {
     AfterSnapshotRename,
     /// An offload's objects are uploaded and confirmed whole; no record names them yet.
     AfterUpload,
+    /// A stream table's Delta commit for a manifest record is in place and synced; the
+    /// stream's other table, or the other streams, may not have theirs yet.
+    AfterDeltaCommit,
+    /// A Delta checkpoint that follows the manifest's is written and synced.
+    AfterDeltaCheckpoint,
 }
 
 impl FaultPoint {
     /// Every point, in write-path order.
-    pub const ALL: [FaultPoint; 7] = [
+    pub const ALL: [FaultPoint; 9] = [
         FaultPoint::AfterDataWrite,
         FaultPoint::AfterDataRename,
         FaultPoint::MidRecord,
@@ -33,6 +38,8 @@ impl FaultPoint {
         FaultPoint::AfterSnapshotWrite,
         FaultPoint::AfterSnapshotRename,
         FaultPoint::AfterUpload,
+        FaultPoint::AfterDeltaCommit,
+        FaultPoint::AfterDeltaCheckpoint,
     ];
 
     /// The points a barrier (or a compaction swap) passes, in write-path order.
@@ -53,6 +60,8 @@ impl FaultPoint {
             FaultPoint::AfterSnapshotWrite => "after-snapshot-write",
             FaultPoint::AfterSnapshotRename => "after-snapshot-rename",
             FaultPoint::AfterUpload => "after-upload",
+            FaultPoint::AfterDeltaCommit => "after-delta-commit",
+            FaultPoint::AfterDeltaCheckpoint => "after-delta-checkpoint",
         }
     }
 

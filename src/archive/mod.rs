@@ -11,6 +11,7 @@ pub mod clock;
 pub mod cold;
 mod commit;
 pub mod config;
+pub mod delta;
 mod describe;
 mod durable;
 pub mod error;
@@ -90,6 +91,18 @@ pub struct Recovery {
     /// Objects under the cold tier that no record named (an upload cut off before its
     /// record), removed by this open.
     pub cold_orphans_removed: Vec<String>,
+    /// Delta logs this open brought level with the manifest (a crash came between a record
+    /// and its Delta commit), as `<stream>/<rows|levels>@<version>`.
+    pub delta_leveled: Vec<String>,
+    /// Delta logs this open could not read and wrote anew from the manifest (the old ones
+    /// kept as evidence), as `<stream>/<rows|levels>`.
+    pub delta_rebuilt: Vec<String>,
+    /// Delta logs this open could not bring level, with why: reads through them are behind
+    /// the manifest (`files` refuses them) until the next commit or `publish` succeeds.
+    pub delta_behind: Vec<String>,
+    /// Data files still holding retired row groups (a crash came between a retirement and
+    /// its rewrite) that this open rewrote without them.
+    pub retired_rewritten: usize,
 }
 
 impl Recovery {
@@ -145,6 +158,8 @@ pub struct Archive {
     replayed: Option<(u64, u64)>,
     /// Where stored files are read from: the root, or a cold tier.
     store: Arc<store::Store>,
+    /// Keeps the streams' Delta logs level with the manifest (writable, unless turned off).
+    delta: Option<delta::Publisher>,
 }
 
 impl std::fmt::Debug for Archive {
@@ -273,6 +288,7 @@ impl Archive {
             level_cache: std::sync::Mutex::new(levels::LevelCache::new(levels::LEVEL_CACHE_CELLS)),
             replayed: None,
             store,
+            delta: None,
         };
         archive.recover()?;
         archive.declare()?;
@@ -280,6 +296,13 @@ impl Archive {
         // Last: a declaration or a lifetime refused above leaves the cold tier untouched.
         if !archive.config.read_only {
             archive.recovery.cold_orphans_removed = archive.sweep_cold_orphans()?;
+            if archive.config.delta {
+                archive.delta = Some(delta::Publisher::new(
+                    &archive.root,
+                    archive.config.faults.clone(),
+                )?);
+                archive.level_delta_logs()?;
+            }
         }
         Ok(archive)
     }
@@ -487,9 +510,21 @@ impl Archive {
         self.commit.poison(e)
     }
 
-    /// Appends and syncs one record, then applies it (see [`CommitPoint::commit`]).
+    /// Appends and syncs one record, then applies it (see [`CommitPoint::commit`]), then
+    /// brings the Delta logs of the streams it changed level with it.
     fn commit(&mut self, record: &Record) -> Result<()> {
-        self.commit.commit(record)
+        self.commit.commit(record)?;
+        let streams: Vec<String> = match record {
+            Record::Barrier(b) => b.streams.iter().map(|s| s.stream.clone()).collect(),
+            Record::Retire(r) => vec![r.stream.clone()],
+            Record::Compact(c) => vec![c.stream.clone()],
+            Record::Offload(o) => vec![o.stream.clone()],
+            _ => Vec::new(),
+        };
+        for stream in streams {
+            self.publish_after_commit(&stream);
+        }
+        Ok(())
     }
 
     /// Whether a writer has committed since this (read-only) open replayed the manifest: a

@@ -20,7 +20,8 @@ pub mod retention;
 
 pub use offload::{plan_offload, OffloadPolicy, OffloadReport};
 pub use plan::{
-    plan_compaction, plan_retirement, plan_track_retirement, CompactPlan, PlannedSegment, Split,
+    holds_retired, plan_compaction, plan_retirement, plan_track_retirement, CompactPlan,
+    PlannedSegment, Rewrite, Split,
 };
 pub use retention::{parse_duration, parse_size, Compaction, Lifetime, Retention};
 
@@ -64,6 +65,11 @@ pub struct RetireReport {
     pub files_deleted: usize,
     /// Bytes deleted.
     pub bytes_deleted: u64,
+    /// Data files that still held retired row groups beside live ones, rewritten without
+    /// them ([`Rewrite::Retired`]), and their bytes.
+    pub files_rewritten: usize,
+    /// Bytes of the data files rewritten.
+    pub bytes_rewritten: u64,
 }
 
 /// What one compaction did.
@@ -755,7 +761,7 @@ fn track_row(decl: &StreamDecl, labels: &[&str]) -> std::result::Result<RecordBa
 }
 
 impl Archive {
-    fn writable(&self) -> Result<()> {
+    pub(crate) fn writable(&self) -> Result<()> {
         self.commit.writable("retire or compact")
     }
 
@@ -799,10 +805,24 @@ impl Archive {
             whole: retire.tracks.iter().filter(|t| t.whole).count(),
             files_deleted: doomed.len(),
             bytes_deleted: doomed.iter().map(|f| f.bytes).sum(),
+            files_rewritten: 0,
+            bytes_rewritten: 0,
         };
         let id = retire.stream.clone();
+        let mut report = report;
         self.commit(&Record::Retire(retire))?;
         self.discard(&doomed)?;
+        // With the Delta log on, files still holding retired groups are rewritten now, so
+        // the log (and a glob) shows exactly what is served.
+        let purged = if self.config.delta {
+            self.purge_retired(&id)?
+        } else {
+            None
+        };
+        if let Some(rewritten) = purged {
+            report.files_rewritten = rewritten.files_in;
+            report.bytes_rewritten = rewritten.bytes_in;
+        }
         tracing::info!(stream = %id, tracks = report.tracks, whole = report.whole, files = report.files_deleted, "retired");
         Ok(report)
     }
@@ -870,6 +890,24 @@ impl Archive {
     /// Plans a compaction of `stream` and reserves its file names; `None` when nothing is
     /// worth rewriting (`force`: rewrite whatever can be, regardless of the thresholds).
     pub fn plan_compaction(&mut self, stream: &str, force: bool) -> Result<Option<CompactionJob>> {
+        let rewrite = if force { Rewrite::All } else { Rewrite::Due };
+        self.plan_rewrite(stream, rewrite)
+    }
+
+    /// Rewrites the data files of `stream` that hold retired row groups ([`Rewrite::Retired`]),
+    /// so no live file holds a row the archive no longer serves. A retirement runs it.
+    pub(crate) fn purge_retired(&mut self, stream: &str) -> Result<Option<CompactReport>> {
+        let Some(job) = self.plan_rewrite(stream, Rewrite::Retired)? else {
+            return Ok(None);
+        };
+        let files = match job.run(|_, _| {}) {
+            Ok(f) => f,
+            Err(e) => return Err(self.poison(e)),
+        };
+        self.finish_compaction(files)
+    }
+
+    fn plan_rewrite(&mut self, stream: &str, rewrite: Rewrite) -> Result<Option<CompactionJob>> {
         self.writable()?;
         let state = self
             .commit
@@ -882,7 +920,7 @@ impl Archive {
             .retention
             .get(stream)
             .map_or(Split::None, |r| Split::for_lifetime(r.raw));
-        let Some(plan) = plan_compaction(state, &self.config.compaction, split, force) else {
+        let Some(plan) = plan_compaction(state, &self.config.compaction, split, rewrite) else {
             return Ok(None);
         };
         let schema = match self.selected.get(stream) {
@@ -1034,6 +1072,7 @@ impl Archive {
         if let Some(old) = old {
             self.delete(std::iter::once(old.as_path()))?;
         }
+        self.checkpoint_delta_logs();
         tracing::info!(generation, "checkpoint");
         Ok(generation)
     }

@@ -330,8 +330,31 @@ pub struct PlannedSegment {
     pub sources: Vec<(u64, usize)>,
 }
 
-/// The compaction `stream` calls for under `policy`, if any (`force`: whenever anything can
-/// be rewritten at all). A data file is rewritten when it holds several tracks, is smaller
+/// Whether the data file `f` of `stream` holds a row group its track has retired.
+pub fn holds_retired(stream: &StreamState, f: &SegmentFile) -> bool {
+    f.groups.iter().any(|g| {
+        TrackKey::encode(&g.track)
+            .ok()
+            .and_then(|k| stream.tracks.get(&k))
+            .is_some_and(|t| t.retires(g.seq[1]))
+    })
+}
+
+/// What a compaction rewrites.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rewrite {
+    /// What is due under the policy's thresholds.
+    Due,
+    /// Whatever can be rewritten at all (`compact --force`).
+    All,
+    /// Only the data files that hold retired row groups (with every later file of their
+    /// tracks), whatever their number; no level merge. A retirement runs it so that no live
+    /// file holds a row the archive no longer serves: what a Delta reader, or a glob, sees is
+    /// then exactly what `rows` serves.
+    Retired,
+}
+
+/// The compaction `stream` calls for under `policy`, if any. A data file is rewritten when it holds several tracks, is smaller
 /// than half the target, or holds retired groups; every later group of each track it holds is
 /// rewritten with it, so a track's segments stay in `_seq` order. Level runs merge
 /// size-tiered ([`tiered_merge`]) into one run of whole cells (level tables once it is large,
@@ -340,8 +363,9 @@ pub fn plan_compaction(
     stream: &StreamState,
     policy: &Compaction,
     split: Split,
-    force: bool,
+    rewrite: Rewrite,
 ) -> Option<CompactPlan> {
+    let force = rewrite == Rewrite::All;
     let key_of = |file: &SegmentFile, group: usize| -> u64 {
         match split {
             Split::None => 0,
@@ -357,27 +381,21 @@ pub fn plan_compaction(
         let first = f.groups.first().map(|g| &g.track);
         f.groups.iter().any(|g| Some(&g.track) != first)
     };
-    let has_retired = |f: &SegmentFile| {
-        f.groups.iter().any(|g| {
-            TrackKey::encode(&g.track)
-                .ok()
-                .and_then(|k| stream.tracks.get(&k))
-                .is_some_and(|t| t.retires(g.seq[1]))
-        })
-    };
+    let has_retired = |f: &SegmentFile| holds_retired(stream, f);
     // Barrier files (several tracks) and files holding retired groups always go. A track's
     // small single-track segments are merged size-tiered, per retention slice: from the newest
     // back, an older segment joins while it is at most `MERGE_RATIO` times what is newer than
     // it, so each byte is rewritten a logarithmic number of times and a slice keeps a
     // logarithmic number of segments.
     let always = |f: &SegmentFile| several_tracks(f) || has_retired(f);
+    let purge = rewrite == Rewrite::Retired;
     let mut inputs: BTreeSet<u64> = stream
         .files
         .iter()
-        .filter(|f| always(f))
+        .filter(|f| if purge { has_retired(f) } else { always(f) })
         .map(|f| f.name)
         .collect();
-    for track in stream.tracks.values() {
+    for track in stream.tracks.values().filter(|_| !purge) {
         // This track's pieces per slice, in `_seq` order: (file name, bytes, always).
         let mut slices: BTreeMap<u64, Vec<(u64, u64, bool)>> = BTreeMap::new();
         for g in &track.groups {
@@ -442,7 +460,9 @@ pub fn plan_compaction(
         .values()
         .any(|t| t.level_floors.iter().any(|f| f.axis > 0));
     let runs = level_runs(&stream.levels);
-    let (merged, level_tier) = if force {
+    let (merged, level_tier) = if purge {
+        (0..0, 0)
+    } else if force {
         let rewrite = runs.len() >= 2 || runs.first().is_some_and(|r| floors_moved || !r.tables);
         let top = runs.iter().map(|r| r.tier).max().unwrap_or(0);
         if rewrite {
@@ -460,7 +480,7 @@ pub fn plan_compaction(
         .flat_map(|r| r.files.iter().copied())
         .collect();
     // Raw files are rewritten when there are enough of them, whether or not levels merge.
-    let raw_worth = if force {
+    let raw_worth = if force || purge {
         !inputs.is_empty()
     } else {
         inputs.len() >= policy.min_inputs

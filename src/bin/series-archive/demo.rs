@@ -417,7 +417,11 @@ pub fn run(
     );
     runtime.block_on(StreamConsumer::<Demo>::flush(&mut archive))?;
     out!();
-    out!("open it elsewhere:  duckdb -c \"select run, probe, count(*) from read_parquet('{}/streams/capture/rows/*.parquet') group by all order by all\"", dir.display());
+    out!("open it elsewhere:  duckdb -c \"load delta; select run, probe, count(*) from delta_scan('{}/streams/capture/rows') group by all order by all\"", dir.display());
+    out!(
+        "in a notebook:      SERIES_ARCHIVE_DIR={} jupyter lab notebooks/   (Delta tables: streams/capture/rows, streams/capture/levels)",
+        dir.display()
+    );
     out!(
         "inspect it:         series-archive inspect {}",
         dir.display()

@@ -70,20 +70,65 @@ fn open(archive: &Path, config: Config) -> Result<Archive, Failure> {
         .into());
     }
     let opened = Archive::open(archive, with_cold(config)?)?;
-    for removed in &opened.recovery().cold_orphans_removed {
+    let recovery = opened.recovery();
+    for removed in &recovery.cold_orphans_removed {
         eprintln!("recovery: removed {removed} (an upload no record names)");
+    }
+    if recovery.retired_rewritten > 0 {
+        eprintln!(
+            "recovery: rewrote {} data file(s) still holding retired row groups",
+            recovery.retired_rewritten
+        );
+    }
+    for table in &recovery.delta_leveled {
+        eprintln!("recovery: brought the Delta log {table} level with the manifest");
+    }
+    for table in &recovery.delta_rebuilt {
+        eprintln!("recovery: the Delta log {table} could not be read; wrote it anew (the old one is in .quarantine/)");
+    }
+    for why in &recovery.delta_behind {
+        eprintln!("warning: {why}");
     }
     Ok(opened)
 }
 
+/// `publish`: writes the streams' Delta logs anew from the manifest.
+pub(crate) fn publish(archive: &Path, streams: &[String]) -> Result<(), Failure> {
+    let mut archive = open(archive, Config::new())?;
+    let reports = if streams.is_empty() {
+        archive.publish(None)?
+    } else {
+        let mut all = Vec::new();
+        for s in streams {
+            all.extend(archive.publish(Some(s))?);
+        }
+        all
+    };
+    for r in reports {
+        match r.version {
+            Some(v) => out!(
+                "{}/{}: Delta version {v}, {} file(s): {}",
+                r.stream,
+                r.table,
+                r.files,
+                r.path
+            ),
+            None => out!("{}/{}: no files, no log", r.stream, r.table),
+        }
+    }
+    Ok(())
+}
+
 fn show_retirement(r: &RetireReport, verb: &str) {
     out!(
-        "{verb} {}: {} track(s) moved their floors ({} retired whole); {} file(s), {} bytes deleted",
+        "{verb} {}: {} track(s) moved their floors ({} retired whole); {} file(s), {} bytes deleted; {} file(s), {} bytes rewritten without their retired row groups",
         r.stream,
         r.tracks,
         r.whole,
         r.files_deleted,
-        r.bytes_deleted
+        r.bytes_deleted,
+        r.files_rewritten,
+        r.bytes_rewritten
     );
 }
 

@@ -23,6 +23,7 @@ mod survey;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use series_archive::archive::delta::Table;
 use series_archive::archive::{
     Archive, ArchiveError, Config, ReadError, StoredErrorKind, StreamSpec,
 };
@@ -182,20 +183,42 @@ enum Command {
         archive: PathBuf,
     },
     /// List exactly the committed data files of a stream, one path per line.
+    ///
+    /// Read through the stream's Delta log (what DuckDB, Polars and Spark read), checked
+    /// level with the manifest: a log that is behind is refused (exit 1) with the command
+    /// that writes it anew. Paths in name order; a cold file is its URL.
     Files {
         /// The archive directory.
         archive: PathBuf,
         /// The stream id.
         #[arg(long)]
         stream: String,
-        /// The committed level files instead of the data files, in the order their cells
-        /// merge (publish order; docs/format.md, level tables).
+        /// The committed level files instead of the data files.
         #[arg(long)]
         levels: bool,
         /// Only the level files holding this level: every barrier's partials and the level
-        /// tables of this level (implies --levels).
+        /// tables of this level, in the order their cells merge (implies --levels and
+        /// --manifest: the Delta log knows no merge order).
         #[arg(long, value_name = "K")]
         level: Option<usize>,
+        /// List from the manifest instead of the Delta log (level files in the order their
+        /// cells merge: publish order; docs/format.md, level tables).
+        #[arg(long)]
+        manifest: bool,
+    },
+    /// Write the streams' Delta logs anew from the manifest.
+    ///
+    /// Each stream has two Delta tables, STREAM/rows and STREAM/levels under
+    /// ARCHIVE/streams/, kept level with the manifest by every commit. Run this after a log
+    /// was deleted or damaged, or after writing with the log turned off. Files that still
+    /// hold retired row groups are rewritten first, so the log shows exactly what `rows`
+    /// serves.
+    Publish {
+        /// The archive directory.
+        archive: PathBuf,
+        /// Only these streams (repeatable; default: every stream).
+        #[arg(long)]
+        stream: Vec<String>,
     },
     /// Apply lifetimes now: retire raw rows and level cells past them, and idle tracks whole.
     ///
@@ -444,7 +467,9 @@ fn main() -> ExitCode {
             stream,
             levels,
             level,
-        } => files(&archive, &stream, levels, level),
+            manifest,
+        } => files(&archive, &stream, levels, level, manifest),
+        Command::Publish { archive, stream } => lifecycle::publish(&archive, &stream),
         Command::Sweep {
             archive,
             stream,
@@ -1064,14 +1089,28 @@ fn verify(archive: &Path) -> Result<(), Failure> {
     }
 }
 
-fn files(archive: &Path, stream: &str, levels: bool, level: Option<usize>) -> Result<(), Failure> {
-    let listed = reading(archive, |a| {
-        if levels || level.is_some() {
-            a.level_files(stream, level)
-        } else {
-            a.files(stream)
-        }
-    })?;
+fn files(
+    archive: &Path,
+    stream: &str,
+    levels: bool,
+    level: Option<usize>,
+    manifest: bool,
+) -> Result<(), Failure> {
+    let listed = if manifest || level.is_some() {
+        reading(archive, |a| {
+            if levels || level.is_some() {
+                a.level_files(stream, level)
+            } else {
+                a.files(stream)
+            }
+        })?
+    } else {
+        let table = if levels { Table::Levels } else { Table::Rows };
+        // The manifest's own checks first (an unknown stream, a damaged manifest), as for
+        // every read; then the log, checked level with it.
+        reading(archive, |a| a.files(stream))?;
+        read_only(archive)?.delta_files(stream, table)?
+    };
     for f in listed {
         out!("{f}");
     }
