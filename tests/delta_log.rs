@@ -274,9 +274,12 @@ fn a_crash_between_a_record_and_its_delta_commit_is_brought_level() {
         }
         let archive = Archive::open(&root, capture_config()).expect("reopen");
         let recovery = archive.recovery().clone();
-        if point != FaultPoint::AfterDeltaCheckpoint {
+        // After a record, the log is behind and the open brings it level. After one table's
+        // Delta commit the other table's may or may not be written (the two are written at
+        // once); either way the log must end level.
+        if point == FaultPoint::AfterRecord && op != "retire" {
             assert!(
-                !recovery.delta_leveled.is_empty() || op == "retire",
+                !recovery.delta_leveled.is_empty(),
                 "{case}: the open brought no log level: {recovery:?}"
             );
         }

@@ -301,10 +301,11 @@ impl Publisher {
             let Some(snapshot) = load(&self.kernel.engine, &self.root, stream, table)? else {
                 return Ok(None);
             };
-            let shown = published(&self.kernel.engine, &snapshot)
-                .map_err(delta_error(stream, table, "read the log"))?
-                .into_keys()
-                .collect();
+            let shown = published(&self.kernel.engine, &snapshot).map_err(delta_error(
+                stream,
+                table,
+                "read the log",
+            ))?;
             self.tables.insert(key.clone(), Known { snapshot, shown });
         }
         Ok(self.tables.get(&key))
@@ -315,17 +316,18 @@ impl Publisher {
         self.tables.retain(|(s, _), _| s != stream);
     }
 
-    /// Brings `stream`'s `table` level with the manifest: one commit adding every live file
-    /// the log does not show and removing every file it shows that is no longer live.
-    /// Creates the table (with `schema`) on the first file.
+    /// Brings both of `stream`'s tables level with the manifest: per table, one commit adding
+    /// every live file the log does not show and removing every file it shows that is no
+    /// longer live (creating the table, with its schema from `schemas`, on its first file).
+    /// When both tables change, the two commits are written at once, on two threads: a
+    /// commit is mostly waiting on the file system.
     pub fn level(
         &mut self,
         state: &StreamState,
-        table: Table,
-        schema: &SchemaRef,
-    ) -> Result<Published> {
+        schemas: &[SchemaRef; 2],
+    ) -> Result<Vec<(Table, Published)>> {
         let stream = state.decl.id.as_str();
-        let result = self.level_inner(state, table, schema);
+        let result = self.level_inner(state, schemas);
         if result.is_err() {
             self.forget(stream);
         }
@@ -335,120 +337,47 @@ impl Publisher {
     fn level_inner(
         &mut self,
         state: &StreamState,
-        table: Table,
-        schema: &SchemaRef,
-    ) -> Result<Published> {
+        schemas: &[SchemaRef; 2],
+    ) -> Result<Vec<(Table, Published)>> {
         let stream = state.decl.id.as_str();
-        let err = |what: &str| delta_error(stream, table, what);
-        let want = wanted(state, table);
-        let (snapshot, have) = match self.known(stream, table)? {
-            Some(k) => (Some(k.snapshot.clone()), k.shown.clone()),
-            None => (None, BTreeSet::new()),
+        let mut jobs = Vec::new();
+        for (table, schema) in Table::BOTH.into_iter().zip(schemas) {
+            let known = self
+                .known(stream, table)?
+                .map(|k| (k.snapshot.clone(), k.shown.clone()));
+            jobs.extend(Job::new(state, table, schema, known));
+        }
+        let (engine, root, faults) = (&self.kernel.engine, self.root.as_path(), &self.faults);
+        let done: Vec<Result<Done>> = match jobs.as_mut_slice() {
+            [] => Vec::new(),
+            [one] => vec![one.commit(engine, root, faults)],
+            [first, second, ..] => std::thread::scope(|scope| {
+                let other = scope.spawn(|| second.commit(engine, root, faults));
+                let here = first.commit(engine, root, faults);
+                let there = other
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                vec![here, there]
+            }),
         };
-        let adds: Vec<(&String, &Wanted)> =
-            want.iter().filter(|(p, _)| !have.contains(*p)).collect();
-        let removes: BTreeSet<String> = have
-            .iter()
-            .filter(|p| !want.contains_key(*p))
-            .cloned()
-            .collect();
-        if adds.is_empty() && removes.is_empty() && (snapshot.is_some() || want.is_empty()) {
-            return Ok(Published::default());
-        }
-        let add_batch = add_files(&adds).map_err(err("describe the added files"))?;
-        let engine = &self.kernel.engine;
-        let committed = match &snapshot {
-            None => {
-                let kernel_schema = Arc::new(
-                    StructType::try_from_arrow(schema.as_ref())
-                        .map_err(|e| err("convert the schema")(e.to_string()))?,
-                );
-                let url = table_url(&self.root, stream, table)?;
-                let mut txn = create_table(url.as_str(), kernel_schema, ENGINE_INFO, true)
-                    .build(engine, Box::new(FileSystemCommitter::new()))
-                    .map_err(|e| err("create the table")(e.to_string()))?;
-                txn.add_files(add_batch);
-                match txn
-                    .commit(engine)
-                    .map_err(|e| err("commit")(e.to_string()))?
-                {
-                    CommitResult::Committed(c) => c,
-                    CommitResult::Conflicted(c) => {
-                        return Err(err("commit")(format!(
-                            "another writer committed version {} first",
-                            c.conflict_version()
-                        )))
-                    }
-                    CommitResult::Retryable(_) => {
-                        return Err(err("commit")("the log could not be written".into()))
-                    }
+        let mut out = Vec::new();
+        for done in done {
+            let done = done?;
+            let version = done.published.version.unwrap_or(0);
+            match done.known {
+                Some(known) => {
+                    self.tables.insert((stream.to_owned(), done.table), known);
+                }
+                None => self.forget(stream),
+            }
+            if version > 0 && version % CHECKPOINT_INTERVAL == 0 {
+                if let Err(e) = self.checkpoint_table(stream, done.table) {
+                    tracing::warn!(stream, table = done.table.dir(), error = %e, "no Delta checkpoint");
                 }
             }
-            Some(s) => {
-                let operation = if removes.is_empty() {
-                    UpdateTableOperation::Write
-                } else {
-                    UpdateTableOperation::Optimize
-                };
-                let mut txn = s
-                    .clone()
-                    .update_table(operation, ENGINE_INFO, true)
-                    .build(engine, Box::new(FileSystemCommitter::new()))
-                    .map_err(|e| err("start a commit")(e.to_string()))?;
-                if !adds.is_empty() {
-                    txn.add_files(add_batch);
-                }
-                if !removes.is_empty() {
-                    for data in removals(engine, s, &removes).map_err(err("find removed files"))? {
-                        txn.remove_files(data);
-                    }
-                }
-                match txn
-                    .commit(engine)
-                    .map_err(|e| err("commit")(e.to_string()))?
-                {
-                    CommitResult::Committed(c) => c,
-                    CommitResult::Conflicted(c) => {
-                        return Err(err("commit")(format!(
-                            "another writer committed version {} first",
-                            c.conflict_version()
-                        )))
-                    }
-                    CommitResult::Retryable(_) => {
-                        return Err(err("commit")("the log could not be written".into()))
-                    }
-                }
-            }
-        };
-        let version = committed.commit_version();
-        sync_commit(&self.root, stream, table, version)?;
-        let published = Published {
-            version: Some(version),
-            added: adds.len(),
-            removed: removes.len(),
-        };
-        let mut shown = have;
-        for p in &removes {
-            shown.remove(p);
+            out.push((done.table, done.published));
         }
-        shown.extend(adds.iter().map(|(p, _)| (*p).clone()));
-        match committed.post_commit_snapshot() {
-            Some(s) => {
-                let known = Known {
-                    snapshot: s.clone(),
-                    shown,
-                };
-                self.tables.insert((stream.to_owned(), table), known);
-            }
-            None => self.forget(stream),
-        }
-        self.faults.hit(FaultPoint::AfterDeltaCommit);
-        if version > 0 && version % CHECKPOINT_INTERVAL == 0 {
-            if let Err(e) = self.checkpoint_table(stream, table) {
-                tracing::warn!(stream, table = table.dir(), error = %e, "no Delta checkpoint");
-            }
-        }
-        Ok(published)
+        Ok(out)
     }
 
     /// A Delta checkpoint of every table of `stream` that has a log and none at its current
@@ -511,6 +440,145 @@ impl Publisher {
     }
 }
 
+/// One table's pending commit: what the manifest wants beside what the log shows.
+struct Job<'a> {
+    stream: &'a str,
+    table: Table,
+    schema: &'a SchemaRef,
+    snapshot: Option<SnapshotRef>,
+    have: BTreeSet<String>,
+    adds: Vec<(String, Wanted)>,
+    removes: BTreeSet<String>,
+}
+
+/// A table's commit, written.
+struct Done {
+    table: Table,
+    published: Published,
+    /// What is known of the table now (`None`: the kernel answered no snapshot; read the
+    /// log again next time).
+    known: Option<Known>,
+}
+
+impl<'a> Job<'a> {
+    /// The commit `table` needs, if any.
+    fn new(
+        state: &'a StreamState,
+        table: Table,
+        schema: &'a SchemaRef,
+        known: Option<(SnapshotRef, BTreeSet<String>)>,
+    ) -> Option<Job<'a>> {
+        let want = wanted(state, table);
+        let (snapshot, have) = match known {
+            Some((s, shown)) => (Some(s), shown),
+            None => (None, BTreeSet::new()),
+        };
+        let removes: BTreeSet<String> = have
+            .iter()
+            .filter(|p| !want.contains_key(*p))
+            .cloned()
+            .collect();
+        let adds: Vec<(String, Wanted)> = want
+            .into_iter()
+            .filter(|(p, _)| !have.contains(p))
+            .collect();
+        if adds.is_empty() && removes.is_empty() {
+            return None;
+        }
+        Some(Job {
+            stream: state.decl.id.as_str(),
+            table,
+            schema,
+            snapshot,
+            have,
+            adds,
+            removes,
+        })
+    }
+
+    /// Writes the commit (creating the table when it has no log), syncs it, and answers
+    /// what the log shows after it.
+    fn commit(&mut self, engine: &Engine, root: &Path, faults: &Faults) -> Result<Done> {
+        let (stream, table) = (self.stream, self.table);
+        let err = |what: &str| delta_error(stream, table, what);
+        let add_batch = add_files(&self.adds).map_err(err("describe the added files"))?;
+        let result = match &self.snapshot {
+            None => {
+                let kernel_schema = Arc::new(
+                    StructType::try_from_arrow(self.schema.as_ref())
+                        .map_err(|e| err("convert the schema")(e.to_string()))?,
+                );
+                let url = table_url(root, stream, table)?;
+                let mut txn = create_table(url.as_str(), kernel_schema, ENGINE_INFO, true)
+                    .build(engine, Box::new(FileSystemCommitter::new()))
+                    .map_err(|e| err("create the table")(e.to_string()))?;
+                txn.add_files(add_batch);
+                txn.commit(engine).map(|r| match r {
+                    CommitResult::Committed(c) => Ok(c),
+                    CommitResult::Conflicted(c) => Err(c.conflict_version()),
+                    CommitResult::Retryable(_) => Err(u64::MAX),
+                })
+            }
+            Some(s) => {
+                let operation = if self.removes.is_empty() {
+                    UpdateTableOperation::Write
+                } else {
+                    UpdateTableOperation::Optimize
+                };
+                let mut txn = s
+                    .clone()
+                    .update_table(operation, ENGINE_INFO, true)
+                    .build(engine, Box::new(FileSystemCommitter::new()))
+                    .map_err(|e| err("start a commit")(e.to_string()))?;
+                if !self.adds.is_empty() {
+                    txn.add_files(add_batch);
+                }
+                if !self.removes.is_empty() {
+                    for data in
+                        removals(engine, s, &self.removes).map_err(err("find removed files"))?
+                    {
+                        txn.remove_files(data);
+                    }
+                }
+                txn.commit(engine).map(|r| match r {
+                    CommitResult::Committed(c) => Ok(c),
+                    CommitResult::Conflicted(c) => Err(c.conflict_version()),
+                    CommitResult::Retryable(_) => Err(u64::MAX),
+                })
+            }
+        };
+        let committed = match result.map_err(|e| err("commit")(e.to_string()))? {
+            Ok(c) => c,
+            Err(u64::MAX) => return Err(err("commit")("the log could not be written".into())),
+            Err(version) => {
+                return Err(err("commit")(format!(
+                    "another writer committed version {version} first"
+                )))
+            }
+        };
+        let version = committed.commit_version();
+        sync_commit(root, stream, table, version)?;
+        faults.hit(FaultPoint::AfterDeltaCommit);
+        let mut shown = std::mem::take(&mut self.have);
+        for p in &self.removes {
+            shown.remove(p);
+        }
+        shown.extend(self.adds.iter().map(|(p, _)| p.clone()));
+        Ok(Done {
+            table,
+            published: Published {
+                version: Some(version),
+                added: self.adds.len(),
+                removed: self.removes.len(),
+            },
+            known: committed.post_commit_snapshot().map(|s| Known {
+                snapshot: s.clone(),
+                shown,
+            }),
+        })
+    }
+}
+
 /// The table's snapshot read from its log; `None` when it has no log.
 fn load(engine: &Engine, root: &Path, stream: &str, table: Table) -> Result<Option<SnapshotRef>> {
     let dir = table_dir(root, stream, table).join(LOG_DIR);
@@ -525,42 +593,55 @@ fn load(engine: &Engine, root: &Path, stream: &str, table: Table) -> Result<Opti
         .map_err(|e| delta_error(stream, table, "read the log")(e.to_string()))
 }
 
-/// The files the log shows at `snapshot`, by path, with their sizes.
-fn published(
+/// Each batch of the log's scan rows at `snapshot` (one row a file it shows, where the
+/// selection, extended with `true`, says so), with its `path` column.
+fn scan_rows(
     engine: &Engine,
     snapshot: &SnapshotRef,
-) -> std::result::Result<BTreeMap<String, i64>, String> {
+    mut each: impl FnMut(Box<ArrowEngineData>, Vec<bool>) -> std::result::Result<(), String>,
+) -> std::result::Result<(), String> {
     let scan = snapshot
         .clone()
         .scan_builder()
         .build()
         .map_err(|e| e.to_string())?;
-    let mut out = BTreeMap::new();
     for meta in scan.scan_metadata(engine).map_err(|e| e.to_string())? {
         let meta = meta.map_err(|e| e.to_string())?;
         let (data, selection) = meta.scan_files.into_parts();
-        let batch = ArrowEngineData::try_from_engine_data(data).map_err(|e| e.to_string())?;
-        let batch = batch.record_batch();
-        let (paths, sizes) = path_and_size(batch)?;
-        for i in 0..batch.num_rows() {
-            if selection.get(i).copied().unwrap_or(true) && !paths.is_null(i) {
-                out.insert(paths.value(i).to_owned(), sizes.value(i));
-            }
-        }
+        let arrow = ArrowEngineData::try_from_engine_data(data).map_err(|e| e.to_string())?;
+        let rows = arrow.record_batch().num_rows();
+        let paths = paths_of(arrow.record_batch())?;
+        let shown: Vec<bool> = (0..rows)
+            .map(|i| selection.get(i).copied().unwrap_or(true) && !paths.is_null(i))
+            .collect();
+        each(arrow, shown)?;
     }
-    Ok(out)
+    Ok(())
 }
 
-fn path_and_size(batch: &RecordBatch) -> std::result::Result<(&StringArray, &Int64Array), String> {
-    let paths = batch
+fn paths_of(batch: &RecordBatch) -> std::result::Result<&StringArray, String> {
+    batch
         .column_by_name("path")
         .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-        .ok_or("the log's scan rows have no path column")?;
-    let sizes = batch
-        .column_by_name("size")
-        .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
-        .ok_or("the log's scan rows have no size column")?;
-    Ok((paths, sizes))
+        .ok_or_else(|| "the log's scan rows have no path column".to_owned())
+}
+
+/// The paths of the files the log shows at `snapshot`.
+fn published(
+    engine: &Engine,
+    snapshot: &SnapshotRef,
+) -> std::result::Result<BTreeSet<String>, String> {
+    let mut out = BTreeSet::new();
+    scan_rows(engine, snapshot, |arrow, shown| {
+        let paths = paths_of(arrow.record_batch())?;
+        out.extend(
+            (0..shown.len())
+                .filter(|&i| shown[i])
+                .map(|i| paths.value(i).to_owned()),
+        );
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 /// The log's rows for the files in `removes`, selected for a `remove_files`.
@@ -569,36 +650,24 @@ fn removals(
     snapshot: &SnapshotRef,
     removes: &BTreeSet<String>,
 ) -> std::result::Result<Vec<FilteredEngineData>, String> {
-    let scan = snapshot
-        .clone()
-        .scan_builder()
-        .build()
-        .map_err(|e| e.to_string())?;
     let mut out = Vec::new();
-    for meta in scan.scan_metadata(engine).map_err(|e| e.to_string())? {
-        let meta = meta.map_err(|e| e.to_string())?;
-        let (data, selection) = meta.scan_files.into_parts();
-        let arrow = ArrowEngineData::try_from_engine_data(data).map_err(|e| e.to_string())?;
-        let batch = arrow.record_batch();
-        let (paths, _) = path_and_size(batch)?;
-        let picked: Vec<bool> = (0..batch.num_rows())
-            .map(|i| {
-                selection.get(i).copied().unwrap_or(true)
-                    && !paths.is_null(i)
-                    && removes.contains(paths.value(i))
-            })
+    scan_rows(engine, snapshot, |arrow, shown| {
+        let paths = paths_of(arrow.record_batch())?;
+        let picked: Vec<bool> = (0..shown.len())
+            .map(|i| shown[i] && removes.contains(paths.value(i)))
             .collect();
         if picked.iter().any(|p| *p) {
             let data: Box<dyn EngineData> = arrow;
             out.push(FilteredEngineData::try_new(data, picked).map_err(|e| e.to_string())?);
         }
-    }
+        Ok(())
+    })?;
     Ok(out)
 }
 
 /// The kernel's add-files batch: path, partitionValues (none), size, modificationTime and
 /// stats (`numRecords`, from the manifest's group entries).
-fn add_files(adds: &[(&String, &Wanted)]) -> std::result::Result<Box<dyn EngineData>, String> {
+fn add_files(adds: &[(String, Wanted)]) -> std::result::Result<Box<dyn EngineData>, String> {
     let names = MapFieldNames {
         entry: "key_value".into(),
         key: "key".into(),
@@ -680,7 +749,7 @@ pub fn listed(root: &Path, stream: &str, table: Table) -> Result<Option<Vec<Stri
     let dir = table_dir(root, stream, table);
     let files = published(engine, &snapshot).map_err(delta_error(stream, table, "read the log"))?;
     let mut out: Vec<String> = files
-        .into_keys()
+        .into_iter()
         .map(|p| {
             if p.contains("://") {
                 p
@@ -740,11 +809,7 @@ impl super::Archive {
         let Some(publisher) = self.delta.as_mut() else {
             return Ok(Vec::new());
         };
-        let mut out = Vec::new();
-        for (table, schema) in Table::BOTH.into_iter().zip(&schemas) {
-            out.push((table, publisher.level(state, table, schema)?));
-        }
-        Ok(out)
+        publisher.level(state, &schemas)
     }
 
     /// After a committed record: the Delta commits that follow it. A failure here does not

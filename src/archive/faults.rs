@@ -22,7 +22,8 @@ pub enum FaultPoint {
     /// An offload's objects are uploaded and confirmed whole; no record names them yet.
     AfterUpload,
     /// A stream table's Delta commit for a manifest record is in place and synced; the
-    /// stream's other table, or the other streams, may not have theirs yet.
+    /// stream's other table (written at the same time, on another thread), or the other
+    /// streams, may not have theirs yet.
     AfterDeltaCommit,
     /// A Delta checkpoint that follows the manifest's is written and synced.
     AfterDeltaCheckpoint,
