@@ -373,12 +373,28 @@ fn files_refuses_a_missing_log_and_publish_writes_it_anew() {
         text.contains("there is no log") && text.contains("publish"),
         "{text}"
     );
+    // inspect says which log is behind, and why.
+    let inspected = String::from_utf8(cli(&["inspect", root_s]).stdout).expect("utf-8");
+    assert!(
+        inspected.contains("delta     rows: NOT level: ")
+            && inspected.contains("delta     levels: level with the manifest"),
+        "{inspected}"
+    );
     let published = cli(&["publish", root_s, "--stream", "capture"]);
     let said = String::from_utf8_lossy(&published.stdout);
     assert!(said.contains("capture/rows: Delta version 0"), "{said}");
     assert_eq!(
         cli(&["files", root_s, "--stream", "capture"]).stdout,
         from_manifest
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&cli(&["inspect", root_s, "--json"]).stdout).expect("json");
+    let delta = &json["streams"][0]["delta"];
+    assert_eq!(delta[0]["table"], "rows");
+    assert_eq!(delta[0]["level"], true, "{delta}");
+    assert_eq!(
+        delta[0]["files"].as_u64(),
+        Some(String::from_utf8_lossy(&from_manifest).lines().count() as u64)
     );
     check(&root, false);
     let unknown = Command::new(BIN)

@@ -61,6 +61,23 @@ pub struct StreamDescription {
     pub floor: Position,
     /// Tracks in key order.
     pub tracks: Vec<TrackDescription>,
+    /// Its Delta tables (rows, then levels): whether each log is level with the manifest.
+    pub delta: Vec<DeltaDescription>,
+}
+
+/// One of a stream's Delta tables, as `inspect` shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeltaDescription {
+    /// `rows` or `levels`.
+    pub table: String,
+    /// The table's directory (open it with `delta_scan`, `scan_delta`, `DeltaTable`).
+    pub path: String,
+    /// Whether a Delta reader reads exactly what the manifest holds now.
+    pub level: bool,
+    /// Files the log shows, when level.
+    pub files: usize,
+    /// Why not, when not level (and the command that makes it level).
+    pub note: Option<String>,
 }
 
 /// One track.
@@ -156,6 +173,25 @@ impl Archive {
                             .map(|k| t.level_floor(k).axis)
                             .collect(),
                         retired: t.whole,
+                    })
+                    .collect(),
+                delta: super::delta::Table::BOTH
+                    .into_iter()
+                    .map(|table| {
+                        let path = super::delta::table_dir(&self.root, &s.decl.id, table)
+                            .display()
+                            .to_string();
+                        let (level, files, note) = match self.delta_files(&s.decl.id, table) {
+                            Ok(files) => (true, files.len(), None),
+                            Err(e) => (false, 0, Some(e.to_string())),
+                        };
+                        DeltaDescription {
+                            table: table.dir().to_owned(),
+                            path,
+                            level,
+                            files,
+                            note,
+                        }
                     })
                     .collect(),
             })

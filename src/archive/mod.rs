@@ -31,7 +31,9 @@ mod survey;
 
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use config::Config;
-pub use describe::{Description, QuarantinedFile, StreamDescription, TrackDescription};
+pub use describe::{
+    DeltaDescription, Description, QuarantinedFile, StreamDescription, TrackDescription,
+};
 pub use error::{ArchiveError, Result};
 pub use faults::{FaultPoint, Faults, Op};
 pub use levels::{Ladder, Plan};

@@ -967,6 +967,17 @@ fn inspect(archive: &Path, json: bool) -> Result<(), Failure> {
             None => out!("  levels    none"),
         }
         out!("  watermark {}   raw floor {}", s.watermark, s.floor);
+        for d in &s.delta {
+            match &d.note {
+                None => out!(
+                    "  delta     {}: level with the manifest, {} file(s): {}",
+                    d.table,
+                    d.files,
+                    d.path
+                ),
+                Some(why) => out!("  delta     {}: NOT level: {why}", d.table),
+            }
+        }
         out!(
             "  tiers     raw: {} file(s), {} bytes ({} local, {} bytes; {} cold, {} bytes{}); levels: {} file(s), {} bytes (local)",
             s.files,
