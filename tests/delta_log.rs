@@ -491,3 +491,30 @@ fn the_logs_first_commits_are_locked_and_the_documented_reader_runs() {
     assert!(out.status.success(), "{text}");
     assert!(text.contains("24 rows through the Delta log"), "{text}");
 }
+
+#[test]
+fn a_long_run_of_barriers_checkpoints_the_log_every_hundred_versions() {
+    let dir = scratch("delta-interval-");
+    let root = dir.path().join("archive");
+    {
+        let mut archive = Archive::open(&root, capture_config()).expect("open");
+        for b in 0..=series_archive::archive::delta::CHECKPOINT_INTERVAL {
+            ops::stage(&mut archive, b);
+            archive.seal_all().expect("seal");
+        }
+    }
+    // Versions 0..=100 of each table: the 100th is checkpointed without a manifest
+    // checkpoint, so a reader replays at most 99 commits.
+    for table in ["rows", "levels"] {
+        let log = root.join("streams/capture").join(table).join("_delta_log");
+        assert!(
+            log.join("00000000000000000100.checkpoint.parquet")
+                .is_file(),
+            "{table}: no checkpoint at version 100 in {}",
+            log.display()
+        );
+        let hint = std::fs::read_to_string(log.join("_last_checkpoint")).expect("a hint");
+        assert!(hint.contains("\"version\":100"), "{table}: {hint}");
+    }
+    check(&root, false);
+}
