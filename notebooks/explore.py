@@ -101,7 +101,9 @@ if not FILES:
 
 # %%
 con = duckdb.connect()
-con.execute("CREATE VIEW rows AS SELECT * FROM read_parquet(?)".replace("?", "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in FILES) + "]"))
+# A view cannot take a bound parameter: the file list is written into it as SQL literals.
+file_list = ", ".join("'" + f.replace("'", "''") + "'" for f in FILES)
+con.execute(f"CREATE VIEW rows AS SELECT * FROM read_parquet([{file_list}])")
 lf = pl.scan_parquet(FILES)
 print(con.sql("DESCRIBE rows"))
 print(lf.collect_schema())

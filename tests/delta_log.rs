@@ -423,7 +423,6 @@ fn with_the_log_turned_off_nothing_is_written_and_files_says_so() {
         archive.delta_files("capture", Table::Rows).unwrap().len(),
         1
     );
-    let _ = Arc::new(());
 }
 
 /// A log's commit with what varies from run to run (timestamps, identifiers, the kernel's

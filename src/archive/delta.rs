@@ -219,10 +219,15 @@ pub fn log_path(file: &SegmentFile, table: Table) -> String {
     if let Some(url) = &file.cold {
         return url.clone();
     }
-    let marker = format!("/{}/", table.dir());
-    match file.path.find(&marker) {
-        Some(at) => file.path[at + marker.len()..].to_owned(),
-        None => file.path.clone(),
+    // `streams/<id>/<rows|levels>/` is the table's root; what follows is the file's path in
+    // it (`NNN.parquet`, `level=K/NNN.parquet`). The prefix is taken whole: a stream may be
+    // called `rows` or `levels`.
+    let mut parts = file.path.splitn(4, '/');
+    match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(super::STREAMS_DIR), Some(_), Some(dir), Some(rest)) if dir == table.dir() => {
+            rest.to_owned()
+        }
+        _ => file.path.clone(),
     }
 }
 
@@ -241,17 +246,6 @@ fn wanted(stream: &StreamState, table: Table) -> BTreeMap<String, Wanted> {
             )
         })
         .collect()
-}
-
-/// What one [`Publisher::level`] call committed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Published {
-    /// The Delta version committed, if one was.
-    pub version: Option<u64>,
-    /// Files added.
-    pub added: usize,
-    /// Files removed.
-    pub removed: usize,
 }
 
 /// Commits between Delta checkpoints taken without the manifest's (a long run of barriers
@@ -318,16 +312,18 @@ impl Publisher {
 
     /// Brings both of `stream`'s tables level with the manifest: per table, one commit adding
     /// every live file the log does not show and removing every file it shows that is no
-    /// longer live (creating the table, with its schema from `schemas`, on its first file).
+    /// longer live (creating the table, with its schema from `schema`, asked only then, on
+    /// its first file).
+    /// Answers the version each commit wrote.
     /// When both tables change, the two commits are written at once, on two threads: a
     /// commit is mostly waiting on the file system.
     pub fn level(
         &mut self,
         state: &StreamState,
-        schemas: &[SchemaRef; 2],
-    ) -> Result<Vec<(Table, Published)>> {
+        schema: &dyn Fn(Table) -> Result<SchemaRef>,
+    ) -> Result<Vec<(Table, u64)>> {
         let stream = state.decl.id.as_str();
-        let result = self.level_inner(state, schemas);
+        let result = self.level_inner(state, schema);
         if result.is_err() {
             self.forget(stream);
         }
@@ -337,15 +333,26 @@ impl Publisher {
     fn level_inner(
         &mut self,
         state: &StreamState,
-        schemas: &[SchemaRef; 2],
-    ) -> Result<Vec<(Table, Published)>> {
+        schema: &dyn Fn(Table) -> Result<SchemaRef>,
+    ) -> Result<Vec<(Table, u64)>> {
         let stream = state.decl.id.as_str();
         let mut jobs = Vec::new();
-        for (table, schema) in Table::BOTH.into_iter().zip(schemas) {
-            let known = self
-                .known(stream, table)?
-                .map(|k| (k.snapshot.clone(), k.shown.clone()));
-            jobs.extend(Job::new(state, table, schema, known));
+        for table in Table::BOTH {
+            let diff = Diff::of(state, table, self.known(stream, table)?.map(|k| &k.shown));
+            if let Some(diff) = diff {
+                // Taken out, not copied: it goes back in once the commit is written (or is
+                // read from the log again after a failure).
+                let log = match self.tables.remove(&(stream.to_owned(), table)) {
+                    Some(known) => Log::Known(known),
+                    None => Log::Create(schema(table)?),
+                };
+                jobs.push(Job {
+                    stream,
+                    table,
+                    log,
+                    diff,
+                });
+            }
         }
         let (engine, root, faults) = (&self.kernel.engine, self.root.as_path(), &self.faults);
         let done: Vec<Result<Done>> = match jobs.as_mut_slice() {
@@ -363,7 +370,7 @@ impl Publisher {
         let mut out = Vec::new();
         for done in done {
             let done = done?;
-            let version = done.published.version.unwrap_or(0);
+            let version = done.version;
             match done.known {
                 Some(known) => {
                     self.tables.insert((stream.to_owned(), done.table), known);
@@ -375,7 +382,7 @@ impl Publisher {
                     tracing::warn!(stream, table = done.table.dir(), error = %e, "no Delta checkpoint");
                 }
             }
-            out.push((done.table, done.published));
+            out.push((done.table, version));
         }
         Ok(out)
     }
@@ -440,72 +447,67 @@ impl Publisher {
     }
 }
 
-/// One table's pending commit: what the manifest wants beside what the log shows.
-struct Job<'a> {
-    stream: &'a str,
-    table: Table,
-    schema: &'a SchemaRef,
-    snapshot: Option<SnapshotRef>,
-    have: BTreeSet<String>,
+/// What one table's commit changes: the live files the log does not show, and the files it
+/// shows that are no longer live.
+struct Diff {
     adds: Vec<(String, Wanted)>,
     removes: BTreeSet<String>,
 }
 
-/// A table's commit, written.
-struct Done {
-    table: Table,
-    published: Published,
-    /// What is known of the table now (`None`: the kernel answered no snapshot; read the
-    /// log again next time).
-    known: Option<Known>,
-}
-
-impl<'a> Job<'a> {
-    /// The commit `table` needs, if any.
-    fn new(
-        state: &'a StreamState,
-        table: Table,
-        schema: &'a SchemaRef,
-        known: Option<(SnapshotRef, BTreeSet<String>)>,
-    ) -> Option<Job<'a>> {
+impl Diff {
+    /// The difference between the manifest's live files of `table` and what the log shows
+    /// (`None`: it has no log); `None` when there is none.
+    fn of(state: &StreamState, table: Table, shown: Option<&BTreeSet<String>>) -> Option<Diff> {
         let want = wanted(state, table);
-        let (snapshot, have) = match known {
-            Some((s, shown)) => (Some(s), shown),
-            None => (None, BTreeSet::new()),
-        };
-        let removes: BTreeSet<String> = have
-            .iter()
+        let removes: BTreeSet<String> = shown
+            .into_iter()
+            .flatten()
             .filter(|p| !want.contains_key(*p))
             .cloned()
             .collect();
         let adds: Vec<(String, Wanted)> = want
             .into_iter()
-            .filter(|(p, _)| !have.contains(p))
+            .filter(|(p, _)| !shown.is_some_and(|s| s.contains(p)))
             .collect();
-        if adds.is_empty() && removes.is_empty() {
-            return None;
-        }
-        Some(Job {
-            stream: state.decl.id.as_str(),
-            table,
-            schema,
-            snapshot,
-            have,
-            adds,
-            removes,
-        })
+        (!adds.is_empty() || !removes.is_empty()).then_some(Diff { adds, removes })
     }
+}
 
+/// One table's pending commit.
+struct Job<'a> {
+    stream: &'a str,
+    table: Table,
+    log: Log,
+    diff: Diff,
+}
+
+/// A pending commit's table: its log as known, or none yet (the commit creates the table).
+enum Log {
+    Known(Known),
+    Create(SchemaRef),
+}
+
+/// A table's commit, written.
+struct Done {
+    table: Table,
+    version: u64,
+    /// What is known of the table now (`None`: the kernel answered no snapshot; read the
+    /// log again next time).
+    known: Option<Known>,
+}
+
+impl Job<'_> {
     /// Writes the commit (creating the table when it has no log), syncs it, and answers
     /// what the log shows after it.
     fn commit(&mut self, engine: &Engine, root: &Path, faults: &Faults) -> Result<Done> {
         let (stream, table) = (self.stream, self.table);
         let err = |what: &str| delta_error(stream, table, what);
-        let add_batch = add_files(&self.adds).map_err(err("describe the added files"))?;
-        let result = match &self.snapshot {
-            None => {
+        let (adds, removes) = (&self.diff.adds, &self.diff.removes);
+        let add_batch = add_files(adds).map_err(err("describe the added files"))?;
+        let result = match &self.log {
+            Log::Create(schema) => {
                 let kernel_schema = Arc::new(
-                    StructType::try_from_arrow(self.schema.as_ref())
+                    StructType::try_from_arrow(schema.as_ref())
                         .map_err(|e| err("convert the schema")(e.to_string()))?,
                 );
                 let url = table_url(root, stream, table)?;
@@ -519,8 +521,8 @@ impl<'a> Job<'a> {
                     CommitResult::Retryable(_) => Err(u64::MAX),
                 })
             }
-            Some(s) => {
-                let operation = if self.removes.is_empty() {
+            Log::Known(Known { snapshot: s, .. }) => {
+                let operation = if removes.is_empty() {
                     UpdateTableOperation::Write
                 } else {
                     UpdateTableOperation::Optimize
@@ -530,13 +532,11 @@ impl<'a> Job<'a> {
                     .update_table(operation, ENGINE_INFO, true)
                     .build(engine, Box::new(FileSystemCommitter::new()))
                     .map_err(|e| err("start a commit")(e.to_string()))?;
-                if !self.adds.is_empty() {
+                if !adds.is_empty() {
                     txn.add_files(add_batch);
                 }
-                if !self.removes.is_empty() {
-                    for data in
-                        removals(engine, s, &self.removes).map_err(err("find removed files"))?
-                    {
+                if !removes.is_empty() {
+                    for data in removals(engine, s, removes).map_err(err("find removed files"))? {
                         txn.remove_files(data);
                     }
                 }
@@ -559,18 +559,17 @@ impl<'a> Job<'a> {
         let version = committed.commit_version();
         sync_commit(root, stream, table, version)?;
         faults.hit(FaultPoint::AfterDeltaCommit);
-        let mut shown = std::mem::take(&mut self.have);
-        for p in &self.removes {
+        let mut shown = match &mut self.log {
+            Log::Known(known) => std::mem::take(&mut known.shown),
+            Log::Create(_) => BTreeSet::new(),
+        };
+        for p in removes {
             shown.remove(p);
         }
-        shown.extend(self.adds.iter().map(|(p, _)| p.clone()));
+        shown.extend(adds.iter().map(|(p, _)| p.clone()));
         Ok(Done {
             table,
-            published: Published {
-                version: Some(version),
-                added: self.adds.len(),
-                removed: self.removes.len(),
-            },
+            version,
             known: committed.post_commit_snapshot().map(|s| Known {
                 snapshot: s.clone(),
                 shown,
@@ -738,28 +737,20 @@ fn sync_path(path: &Path) -> Result<()> {
         .map_err(ArchiveError::io("sync", path))
 }
 
-/// The files `stream`'s `table` log shows now, as paths (absolute, or the cold tier's URLs),
-/// in name order; `None` when the table has no log. For read-only use (`files`).
-pub fn listed(root: &Path, stream: &str, table: Table) -> Result<Option<Vec<String>>> {
-    let kernel = Kernel::new()?;
-    let engine = &kernel.engine;
+/// The paths `stream`'s `table` log shows now, as the log names them (relative to the
+/// table's root, or the cold tier's URLs), read from the log itself; `None` without a log.
+fn shown_by_log(
+    engine: &Engine,
+    root: &Path,
+    stream: &str,
+    table: Table,
+) -> Result<Option<BTreeSet<String>>> {
     let Some(snapshot) = load(engine, root, stream, table)? else {
         return Ok(None);
     };
-    let dir = table_dir(root, stream, table);
-    let files = published(engine, &snapshot).map_err(delta_error(stream, table, "read the log"))?;
-    let mut out: Vec<String> = files
-        .into_iter()
-        .map(|p| {
-            if p.contains("://") {
-                p
-            } else {
-                dir.join(&p).to_string_lossy().into_owned()
-            }
-        })
-        .collect();
-    out.sort_by(|a, b| file_name(a).cmp(file_name(b)));
-    Ok(Some(out))
+    published(engine, &snapshot)
+        .map(Some)
+        .map_err(delta_error(stream, table, "read the log"))
 }
 
 fn file_name(path: &str) -> &str {
@@ -781,35 +772,38 @@ pub struct PublishReport {
     pub files: usize,
 }
 
-impl super::Archive {
-    /// The Arrow schema of `stream`'s `table`.
-    fn table_schema(&self, stream: &StreamState, table: Table) -> Result<SchemaRef> {
-        let id = &stream.decl.id;
-        match table {
-            Table::Rows => match self.selected.get(id) {
-                Some(s) => Ok(s.full_schema.clone()),
-                None => {
-                    super::stored_schema(&stream.decl).map_err(|m| ArchiveError::declaration(id, m))
-                }
-            },
-            Table::Levels => super::levels::level_schema(&stream.decl)
-                .map_err(|m| ArchiveError::declaration(id, m)),
+/// The Arrow schema of `stream`'s `table` (`selected`: the streams this handle selected,
+/// whose schema is already built).
+fn table_schema(
+    selected: &BTreeMap<String, super::Selected>,
+    stream: &StreamState,
+    table: Table,
+) -> Result<SchemaRef> {
+    let id = &stream.decl.id;
+    match table {
+        Table::Rows => match selected.get(id) {
+            Some(s) => Ok(s.full_schema.clone()),
+            None => {
+                super::stored_schema(&stream.decl).map_err(|m| ArchiveError::declaration(id, m))
+            }
+        },
+        Table::Levels => {
+            super::levels::level_schema(&stream.decl).map_err(|m| ArchiveError::declaration(id, m))
         }
     }
+}
 
+impl super::Archive {
     /// Brings both of `stream`'s tables level; answers what each committed.
-    fn level_stream(&mut self, stream: &str) -> Result<Vec<(Table, Published)>> {
+    fn level_stream(&mut self, stream: &str) -> Result<Vec<(Table, u64)>> {
         let Some(state) = self.commit.state().streams.get(stream) else {
             return Ok(Vec::new());
         };
-        let schemas = [
-            self.table_schema(state, Table::Rows)?,
-            self.table_schema(state, Table::Levels)?,
-        ];
+        let selected = &self.selected;
         let Some(publisher) = self.delta.as_mut() else {
             return Ok(Vec::new());
         };
-        publisher.level(state, &schemas)
+        publisher.level(state, &|table| table_schema(selected, state, table))
     }
 
     /// After a committed record: the Delta commits that follow it. A failure here does not
@@ -845,12 +839,10 @@ impl super::Archive {
             }
             match self.level_stream(&id) {
                 Ok(done) => {
-                    for (table, published) in done {
-                        if let Some(v) = published.version {
-                            self.recovery
-                                .delta_leveled
-                                .push(format!("{id}/{}@{v}", table.dir()));
-                        }
+                    for (table, v) in done {
+                        self.recovery
+                            .delta_leveled
+                            .push(format!("{id}/{}@{v}", table.dir()));
                     }
                 }
                 Err(e) => {
@@ -886,14 +878,14 @@ impl super::Archive {
             }
             let done = self.level_stream(&id)?;
             let state = &self.commit.state().streams[&id];
-            for (table, published) in done {
+            for table in Table::BOTH {
                 out.push(PublishReport {
                     stream: id.clone(),
                     table: table.dir(),
                     path: table_dir(&self.root, &id, table)
                         .to_string_lossy()
                         .into_owned(),
-                    version: published.version,
+                    version: done.iter().find(|(t, _)| *t == table).map(|(_, v)| *v),
                     files: table.live(state).len(),
                 });
             }
@@ -919,6 +911,50 @@ impl super::Archive {
     /// with the manifest (a crash or a failed write left it behind, or the archive was
     /// written with the log turned off), naming the command that brings it level.
     pub fn delta_files(&self, stream: &str, table: Table) -> Result<Vec<String>> {
+        match &self.delta {
+            Some(p) => self.delta_files_with(&p.kernel.engine, stream, table),
+            None => self.delta_files_with(&Kernel::new()?.engine, stream, table),
+        }
+    }
+
+    /// Every stream's Delta tables as `inspect` shows them, read on one engine.
+    pub(crate) fn describe_delta(
+        &self,
+    ) -> Result<BTreeMap<String, Vec<super::describe::DeltaDescription>>> {
+        let own = match &self.delta {
+            Some(_) => None,
+            None => Some(Kernel::new()?),
+        };
+        let engine = match (&self.delta, &own) {
+            (Some(p), _) => &p.kernel.engine,
+            (None, Some(k)) => &k.engine,
+            (None, None) => return Ok(BTreeMap::new()),
+        };
+        let mut out = BTreeMap::new();
+        for id in self.commit.state().streams.keys() {
+            let tables = Table::BOTH
+                .into_iter()
+                .map(|table| {
+                    let (level, files, note) = match self.delta_files_with(engine, id, table) {
+                        Ok(files) => (true, files.len(), None),
+                        Err(e) => (false, 0, Some(e.to_string())),
+                    };
+                    super::describe::DeltaDescription {
+                        table: table.dir().to_owned(),
+                        path: table_dir(&self.root, id, table).display().to_string(),
+                        level,
+                        files,
+                        note,
+                    }
+                })
+                .collect();
+            out.insert(id.clone(), tables);
+        }
+        Ok(out)
+    }
+
+    /// [`Archive::delta_files`] on `engine` (the publisher's, or one made for the call).
+    fn delta_files_with(&self, engine: &Engine, stream: &str, table: Table) -> Result<Vec<String>> {
         let state = self
             .commit
             .state()
@@ -935,24 +971,15 @@ impl super::Archive {
             ),
         }
         };
-        let want = wanted(state, table);
-        let Some(listed) = listed(&self.root, stream, table)? else {
-            if want.is_empty() {
+        let Some(shown) = shown_by_log(engine, &self.root, stream, table)? else {
+            let live = table.live(state).len();
+            if live == 0 {
                 return Ok(Vec::new());
             }
             return Err(behind(format!(
-                "there is no log, and the manifest holds {} file(s)",
-                want.len()
+                "there is no log, and the manifest holds {live} file(s)"
             )));
         };
-        let dir = table_dir(&self.root, stream, table);
-        let shown: BTreeSet<String> = listed
-            .iter()
-            .map(|p| match Path::new(p).strip_prefix(&dir) {
-                Ok(rel) => rel.to_string_lossy().into_owned(),
-                Err(_) => p.clone(),
-            })
-            .collect();
         if table == Table::Rows {
             let stale = state
                 .files
@@ -965,13 +992,87 @@ impl super::Archive {
                 )));
             }
         }
-        let missing = want.keys().filter(|p| !shown.contains(*p)).count();
-        let extra = shown.iter().filter(|p| !want.contains_key(*p)).count();
-        if missing + extra > 0 {
+        if let Some(diff) = Diff::of(state, table, Some(&shown)) {
             return Err(behind(format!(
-                "the log is not level with the manifest: it lacks {missing} live file(s) and shows {extra} that are not live"
+                "the log is not level with the manifest: it lacks {} live file(s) and shows {} that are not live",
+                diff.adds.len(),
+                diff.removes.len()
             )));
         }
-        Ok(listed)
+        let dir = table_dir(&self.root, stream, table);
+        let mut out: Vec<String> = shown
+            .into_iter()
+            .map(|p| {
+                if p.contains("://") {
+                    p
+                } else {
+                    dir.join(&p).to_string_lossy().into_owned()
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| file_name(a).cmp(file_name(b)));
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(path: &str, cold: Option<&str>) -> SegmentFile {
+        let span = super::super::manifest::Span {
+            offset: 0,
+            len: 0,
+            crc32c: 0,
+        };
+        SegmentFile {
+            name: 1,
+            path: path.into(),
+            bytes: 0,
+            barrier: 1,
+            sealed_at_ns: 0,
+            footer: span,
+            groups: Vec::new(),
+            cold: cold.map(str::to_owned),
+            run: None,
+        }
+    }
+
+    #[test]
+    fn a_files_log_path_is_its_path_under_the_table_root() {
+        let cases = [
+            (
+                "streams/capture/rows/000000000003.parquet",
+                Table::Rows,
+                "000000000003.parquet",
+            ),
+            (
+                "streams/capture/levels/level=2/000000000010.parquet",
+                Table::Levels,
+                "level=2/000000000010.parquet",
+            ),
+            // A stream may be called after a table: the root is taken whole, not searched.
+            (
+                "streams/rows/rows/000000000005.parquet",
+                Table::Rows,
+                "000000000005.parquet",
+            ),
+            (
+                "streams/levels/levels/level=0/000000000006.parquet",
+                Table::Levels,
+                "level=0/000000000006.parquet",
+            ),
+        ];
+        for (path, table, want) in cases {
+            assert_eq!(log_path(&file(path, None), table), want, "{path}");
+        }
+        let url = "s3://bucket/site/streams/rows/rows/000000000005.parquet";
+        assert_eq!(
+            log_path(
+                &file("streams/rows/rows/000000000005.parquet", Some(url)),
+                Table::Rows
+            ),
+            url
+        );
     }
 }

@@ -113,6 +113,7 @@ pub struct QuarantinedFile {
 impl Archive {
     /// Describes the archive's durable contents.
     pub fn describe(&self) -> Result<Description> {
+        let mut delta = self.describe_delta()?;
         let streams = self
             .commit
             .state()
@@ -175,25 +176,7 @@ impl Archive {
                         retired: t.whole,
                     })
                     .collect(),
-                delta: super::delta::Table::BOTH
-                    .into_iter()
-                    .map(|table| {
-                        let path = super::delta::table_dir(&self.root, &s.decl.id, table)
-                            .display()
-                            .to_string();
-                        let (level, files, note) = match self.delta_files(&s.decl.id, table) {
-                            Ok(files) => (true, files.len(), None),
-                            Err(e) => (false, 0, Some(e.to_string())),
-                        };
-                        DeltaDescription {
-                            table: table.dir().to_owned(),
-                            path,
-                            level,
-                            files,
-                            note,
-                        }
-                    })
-                    .collect(),
+                delta: delta.remove(&s.decl.id).unwrap_or_default(),
             })
             .collect();
         Ok(Description {

@@ -1117,10 +1117,12 @@ fn files(
         })?
     } else {
         let table = if levels { Table::Levels } else { Table::Rows };
-        // The manifest's own checks first (an unknown stream, a damaged manifest), as for
-        // every read; then the log, checked level with it.
-        reading(archive, |a| a.files(stream))?;
-        read_only(archive)?.delta_files(stream, table)?
+        // One open: the manifest's own checks first (an unknown stream, a damaged manifest),
+        // as for every read; then the log, checked level with it. Neither reads a data file,
+        // so `reading`'s retry for files deleted under a read has nothing to retry.
+        let opened = read_only(archive)?;
+        opened.files(stream).map_err(refused)?;
+        opened.delta_files(stream, table)?
     };
     for f in listed {
         out!("{f}");
