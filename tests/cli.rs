@@ -1503,6 +1503,115 @@ fn jsonl_columns_keep_the_files_order() {
     );
 }
 
+/// `--types` overrides what the reader infers, column by column: a zip code keeps its leading
+/// zeros as text, a count of integers becomes a float column; without it the zip code is the
+/// integer the CSV reader infers. A stream's recorded types cannot change, and a bad
+/// declaration is refused naming what and where, leaving the archive as it was.
+#[test]
+fn types_override_inference_and_keep_leading_zeros() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("zips.csv");
+    fs::write(
+        &file,
+        "run,probe,ordinal,value,zip\nr,p,1,1,007\nr,p,2,2,0070\nr,p,3,3,70\n",
+    )
+    .expect("write");
+    let column = |archive: &Path, name: &str| -> Vec<String> {
+        let out = rows(archive, &[]);
+        let at = out
+            .lines()
+            .next()
+            .expect("header")
+            .split(',')
+            .position(|h| h == name)
+            .expect("column");
+        out.lines()
+            .skip(1)
+            .map(|l| l.split(',').nth(at).expect("cell").to_owned())
+            .collect()
+    };
+    let inferred = dir.path().join("inferred");
+    ingest(&inferred, &[], &[&file]).ok("ingest, inferred");
+    assert_eq!(column(&inferred, "zip"), ["7", "70", "70"]);
+
+    let typed = dir.path().join("typed");
+    ingest(&typed, &["--types", "zip:text,value:float"], &[&file]).ok("ingest --types");
+    assert_eq!(column(&typed, "zip"), ["007", "0070", "70"]);
+    let declared = inspect_json(&typed)["streams"][0]["columns"].clone();
+    for column in ["zip Utf8", "value Float64"] {
+        assert!(
+            declared
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c == column)),
+            "{column} in {declared}"
+        );
+    }
+
+    let before = snapshot(&typed);
+    ingest(&typed, &["--types", "zip:int"], &[&file])
+        .fails(1, "a recorded type changed")
+        .stderr_has(&["\"zip\"", "Utf8", "cannot change"], "recorded type");
+    ingest(&typed, &["--types", "zip:decimal"], &[&file])
+        .fails(2, "an unknown type")
+        .stderr_has(&["zip:decimal", "unknown type"], "unknown type");
+    assert_unchanged(&before, &typed, "refused --types");
+    let fresh = dir.path().join("fresh");
+    ingest(&fresh, &["--types", "postcode:text"], &[&file])
+        .fails(1, "a column the file lacks")
+        .stderr_has(&["postcode", "zips.csv", "zip"], "missing column");
+    assert!(!fresh.join("manifest").exists(), "nothing was created");
+}
+
+/// The input is read once: checked batches past `--memory` are kept in a temporary file and
+/// staged from there. Staged that way, every row reads back exactly as from memory, and a bad
+/// row found after the spill began still leaves the archive byte for byte as it was.
+#[test]
+fn input_past_the_memory_budget_is_spilled_read_once_and_refused_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut text = format!("{HEADER}\n");
+    for i in 0..20_000u64 {
+        text.push_str(&format!(
+            "run_{},probe_a,{},{i},0.{i}\n",
+            i % 3,
+            1000 + i / 3
+        ));
+    }
+    let good = dir.path().join("good.csv");
+    fs::write(&good, &text).expect("write");
+    let in_memory = dir.path().join("memory");
+    let spilled = dir.path().join("spilled");
+    ingest(&in_memory, &["--seal-rows", "3000"], &[&good]).ok("ingest in memory");
+    let out = ingest(
+        &spilled,
+        &["--seal-rows", "3000", "--memory", "16KiB"],
+        &[&good],
+    )
+    .ok("ingest spilled");
+    out.stderr_has(&["kept in a temporary file past --memory"], "spilled");
+    assert_eq!(barriers(&out.stdout).len(), 7, "{}", out.stdout);
+    assert_eq!(rows(&spilled, &[]), rows(&in_memory, &[]));
+
+    let before = snapshot(&spilled);
+    let mut text = format!("{HEADER}\n");
+    for i in 0..20_000u64 {
+        text.push_str(&format!("run_{},probe_a,{},{i},0.5\n", i % 3, 100_000 + i));
+    }
+    text.push_str("run_0,probe_a,999999,oops,0.5\n");
+    let bad = dir.path().join("bad.csv");
+    fs::write(&bad, &text).expect("write");
+    ingest(
+        &spilled,
+        &["--seal-rows", "3000", "--memory", "16KiB"],
+        &[&bad],
+    )
+    .fails(1, "a bad last row")
+    .stderr_has(
+        &["bad.csv", "row 20000 (line 20002)", "column \"value\""],
+        "bad row",
+    );
+    assert_unchanged(&before, &spilled, "a bad row past the spill");
+}
+
 /// `ingest` ends with the automatic maintenance `compact --auto` runs, so a CLI user never
 /// has to know: 18 barriers (past the threshold of 16 files) become one segment per track,
 /// and their level partials merge size-tiered (18 = 1·16 + 2 in base 4: four merges of four

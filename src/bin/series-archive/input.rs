@@ -4,9 +4,10 @@
 use arrow::array::{Array, ArrayRef, RecordBatch, UInt64Array};
 use arrow::compute::{cast_with_options, CastOptions};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use indicatif::ProgressBar;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::fs::File;
-use std::io::{BufReader, Seek};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -187,12 +188,14 @@ fn json_key_order(path: &Path, limit: usize) -> Result<Vec<String>, String> {
     Ok(order)
 }
 
-/// Batches of a file read with `schema` (the file's own column types).
+/// Batches of a file read with `schema` (the file's own column types); `bar` counts the
+/// bytes read.
 pub fn batches(
     path: &Path,
     schema: SchemaRef,
+    bar: &ProgressBar,
 ) -> Result<Box<dyn Iterator<Item = Result<RecordBatch, String>>>, String> {
-    let mut file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let shown = path.display().to_string();
     let fail = move |e: &dyn std::fmt::Display| format!("{shown}: {e}");
     let iter: Box<dyn Iterator<Item = Result<RecordBatch, String>>> = match Kind::of(path)? {
@@ -208,26 +211,34 @@ pub fn batches(
             let reader = arrow::csv::ReaderBuilder::new(Arc::new(Schema::new(text)))
                 .with_header(true)
                 .with_batch_size(BATCH_ROWS)
-                .build(file)
+                .build(bar.wrap_read(file))
                 .map_err(|e| fail(&e))?;
             Box::new(reader.map(move |b| b.map_err(|e| fail(&e))))
         }
         Kind::JsonLines => {
-            file.rewind().map_err(|e| fail(&e))?;
             let reader = arrow::json::ReaderBuilder::new(schema)
                 .with_batch_size(BATCH_ROWS)
                 .with_coerce_primitive(true)
-                .build(BufReader::new(file))
+                .build(BufReader::new(bar.wrap_read(file)))
                 .map_err(|e| fail(&e))?;
             Box::new(reader.map(move |b| b.map_err(|e| fail(&e))))
         }
         Kind::Parquet => {
-            let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-                .map_err(|e| fail(&e))?
+            let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| fail(&e))?;
+            // A Parquet reader seeks: count each batch's share of the file's bytes.
+            let rows = builder.metadata().file_metadata().num_rows().max(1) as u64;
+            let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+            let reader = builder
                 .with_batch_size(BATCH_ROWS)
                 .build()
                 .map_err(|e| fail(&e))?;
-            Box::new(reader.map(move |b| b.map_err(|e| fail(&e))))
+            let bar = bar.clone();
+            Box::new(reader.map(move |b| {
+                if let Ok(b) = &b {
+                    bar.inc(bytes * b.num_rows() as u64 / rows);
+                }
+                b.map_err(|e| fail(&e))
+            }))
         }
     };
     Ok(iter)
@@ -239,13 +250,39 @@ pub struct Columns {
     pub track: Vec<String>,
     pub axis: String,
     pub position: Option<String>,
+    /// Declared column types (`--types`), over whatever the reader infers.
+    pub types: Vec<(String, DataType)>,
+}
+
+/// Parses one `--types` item, `COL:TYPE`.
+pub fn parse_type(item: &str) -> Result<(String, DataType), String> {
+    let (name, ty) = item
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{item:?}: a type is declared as COL:TYPE, e.g. zip:text"))?;
+    if name.is_empty() {
+        return Err(format!("{item:?}: no column name before ':'"));
+    }
+    let data_type = match ty.trim().to_ascii_lowercase().as_str() {
+        "text" | "string" | "str" | "utf8" => DataType::Utf8,
+        "int" | "integer" | "i64" | "int64" => DataType::Int64,
+        "uint" | "u64" | "uint64" => DataType::UInt64,
+        "float" | "double" | "f64" | "float64" => DataType::Float64,
+        "bool" | "boolean" => DataType::Boolean,
+        _ => ty.trim().parse::<DataType>().map_err(|_| {
+            format!(
+                "{item:?}: unknown type {ty:?}; use text, int, uint, float, bool or an Arrow type name such as Int32, Float32, Date32 or Timestamp(ns)"
+            )
+        })?,
+    };
+    Ok((name.to_owned(), data_type))
 }
 
 /// The declaration a new stream gets from its first file: every column but the position
 /// column, the axis as UInt64, track and axis columns not nullable. A track column is text
 /// when the file is CSV (CSV has no types: inferring `7` and `007` as the integer 7 would
 /// merge two tracks, and `7.1` would be a float, which no track component can be) and when
-/// the file types it as a float; otherwise it keeps the file's type.
+/// the file types it as a float; otherwise it keeps the file's type. `--types` overrides all of
+/// this, column by column.
 pub fn declare_from(file: &Schema, columns: &Columns, path: &Path) -> Result<SchemaRef, String> {
     let csv = matches!(Kind::of(path)?, Kind::Csv);
     let mut fields = Vec::new();
@@ -263,12 +300,24 @@ pub fn declare_from(file: &Schema, columns: &Columns, path: &Path) -> Result<Sch
             ));
         }
     }
+    for (name, _) in &columns.types {
+        if file.field_with_name(name).is_err() {
+            return Err(format!(
+                "--types names {name:?}, which {} does not have (it has: {})",
+                path.display(),
+                names(file)
+            ));
+        }
+    }
     for f in file.fields() {
         if Some(f.name()) == columns.position.as_ref() {
             continue;
         }
         let coordinate = columns.track.contains(f.name()) || f.name() == &columns.axis;
-        let data_type = if f.name() == &columns.axis {
+        let declared = columns.types.iter().find(|(n, _)| n == f.name());
+        let data_type = if let Some((_, t)) = declared {
+            t.clone()
+        } else if f.name() == &columns.axis {
             DataType::UInt64
         } else if columns.track.contains(f.name()) && (csv || f.data_type().is_floating()) {
             DataType::Utf8

@@ -19,6 +19,7 @@ mod demo;
 mod input;
 mod lifecycle;
 mod output;
+mod spool;
 mod survey;
 
 use clap::{Parser, Subcommand};
@@ -99,6 +100,16 @@ enum Command {
         /// Seal a barrier every N staged rows (and once at the end).
         #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
         seal_rows: u64,
+        /// Column types that override what the first file's reader infers, for a new stream:
+        /// COL:TYPE,… where TYPE is text, int (Int64), uint (UInt64), float (Float64), bool,
+        /// or any Arrow type name (Int32, Float32, Utf8, …). Track columns of a CSV are text
+        /// unless named here.
+        #[arg(long, value_delimiter = ',', value_parser = input::parse_type)]
+        types: Vec<(String, arrow::datatypes::DataType)>,
+        /// Checked input is held in memory up to this size, then kept in a temporary file
+        /// (under TMPDIR) until it is staged: the input is read once.
+        #[arg(long, default_value = "256MiB", value_parser = series_archive::archive::lifecycle::parse_size)]
+        memory: u64,
         /// Keep the barrier files as sealed. By default, ingest ends with the automatic
         /// maintenance `compact --auto` runs: a stream past its compaction threshold is
         /// compacted before ingest exits, so the next survey reads few files.
@@ -398,6 +409,8 @@ fn main() -> ExitCode {
             ladder,
             seal_rows,
             no_compact,
+            types,
+            memory,
             files,
         } => ingest(
             &archive,
@@ -406,10 +419,14 @@ fn main() -> ExitCode {
                 track,
                 axis,
                 position,
+                types,
             },
             ladder.as_deref(),
-            seal_rows,
-            !no_compact,
+            Cadence {
+                seal_rows,
+                compact: !no_compact,
+                memory: usize::try_from(memory).unwrap_or(usize::MAX),
+            },
             &files,
         ),
         Command::Survey {
@@ -542,11 +559,14 @@ fn main() -> ExitCode {
     }
 }
 
-fn spinner(what: &str) -> ProgressBar {
-    let bar = ProgressBar::new_spinner();
+/// A progress bar of `total` units, drawn on stderr (and hidden when it is not a terminal).
+fn progress(total: u64, what: &str, units: &str) -> ProgressBar {
+    let bar = ProgressBar::new(total);
     bar.set_style(
-        ProgressStyle::with_template("{spinner} {prefix} {msg} [{elapsed}]")
-            .expect("a valid template"),
+        ProgressStyle::with_template(&format!(
+            "{{prefix}} {{wide_bar}} {units} {{msg}} [{{elapsed}}, {{eta}} left]"
+        ))
+        .expect("a valid template"),
     );
     bar.set_prefix(what.to_owned());
     bar
@@ -608,15 +628,29 @@ pub(crate) fn reading<T>(
     }
 }
 
+/// How `ingest` paces its work.
+struct Cadence {
+    /// Seal a barrier every this many staged rows.
+    seal_rows: u64,
+    /// End with the automatic maintenance.
+    compact: bool,
+    /// Checked input held in memory before the spool spills.
+    memory: usize,
+}
+
 fn ingest(
     archive_dir: &Path,
     stream: &str,
     columns: input::Columns,
     ladder: Option<&str>,
-    seal_rows: u64,
-    compact: bool,
+    cadence: Cadence,
     files: &[PathBuf],
 ) -> Result<(), Failure> {
+    let Cadence {
+        seal_rows,
+        compact,
+        memory: spool_memory,
+    } = cadence;
     let ladder_given = ladder.is_some();
     let ladder = match ladder {
         None => Some(series_archive::archive::Ladder::ORDINAL),
@@ -658,6 +692,20 @@ fn ingest(
                     Ok(arrow::datatypes::Field::new(&c.name, t, c.nullable))
                 })
                 .collect::<Result<_, String>>()?;
+            for (name, asked) in &columns.types {
+                match fields.iter().find(|f| f.name() == name) {
+                    Some(f) if f.data_type() == asked => {}
+                    Some(f) => return Err(format!(
+                        "stream {stream:?} records column {name:?} as {}; --types asked for {asked} (a stream's column types cannot change)",
+                        f.data_type()
+                    )
+                    .into()),
+                    None => return Err(format!(
+                        "--types names {name:?}, which is not a column of stream {stream:?}"
+                    )
+                    .into()),
+                }
+            }
             StreamSpec::dynamic(
                 stream,
                 std::sync::Arc::new(arrow::datatypes::Schema::new(fields)),
@@ -700,13 +748,18 @@ fn ingest(
             series_archive::archive::Validator::for_new_stream(&spec)?,
         )
     };
-    // Pass 1: check everything; nothing is staged until the whole input is known good.
+    // One read: every batch is parsed, shaped and checked once, and kept in the spool;
+    // nothing is staged until the whole input is known good.
     for path in &files {
         input::unique_json_keys(path)?;
     }
     let started = Instant::now();
-    let bar = spinner("checking");
-    let mut checked = 0usize;
+    let input_bytes: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+        .sum();
+    let bar = progress(input_bytes, "reading and checking", "{bytes}/{total_bytes}");
+    let mut spool = spool::Spool::new(declared.clone(), spool_memory);
     let first_position = opened
         .as_ref()
         .map_or(0, |a| a.watermark(stream).0)
@@ -716,16 +769,35 @@ fn ingest(
         &declared,
         columns.position.as_deref(),
         first_position,
-        |path, kind, row, shaped, positions| {
+        &bar,
+        |origin, shaped, positions| {
+            let (path, kind) = (&files[origin.file], input::Kind::of(&files[origin.file])?);
             validator
                 .check(&shaped, &positions)
-                .map_err(|e| locate(e, path, kind, row))?;
-            checked += shaped.num_rows();
-            bar.set_message(format!("{checked} rows"));
+                .map_err(|e| locate(e, path, kind, origin.first_row))?;
+            spool.push(spool::Delivery {
+                origin,
+                batch: shaped,
+                positions,
+            })?;
+            bar.set_message(format!("{} rows", spool.rows()));
             Ok(())
         },
     )?;
     bar.finish_and_clear();
+    let checked = spool.rows();
+    let spilled = match spool.spilled_bytes() {
+        0 => String::new(),
+        n => format!(
+            " ({:.1} MiB of it kept in a temporary file past --memory)",
+            n as f64 / (1 << 20) as f64
+        ),
+    };
+    eprintln!(
+        "read and checked {checked} rows in {} file(s) in {:.2?}{spilled}",
+        files.len(),
+        started.elapsed()
+    );
     let mut archive = match opened {
         Some(archive) => archive,
         None => Archive::open(
@@ -733,13 +805,8 @@ fn ingest(
             lifecycle::with_cold(Config::new().stream(spec))?,
         )?,
     };
-    eprintln!(
-        "checked {checked} rows in {} file(s) in {:.2?}",
-        files.len(),
-        started.elapsed()
-    );
-    // Pass 2: stage and seal on the cadence.
-    let bar = spinner("ingesting");
+    // Stage what was checked and seal on the cadence.
+    let bar = progress(checked as u64, "ingesting", "{pos}/{len} rows");
     let started = Instant::now();
     let mut total = 0usize;
     let report = |r: Option<series_archive::archive::BarrierReport>, bar: &ProgressBar| {
@@ -749,38 +816,36 @@ fn ingest(
             }
         }
     };
-    let first_position = archive.watermark(stream).0.saturating_add(1);
-    deliveries(
-        &files,
-        &declared,
-        columns.position.as_deref(),
-        first_position,
-        |path, kind, row, shaped, positions| {
-            // Stage in slices that fill the cadence exactly, so a barrier is sealed every
-            // `seal_rows` rows whatever the input batch size.
-            let mut offset = 0;
-            while offset < shaped.num_rows() {
-                let room = seal_rows
-                    .saturating_sub(archive.staged_rows() as u64)
-                    .max(1);
-                let len = (shaped.num_rows() - offset).min(room as usize);
-                archive
-                    .stage_batch(
-                        stream,
-                        &shaped.slice(offset, len),
-                        &positions[offset..offset + len],
-                    )
-                    .map_err(|e| locate(e, path, kind, row + offset))?;
-                offset += len;
-                if archive.staged_rows() as u64 >= seal_rows {
-                    report(archive.seal_all()?, &bar);
-                }
+    for delivery in spool.replay()? {
+        let spool::Delivery {
+            origin,
+            batch: shaped,
+            positions,
+        } = delivery?;
+        let (path, kind) = (&files[origin.file], input::Kind::of(&files[origin.file])?);
+        // Stage in slices that fill the cadence exactly, so a barrier is sealed every
+        // `seal_rows` rows whatever the input batch size.
+        let mut offset = 0;
+        while offset < shaped.num_rows() {
+            let room = seal_rows
+                .saturating_sub(archive.staged_rows() as u64)
+                .max(1);
+            let len = (shaped.num_rows() - offset).min(room as usize);
+            archive
+                .stage_batch(
+                    stream,
+                    &shaped.slice(offset, len),
+                    &positions[offset..offset + len],
+                )
+                .map_err(|e| locate(e, path, kind, origin.first_row + offset))?;
+            offset += len;
+            if archive.staged_rows() as u64 >= seal_rows {
+                report(archive.seal_all()?, &bar);
             }
-            total += shaped.num_rows();
-            bar.set_message(format!("{total} rows"));
-            Ok(())
-        },
-    )?;
+        }
+        total += shaped.num_rows();
+        bar.set_position(total as u64);
+    }
     report(archive.flush_all()?, &bar);
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
@@ -818,28 +883,23 @@ fn quarantined_from(kept: &str) -> &str {
     kept.splitn(3, '/').nth(2).unwrap_or(kept)
 }
 
-/// Reads every file as deliveries shaped to the declaration, in order, handing each to
-/// `take` with its file, kind, first row within the file, and positions (from the position
-/// column, or consecutive from `first_position`).
+/// Reads every file once as deliveries shaped to the declaration, in order, handing each to
+/// `take` with its origin (file index, first row within the file) and positions (from the
+/// position column, or consecutive from `first_position`). `bar` counts the bytes read.
 fn deliveries(
     files: &[PathBuf],
     declared: &arrow::datatypes::SchemaRef,
     position: Option<&str>,
     first_position: u64,
-    mut take: impl FnMut(
-        &Path,
-        input::Kind,
-        usize,
-        arrow::array::RecordBatch,
-        Vec<u64>,
-    ) -> Result<(), Failure>,
+    bar: &ProgressBar,
+    mut take: impl FnMut(spool::Origin, arrow::array::RecordBatch, Vec<u64>) -> Result<(), Failure>,
 ) -> Result<(), Failure> {
     let mut next_position = first_position;
-    for path in files {
+    for (file, path) in files.iter().enumerate() {
         let kind = input::Kind::of(path)?;
         let schema = std::sync::Arc::new(input::file_schema(path)?);
         let mut row = 0usize;
-        for batch in input::batches(path, schema)? {
+        for batch in input::batches(path, schema, bar)? {
             let (shaped, positions) = input::shape(&batch?, declared, position, path, kind, row)?;
             let n = shaped.num_rows();
             let positions = match positions {
@@ -859,7 +919,14 @@ fn deliveries(
                 }
             };
             next_position = next_position.saturating_add(n as u64);
-            take(path, kind, row, shaped, positions)?;
+            take(
+                spool::Origin {
+                    file,
+                    first_row: row,
+                },
+                shaped,
+                positions,
+            )?;
             row += n;
         }
     }
