@@ -16,6 +16,7 @@ macro_rules! out {
 }
 
 mod demo;
+mod eventd;
 mod input;
 mod lifecycle;
 mod output;
@@ -118,6 +119,31 @@ enum Command {
         /// Input files (.csv with a header, .jsonl/.ndjson, .parquet) or directories of them.
         #[arg(required = true)]
         files: Vec<PathBuf>,
+    },
+    /// Import an eventd metric store (SQLite) whole: counters, gauges and histograms become
+    /// the streams `counters`, `gauges` and `histograms` (a series is a track), rollups the
+    /// stream `rollups`.
+    ///
+    /// The database is opened read-only and checked before anything is written: an unknown
+    /// schema version or a sample no track could hold is refused, and nothing is touched.
+    /// Samples go in eventd's query order, (timestamp, id), in barriers that end between
+    /// timestamps, so a killed import run again resumes where it stopped, without duplicates.
+    /// The mapping: docs/eventd.md.
+    ImportEventd {
+        /// The eventd metric database (metrics.db).
+        database: PathBuf,
+        /// The archive directory (created when absent).
+        archive: PathBuf,
+        /// Seal a barrier every N samples (at the next timestamp change).
+        #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+        seal_rows: u64,
+        /// The level ladder of new sample streams: BASE,FACTOR,LEVELS, BASE in nanoseconds or
+        /// as a duration. Default 60s,8,8 (cells as wide as eventd's finest rollup window).
+        #[arg(long, value_parser = eventd::parse_ladder)]
+        ladder: Option<series_archive::archive::Ladder>,
+        /// Keep the barrier files as sealed (skip the automatic compaction at the end).
+        #[arg(long)]
+        no_compact: bool,
     },
     /// Print raw rows of a stream in publish order.
     Rows {
@@ -429,6 +455,19 @@ fn main() -> ExitCode {
             },
             &files,
         ),
+        Command::ImportEventd {
+            database,
+            archive,
+            seal_rows,
+            ladder,
+            no_compact,
+        } => eventd::import(eventd::Request {
+            database: &database,
+            archive: &archive,
+            seal_rows,
+            compact: !no_compact,
+            ladder,
+        }),
         Command::Survey {
             range,
             budget,
@@ -560,7 +599,7 @@ fn main() -> ExitCode {
 }
 
 /// A progress bar of `total` units, drawn on stderr (and hidden when it is not a terminal).
-fn progress(total: u64, what: &str, units: &str) -> ProgressBar {
+pub(crate) fn progress(total: u64, what: &str, units: &str) -> ProgressBar {
     let bar = ProgressBar::new(total);
     bar.set_style(
         ProgressStyle::with_template(&format!(

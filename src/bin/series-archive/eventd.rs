@@ -1,0 +1,1042 @@
+//! `import-eventd`: an eventd metric store (SQLite: `series`, `samples`, `rollups`,
+//! `metadata`) moved into the archive whole, resumably, and checked before anything is
+//! touched. The mapping is `docs/eventd.md`'s.
+//!
+//! - Counter, gauge and histogram series become tracks `(name, labels)` of the streams
+//!   `counters` and `gauges`, and `(name, labels, boundaries)` of `histograms`: the series'
+//!   identity, never its hash (two series whose label hashes collide stay two tracks).
+//! - A series' samples are read in eventd's query order, `(timestamp, id)`, and staged in it:
+//!   a sample inserted late (a larger `id` than later-stamped ones) takes its timestamp's
+//!   place, as every eventd query shows it.
+//! - Barriers are cut only where the timestamp changes within a series (or between series), so
+//!   a track's newest timestamp in the archive says exactly which of its samples are there: a
+//!   second run, after a kill or after eventd wrote more, imports each series' samples past
+//!   it, with no duplicate and no gap.
+//! - `rollups` rows become the stream `rollups` (tracks `(name, labels, function,
+//!   window_seconds)`, axis `window_start`): eventd keeps them after it deletes the raw
+//!   samples beneath, so they can be the only history of a window.
+
+use crate::{lifecycle, progress, Failure};
+use arrow::array::{
+    ArrayRef, Float64Builder, Int64Builder, ListBuilder, RecordBatch, StringBuilder, UInt64Builder,
+};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use series_archive::archive::{Archive, Config, Ladder, StreamSpec};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The one schema version this importer reads (seed 002 §5.2.6: version 1 comprises
+/// `series`, `samples`, `rollups` and `metadata`).
+pub const SCHEMA_VERSION: &str = "1";
+
+/// The default level ladder of the sample streams: 60 s cells (eventd's finest rollup window,
+/// so every rollup window folds from whole cells), ×8 per level, 8 levels (up to 8⁷ minutes,
+/// about four years, a cell). Finer cells cost more than the samples: with 1 s cells every
+/// sample of a 10 s scrape is a cell of its own (docs/eventd.md has the figures).
+pub const LADDER: Ladder = Ladder {
+    base: 60_000_000_000,
+    factor: 8,
+    levels: 8,
+};
+
+/// Parses `--ladder BASE,FACTOR,LEVELS` where BASE is nanoseconds or a duration (`1s`, `60s`,
+/// `5m`, `1h`).
+pub fn parse_ladder(text: &str) -> Result<Ladder, String> {
+    let (base, rest) = text
+        .split_once(',')
+        .ok_or_else(|| format!("ladder {text:?}: write BASE,FACTOR,LEVELS (e.g. 60s,8,8)"))?;
+    let base = base.trim();
+    let unit = |suffix: &str, ns: u64| {
+        base.strip_suffix(suffix)
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .and_then(|n| n.checked_mul(ns))
+    };
+    let ns = base
+        .parse::<u64>()
+        .ok()
+        .or_else(|| unit("ms", 1_000_000))
+        .or_else(|| unit("s", 1_000_000_000))
+        .or_else(|| unit("m", 60_000_000_000))
+        .or_else(|| unit("h", 3_600_000_000_000))
+        .ok_or_else(|| {
+            format!("ladder {text:?}: base {base:?} is neither nanoseconds nor a duration like 60s")
+        })?;
+    Ladder::parse(&format!("{ns},{rest}"))
+}
+
+/// Rows per staged batch.
+const BATCH_ROWS: usize = 64 * 1024;
+
+/// The kinds of series (`series.type`), each its own stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+impl Kind {
+    const ALL: [Kind; 3] = [Kind::Counter, Kind::Gauge, Kind::Histogram];
+
+    fn of(code: i64) -> Option<Kind> {
+        match code {
+            0 => Some(Kind::Counter),
+            1 => Some(Kind::Gauge),
+            2 => Some(Kind::Histogram),
+            _ => None,
+        }
+    }
+
+    fn stream(self) -> &'static str {
+        match self {
+            Kind::Counter => "counters",
+            Kind::Gauge => "gauges",
+            Kind::Histogram => "histograms",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+
+    /// The stream's columns: track, axis, then the sample's own.
+    fn schema(self) -> SchemaRef {
+        let text = |n: &str| Field::new(n, DataType::Utf8, false);
+        let mut fields = vec![text("name"), text("labels")];
+        if self == Kind::Histogram {
+            fields.push(text("boundaries"));
+        }
+        fields.push(Field::new("timestamp", DataType::UInt64, false));
+        fields.push(text("boot_id"));
+        match self {
+            Kind::Counter | Kind::Gauge => {
+                fields.push(Field::new("value", DataType::Float64, false));
+            }
+            Kind::Histogram => {
+                fields.push(Field::new("total_count", DataType::UInt64, false));
+                fields.push(Field::new("sum", DataType::Float64, false));
+                fields.push(Field::new(
+                    "bucket_bounds",
+                    DataType::List(Arc::new(Field::new_list_field(DataType::Float64, true))),
+                    false,
+                ));
+                fields.push(Field::new(
+                    "counts",
+                    DataType::List(Arc::new(Field::new_list_field(DataType::UInt64, true))),
+                    false,
+                ));
+            }
+        }
+        Arc::new(Schema::new(fields))
+    }
+
+    fn track(self) -> Vec<String> {
+        let mut t = vec!["name".to_owned(), "labels".to_owned()];
+        if self == Kind::Histogram {
+            t.push("boundaries".to_owned());
+        }
+        t
+    }
+}
+
+/// The rollups stream's columns.
+fn rollup_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("name", DataType::Utf8, false),
+        Field::new("labels", DataType::Utf8, false),
+        Field::new("function", DataType::Utf8, false),
+        Field::new("window_seconds", DataType::Int64, false),
+        Field::new("window_start", DataType::UInt64, false),
+        Field::new("type", DataType::Utf8, false),
+        Field::new("value", DataType::Float64, false),
+    ]))
+}
+
+const ROLLUPS: &str = "rollups";
+
+/// One row of `series`.
+struct Series {
+    id: i64,
+    name: String,
+    labels: String,
+    kind: Kind,
+    /// A histogram's boundaries, decoded from the canonical blob.
+    boundaries: Option<Vec<f64>>,
+}
+
+impl Series {
+    /// The track labels: the series' identity (name, canonical labels, and a histogram's
+    /// boundaries as text).
+    fn track(&self) -> Vec<String> {
+        let mut t = vec![self.name.clone(), self.labels.clone()];
+        if let Some(b) = &self.boundaries {
+            t.push(boundaries_text(b));
+        }
+        t
+    }
+
+    fn shown(&self) -> String {
+        format!(
+            "series {} ({} {}{{{}}})",
+            self.id,
+            self.kind.name(),
+            self.name,
+            self.labels
+        )
+    }
+}
+
+/// Boundaries as a track label: each f64 in its shortest round-trip form, comma-separated.
+fn boundaries_text(b: &[f64]) -> String {
+    b.iter()
+        .map(|v| format!("{v:?}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Decodes eventd's canonical boundary blob: `u32` count, then that many `f64`, little-endian.
+fn decode_boundaries(blob: &[u8]) -> Result<Vec<f64>, String> {
+    let (count, rest) = blob
+        .split_first_chunk::<4>()
+        .ok_or_else(|| format!("a boundaries blob of {} bytes has no count", blob.len()))?;
+    let count = u32::from_le_bytes(*count) as usize;
+    if rest.len() != count * 8 {
+        return Err(format!(
+            "a boundaries blob says {count} boundaries but holds {} bytes after the count (expected {})",
+            rest.len(),
+            count * 8
+        ));
+    }
+    Ok(rest
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+        .collect())
+}
+
+/// A histogram sample as eventd stores it: a canonical MessagePack map.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HistogramSample {
+    boundaries: Vec<f64>,
+    counts: Vec<u64>,
+    total_count: u64,
+    sum: f64,
+}
+
+fn decode_histogram(blob: &[u8], series: &Series) -> Result<HistogramSample, String> {
+    let h: HistogramSample = rmp_serde::from_slice(blob)
+        .map_err(|e| format!("histogram_data is not eventd's MessagePack sample map: {e}"))?;
+    if Some(&h.boundaries) != series.boundaries.as_ref() {
+        return Err(format!(
+            "its boundaries [{}] are not its series' [{}]",
+            boundaries_text(&h.boundaries),
+            series
+                .boundaries
+                .as_deref()
+                .map(boundaries_text)
+                .unwrap_or_default()
+        ));
+    }
+    Ok(h)
+}
+
+/// A boot id as canonical UUID text.
+fn boot_text(bytes: &[u8]) -> String {
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    if hex.len() != 32 {
+        return hex;
+    }
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// What `import-eventd` was asked.
+pub struct Request<'a> {
+    pub database: &'a Path,
+    pub archive: &'a Path,
+    pub seal_rows: u64,
+    pub compact: bool,
+    /// The ladder for new sample streams (an existing one keeps its own).
+    pub ladder: Option<Ladder>,
+}
+
+/// Refuses naming the database, saying nothing was imported.
+fn refuse(db: &Path, what: impl std::fmt::Display) -> Failure {
+    Failure::from(format!("{}: {what}; nothing was imported", db.display()))
+}
+
+pub fn import(req: Request) -> Result<(), Failure> {
+    let db = req.database;
+    if !db.is_file() {
+        return Err(format!("{}: no such file", db.display()).into());
+    }
+    let sql = |e: rusqlite::Error| refuse(db, e);
+    let conn = Connection::open_with_flags(
+        db,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(sql)?;
+    // One read transaction: the whole import sees one state of a database eventd may still
+    // be writing.
+    conn.execute_batch("BEGIN").map_err(sql)?;
+    check_schema(&conn, db)?;
+    let series = load_series(&conn, db)?;
+    let counts = check_samples(&conn, db)?;
+    check_histograms(&conn, db, &series)?;
+
+    let recorded = if req.archive.join("manifest").is_dir() {
+        Some(crate::read_only(req.archive)?)
+    } else {
+        None
+    };
+    let ladder_of = |k: Kind| -> Result<Option<Ladder>, Failure> {
+        let Some(decl) = recorded
+            .as_ref()
+            .and_then(|a| a.state().streams.get(k.stream()))
+            .map(|s| &s.decl)
+        else {
+            return Ok(Some(req.ladder.unwrap_or(LADDER)));
+        };
+        match req.ladder {
+            Some(asked) if decl.ladder != Some(asked) => Err(format!(
+                "stream {} is recorded with ladder {:?}; --ladder asked for {asked:?} (a stream's ladder cannot change)",
+                k.stream(),
+                decl.ladder
+            )
+            .into()),
+            _ => Ok(decl.ladder),
+        }
+    };
+    let specs = Kind::ALL
+        .iter()
+        .map(|&k| {
+            let ladder = ladder_of(k)?;
+            Ok(StreamSpec::dynamic(
+                k.stream(),
+                k.schema(),
+                k.track(),
+                Some("timestamp".to_owned()),
+            )?
+            .with_ladder(ladder))
+        })
+        .chain([StreamSpec::dynamic(
+            ROLLUPS,
+            rollup_schema(),
+            ["name", "labels", "function", "window_seconds"]
+                .map(String::from)
+                .to_vec(),
+            Some("window_start".to_owned()),
+        )
+        .map(|s| s.with_ladder(None))
+        .map_err(Failure::from)])
+        .collect::<Result<Vec<_>, Failure>>()?;
+    let rollup_keys = check_rollups(&conn, db, &series)?;
+
+    let mut resume: HashMap<i64, u64> = HashMap::new();
+    let mut already = 0u64;
+    if let Some(existing) = recorded {
+        // Where each track stands: its first and newest timestamps and the samples it holds.
+        let stands = |stream: &str, track: &[String]| -> Option<(u64, u64, u64)> {
+            let state = existing.state().streams.get(stream)?;
+            let key = series_archive::TrackKey::encode(track).ok()?;
+            let t = state.tracks.get(&key)?;
+            Some((t.first_axis?, t.last_axis?, t.rows))
+        };
+        let mut count = conn
+            .prepare(
+                "SELECT count(*) FROM samples WHERE series_id = ?1 AND timestamp >= ?2 AND timestamp <= ?3",
+            )
+            .map_err(sql)?;
+        let mut late = Vec::new();
+        for s in &series {
+            let Some((first, last, rows)) = stands(s.kind.stream(), &s.track()) else {
+                continue;
+            };
+            let held: i64 = count
+                .query_row((s.id, first as i64, last as i64), |r| r.get(0))
+                .map_err(sql)?;
+            if held as u64 > rows {
+                late.push(format!(
+                    "{}: {} sample(s) at or before {last}, the newest timestamp the archive holds of it",
+                    s.shown(),
+                    held as u64 - rows
+                ));
+            }
+            resume.insert(s.id, last);
+            already += rows;
+        }
+        if !late.is_empty() {
+            return Err(refuse(
+                db,
+                format!(
+                    "eventd holds samples older than what this archive already imported of their series, which cannot be appended (a track's timestamps never go back):\n  {}\nimport this database into a new archive instead",
+                    late.join("\n  ")
+                ),
+            ));
+        }
+    }
+
+    let mut config = Config::new();
+    for spec in specs {
+        config = config.stream(spec);
+    }
+    let mut archive = Archive::open(req.archive, lifecycle::with_cold(config)?)?;
+    for q in &archive.recovery().quarantined {
+        eprintln!("recovery: moved a leftover into quarantine (kept as {q})");
+    }
+    eprintln!(
+        "{}: {} series ({} counters, {} gauges, {} histograms), {} samples, {} rollups; schema version {SCHEMA_VERSION}",
+        db.display(),
+        series.len(),
+        series.iter().filter(|s| s.kind == Kind::Counter).count(),
+        series.iter().filter(|s| s.kind == Kind::Gauge).count(),
+        series.iter().filter(|s| s.kind == Kind::Histogram).count(),
+        counts.samples,
+        counts.rollups
+    );
+    if already > 0 {
+        eprintln!("resuming: the archive already holds {already} of the samples");
+    }
+
+    let started = Instant::now();
+    let bar = progress(counts.samples, "importing samples", "{pos}/{len}");
+    bar.set_position(already.min(counts.samples));
+    let mut batches: BTreeMap<Kind, Samples> =
+        Kind::ALL.iter().map(|&k| (k, Samples::new(k))).collect();
+    let mut sealer = Sealer::new(&mut archive, req.seal_rows, &bar);
+    let mut query = conn
+        .prepare(
+            "SELECT id, boot_id, timestamp, value, histogram_data FROM samples \
+             WHERE series_id = ?1 AND timestamp > ?2 ORDER BY timestamp, id",
+        )
+        .map_err(sql)?;
+    let mut imported = 0u64;
+    for s in &series {
+        let after = resume.get(&s.id).map_or(-1, |&t| t as i64);
+        let mut rows = query.query((s.id, after)).map_err(sql)?;
+        let mut last: Option<u64> = None;
+        let track = s.track();
+        while let Some(row) = rows.next().map_err(sql)? {
+            let id: i64 = row.get(0).map_err(sql)?;
+            let boot: Vec<u8> = row.get(1).map_err(sql)?;
+            let timestamp = row.get::<_, i64>(2).map_err(sql)? as u64;
+            if last != Some(timestamp) && sealer.due(&batches) {
+                sealer.seal(&mut batches)?;
+            }
+            last = Some(timestamp);
+            let batch = batches.get_mut(&s.kind).ok_or("a kind without its batch")?;
+            batch.push_head(&track, timestamp, &boot);
+            match s.kind {
+                Kind::Counter | Kind::Gauge => batch.value.append_value(row.get(3).map_err(sql)?),
+                Kind::Histogram => {
+                    let blob: Vec<u8> = row.get(4).map_err(sql)?;
+                    let h = decode_histogram(&blob, s)
+                        .map_err(|e| refuse(db, format!("sample {id} of {}: {e}", s.shown())))?;
+                    batch.push_histogram(h);
+                }
+            }
+            imported += 1;
+            if batch.len >= BATCH_ROWS {
+                sealer.stage(batch)?;
+                bar.set_position((already + imported).min(counts.samples));
+            }
+        }
+    }
+    sealer.seal(&mut batches)?;
+    let secs = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    eprintln!(
+        "imported {imported} samples of {} series in {secs:.2} s ({:.0} samples/s, seals included)",
+        series.len(),
+        imported as f64 / secs.max(1e-9)
+    );
+
+    let rollups = import_rollups(&conn, db, &series, &rollup_keys, &mut sealer)?;
+    if rollups > 0 {
+        eprintln!("imported {rollups} rollups into stream {ROLLUPS}");
+    }
+    drop(sealer);
+    if req.compact {
+        let reports = archive.compact(false, |_, _, _| {})?;
+        if !reports.is_empty() {
+            let t = series_archive::archive::lifecycle::CompactReport::total(&reports);
+            eprintln!(
+                "compacted: {} barrier files → {} segments; {} level files merged",
+                t.files_in, t.files_out, t.level_files_in
+            );
+        }
+        if let Some(generation) = archive.checkpoint_if_due()? {
+            eprintln!("checkpoint: manifest generation {generation}");
+        }
+    }
+    Ok(())
+}
+
+/// Refuses anything but an eventd metric store of [`SCHEMA_VERSION`].
+fn check_schema(conn: &Connection, db: &Path) -> Result<(), Failure> {
+    let sql = |e: rusqlite::Error| refuse(db, e);
+    let columns = |table: &str| -> Result<Vec<String>, Failure> {
+        let mut stmt = conn
+            .prepare(&format!("PRAGMA table_info({table})"))
+            .map_err(sql)?;
+        let names = stmt
+            .query_map([], |r| r.get::<_, String>(1))
+            .map_err(sql)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(sql)?;
+        Ok(names)
+    };
+    let has = columns("metadata")?;
+    if !(has.iter().any(|c| c == "key") && has.iter().any(|c| c == "value")) {
+        return Err(refuse(
+            db,
+            "no metadata(key, value) table: not an eventd metric store",
+        ));
+    }
+    let version: Option<String> = conn
+        .query_row(
+            "SELECT CAST(value AS TEXT) FROM metadata WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(sql)?;
+    match version.as_deref() {
+        Some(SCHEMA_VERSION) => {}
+        Some(v) => {
+            return Err(refuse(
+                db,
+                format!(
+                "eventd schema version {v:?}; this importer reads version {SCHEMA_VERSION:?} only"
+            ),
+            ))
+        }
+        None => return Err(refuse(db, "metadata holds no schema_version")),
+    }
+    for (table, needed) in [
+        (
+            "series",
+            &["id", "name", "labels", "type", "boundaries"][..],
+        ),
+        (
+            "samples",
+            &[
+                "id",
+                "series_id",
+                "boot_id",
+                "timestamp",
+                "value",
+                "histogram_data",
+            ][..],
+        ),
+        (
+            "rollups",
+            &[
+                "series_id",
+                "function",
+                "window_seconds",
+                "window_start",
+                "value",
+            ][..],
+        ),
+    ] {
+        let has = columns(table)?;
+        let missing: Vec<&str> = needed
+            .iter()
+            .copied()
+            .filter(|n| !has.iter().any(|c| c == n))
+            .collect();
+        if !missing.is_empty() {
+            return Err(refuse(
+                db,
+                format!(
+                    "table {table} lacks column(s) {} (it has: {})",
+                    missing.join(", "),
+                    has.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Every series, by id; refuses a series the archive could not hold as its own track.
+fn load_series(conn: &Connection, db: &Path) -> Result<Vec<Series>, Failure> {
+    let sql = |e: rusqlite::Error| refuse(db, e);
+    let mut stmt = conn
+        .prepare("SELECT id, name, labels, type, boundaries FROM series ORDER BY id")
+        .map_err(sql)?;
+    let mut rows = stmt.query([]).map_err(sql)?;
+    let mut series = Vec::new();
+    let mut seen: HashMap<(Kind, Vec<String>), i64> = HashMap::new();
+    while let Some(row) = rows.next().map_err(sql)? {
+        let id: i64 = row.get(0).map_err(sql)?;
+        let name: String = row.get(1).map_err(sql)?;
+        let labels: String = row.get(2).map_err(sql)?;
+        let code: i64 = row.get(3).map_err(sql)?;
+        let blob: Option<Vec<u8>> = row.get(4).map_err(sql)?;
+        let who = format!("series {id} ({name}{{{labels}}})");
+        let bad = |what: String| refuse(db, format!("{who}: {what}"));
+        let kind = Kind::of(code).ok_or_else(|| {
+            bad(format!(
+                "type {code} is none of 0 (counter), 1 (gauge), 2 (histogram)"
+            ))
+        })?;
+        let boundaries = match (kind, blob) {
+            (Kind::Histogram, Some(blob)) => Some(decode_boundaries(&blob).map_err(&bad)?),
+            (Kind::Histogram, None) => return Err(bad("a histogram without boundaries".into())),
+            (_, _) => None,
+        };
+        let s = Series {
+            id,
+            name,
+            labels,
+            kind,
+            boundaries,
+        };
+        let track = s.track();
+        series_archive::TrackKey::encode(&track).map_err(|e| bad(e.to_string()))?;
+        if let Some(other) = seen.insert((kind, track), id) {
+            return Err(bad(format!(
+                "series {other} has the same identity (name, labels{}); eventd resolves one series per identity, so this database breaks its own rule and the two cannot be told apart",
+                if kind == Kind::Histogram { ", boundaries" } else { "" }
+            )));
+        }
+        series.push(s);
+    }
+    Ok(series)
+}
+
+/// How much the database holds.
+struct Counts {
+    samples: u64,
+    rollups: u64,
+}
+
+/// One scan of `samples` for what no track could hold: a sample of no series, a boot id
+/// that is not 16 bytes, a timestamp that is not a non-negative integer, a value that is not
+/// a number.
+fn check_samples(conn: &Connection, db: &Path) -> Result<Counts, Failure> {
+    let sql = |e: rusqlite::Error| refuse(db, e);
+    let checks = [
+        (
+            "series_id NOT IN (SELECT id FROM series)",
+            "belong to no series",
+        ),
+        (
+            "typeof(boot_id) != 'blob' OR length(boot_id) != 16",
+            "have a boot_id that is not 16 bytes",
+        ),
+        (
+            "typeof(timestamp) != 'integer' OR timestamp < 0",
+            "have a timestamp that is not a non-negative integer of nanoseconds",
+        ),
+        (
+            "typeof(value) NOT IN ('real', 'integer')",
+            "have a value that is not a number",
+        ),
+    ];
+    let sums: Vec<String> = checks
+        .iter()
+        .map(|(c, _)| format!("coalesce(sum({c}), 0)"))
+        .collect();
+    let (total, found): (i64, Vec<i64>) = conn
+        .query_row(
+            &format!("SELECT count(*), {} FROM samples", sums.join(", ")),
+            [],
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    (1..=checks.len())
+                        .map(|i| r.get(i))
+                        .collect::<Result<_, _>>()?,
+                ))
+            },
+        )
+        .map_err(sql)?;
+    for ((condition, what), n) in checks.iter().zip(found) {
+        if n > 0 {
+            let first: i64 = conn
+                .query_row(
+                    &format!("SELECT min(id) FROM samples WHERE {condition}"),
+                    [],
+                    |r| r.get(0),
+                )
+                .map_err(sql)?;
+            return Err(refuse(
+                db,
+                format!("{n} sample(s) {what} (the first is sample {first})"),
+            ));
+        }
+    }
+    let rollups: i64 = conn
+        .query_row("SELECT count(*) FROM rollups", [], |r| r.get(0))
+        .map_err(sql)?;
+    Ok(Counts {
+        samples: total as u64,
+        rollups: rollups as u64,
+    })
+}
+
+/// Decodes every histogram sample once before anything is written: a damaged one is refused
+/// naming it, rather than found after barriers were already committed.
+fn check_histograms(conn: &Connection, db: &Path, series: &[Series]) -> Result<(), Failure> {
+    let sql = |e: rusqlite::Error| refuse(db, e);
+    let by_id: HashMap<i64, &Series> = series
+        .iter()
+        .filter(|s| s.kind == Kind::Histogram)
+        .map(|s| (s.id, s))
+        .collect();
+    if by_id.is_empty() {
+        return Ok(());
+    }
+    let mut stmt = conn
+        .prepare(
+            "SELECT s.id, s.series_id, s.histogram_data FROM samples s \
+             JOIN series e ON e.id = s.series_id WHERE e.type = 2",
+        )
+        .map_err(sql)?;
+    let mut rows = stmt.query([]).map_err(sql)?;
+    while let Some(row) = rows.next().map_err(sql)? {
+        let id: i64 = row.get(0).map_err(sql)?;
+        let Some(s) = by_id.get(&row.get::<_, i64>(1).map_err(sql)?) else {
+            continue;
+        };
+        let blob: Option<Vec<u8>> = row.get(2).map_err(sql)?;
+        let blob = blob.ok_or_else(|| {
+            refuse(
+                db,
+                format!("sample {id} of {}: no histogram_data", s.shown()),
+            )
+        })?;
+        decode_histogram(&blob, s)
+            .map_err(|e| refuse(db, format!("sample {id} of {}: {e}", s.shown())))?;
+    }
+    Ok(())
+}
+
+/// The rollups track `(name, labels)` of each series that has rollups; refuses two such
+/// series that would share one (a counter and a gauge of one name and labels, or histograms
+/// differing only in boundaries), and rollups of no series.
+fn check_rollups(
+    conn: &Connection,
+    db: &Path,
+    series: &[Series],
+) -> Result<HashMap<i64, usize>, Failure> {
+    let sql = |e: rusqlite::Error| refuse(db, e);
+    let by_id: HashMap<i64, usize> = series.iter().enumerate().map(|(i, s)| (s.id, i)).collect();
+    let mut stmt = conn
+        .prepare("SELECT DISTINCT series_id FROM rollups ORDER BY series_id")
+        .map_err(sql)?;
+    let ids = stmt
+        .query_map([], |r| r.get::<_, i64>(0))
+        .map_err(sql)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(sql)?;
+    let mut keys: HashMap<(&str, &str), i64> = HashMap::new();
+    let mut out = HashMap::new();
+    for id in ids {
+        let &i = by_id
+            .get(&id)
+            .ok_or_else(|| refuse(db, format!("rollups of series {id}, which does not exist")))?;
+        let s = &series[i];
+        if let Some(other) = keys.insert((&s.name, &s.labels), id) {
+            return Err(refuse(
+                db,
+                format!(
+                    "series {other} and {id} both have rollups and share name and labels {}{{{}}}; their rollups would share one track",
+                    s.name, s.labels
+                ),
+            ));
+        }
+        out.insert(id, i);
+    }
+    Ok(out)
+}
+
+/// Rows being built for one sample stream.
+struct Samples {
+    kind: Kind,
+    len: usize,
+    name: StringBuilder,
+    labels: StringBuilder,
+    boundaries: StringBuilder,
+    timestamp: UInt64Builder,
+    boot: StringBuilder,
+    value: Float64Builder,
+    total_count: UInt64Builder,
+    sum: Float64Builder,
+    bucket_bounds: ListBuilder<Float64Builder>,
+    counts: ListBuilder<UInt64Builder>,
+    /// Boot id bytes → text, so a boot is formatted once.
+    boots: HashMap<Vec<u8>, String>,
+}
+
+impl Samples {
+    fn new(kind: Kind) -> Samples {
+        Samples {
+            kind,
+            len: 0,
+            name: StringBuilder::new(),
+            labels: StringBuilder::new(),
+            boundaries: StringBuilder::new(),
+            timestamp: UInt64Builder::new(),
+            boot: StringBuilder::new(),
+            value: Float64Builder::new(),
+            total_count: UInt64Builder::new(),
+            sum: Float64Builder::new(),
+            bucket_bounds: ListBuilder::new(Float64Builder::new()),
+            counts: ListBuilder::new(UInt64Builder::new()),
+            boots: HashMap::new(),
+        }
+    }
+
+    fn push_head(&mut self, track: &[String], timestamp: u64, boot: &[u8]) {
+        self.name.append_value(&track[0]);
+        self.labels.append_value(&track[1]);
+        if let Some(b) = track.get(2) {
+            self.boundaries.append_value(b);
+        }
+        self.timestamp.append_value(timestamp);
+        let text = self
+            .boots
+            .entry(boot.to_vec())
+            .or_insert_with(|| boot_text(boot));
+        self.boot.append_value(text);
+        self.len += 1;
+    }
+
+    fn push_histogram(&mut self, h: HistogramSample) {
+        self.total_count.append_value(h.total_count);
+        self.sum.append_value(h.sum);
+        self.bucket_bounds.values().append_slice(&h.boundaries);
+        self.bucket_bounds.append(true);
+        self.counts.values().append_slice(&h.counts);
+        self.counts.append(true);
+    }
+
+    /// The rows built so far, as a batch of the stream's schema; the builders start over.
+    fn finish(&mut self) -> Result<RecordBatch, Failure> {
+        let mut columns: Vec<ArrayRef> =
+            vec![Arc::new(self.name.finish()), Arc::new(self.labels.finish())];
+        if self.kind == Kind::Histogram {
+            columns.push(Arc::new(self.boundaries.finish()));
+        }
+        columns.push(Arc::new(self.timestamp.finish()));
+        columns.push(Arc::new(self.boot.finish()));
+        match self.kind {
+            Kind::Counter | Kind::Gauge => columns.push(Arc::new(self.value.finish())),
+            Kind::Histogram => {
+                columns.push(Arc::new(self.total_count.finish()));
+                columns.push(Arc::new(self.sum.finish()));
+                columns.push(Arc::new(self.bucket_bounds.finish()));
+                columns.push(Arc::new(self.counts.finish()));
+            }
+        }
+        self.len = 0;
+        Ok(RecordBatch::try_new(self.kind.schema(), columns)?)
+    }
+}
+
+/// Stages batches with consecutive positions per stream and seals on the cadence, printing
+/// each barrier as it becomes durable.
+struct Sealer<'a> {
+    archive: &'a mut Archive,
+    seal_rows: u64,
+    bar: &'a indicatif::ProgressBar,
+    next: HashMap<String, u64>,
+}
+
+impl<'a> Sealer<'a> {
+    fn new(
+        archive: &'a mut Archive,
+        seal_rows: u64,
+        bar: &'a indicatif::ProgressBar,
+    ) -> Sealer<'a> {
+        Sealer {
+            archive,
+            seal_rows,
+            bar,
+            next: HashMap::new(),
+        }
+    }
+
+    /// Whether the rows staged and built reach the cadence.
+    fn due(&self, batches: &BTreeMap<Kind, Samples>) -> bool {
+        let built: usize = batches.values().map(|b| b.len).sum();
+        (self.archive.staged_rows() + built) as u64 >= self.seal_rows
+    }
+
+    fn stage_batch(&mut self, stream: &str, batch: RecordBatch) -> Result<(), Failure> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let first = match self.next.get(stream) {
+            Some(&p) => p,
+            None => self.archive.watermark(stream).0.saturating_add(1),
+        };
+        let positions: Vec<u64> = (first..first + batch.num_rows() as u64).collect();
+        self.archive.stage_batch(stream, &batch, &positions)?;
+        self.next
+            .insert(stream.to_owned(), first + batch.num_rows() as u64);
+        Ok(())
+    }
+
+    fn stage(&mut self, samples: &mut Samples) -> Result<(), Failure> {
+        let batch = samples.finish()?;
+        self.stage_batch(samples.kind.stream(), batch)
+    }
+
+    /// Stages everything built and seals one barrier.
+    fn seal(&mut self, batches: &mut BTreeMap<Kind, Samples>) -> Result<(), Failure> {
+        for b in batches.values_mut() {
+            if b.len > 0 {
+                self.stage(b)?;
+            }
+        }
+        self.seal_staged()
+    }
+
+    fn seal_staged(&mut self) -> Result<(), Failure> {
+        if let Some(r) = self.archive.seal_all()? {
+            for s in &r.streams {
+                self.bar.suspend(|| {
+                    out!(
+                        "barrier {}: stream {} durable through position {} ({} rows, {} tracks, {})",
+                        r.barrier, s.stream, s.watermark, s.rows, s.tracks, s.file
+                    )
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Imports `rollups` past each rollup track's newest window; answers how many.
+fn import_rollups(
+    conn: &Connection,
+    db: &Path,
+    series: &[Series],
+    keys: &HashMap<i64, usize>,
+    sealer: &mut Sealer,
+) -> Result<u64, Failure> {
+    let sql = |e: rusqlite::Error| refuse(db, e);
+    let state = sealer.archive.state().streams.get(ROLLUPS).cloned();
+    let newest = |labels: &[String]| -> Option<u64> {
+        let key = series_archive::TrackKey::encode(labels).ok()?;
+        state.as_ref()?.tracks.get(&key)?.last_axis
+    };
+    let mut stmt = conn
+        .prepare(
+            "SELECT series_id, function, window_seconds, window_start, value FROM rollups \
+             ORDER BY series_id, function, window_seconds, window_start, id",
+        )
+        .map_err(sql)?;
+    let mut rows = stmt.query([]).map_err(sql)?;
+    let mut b = RollupRows::default();
+    let mut total = 0u64;
+    let mut current: Option<(Vec<String>, Option<u64>)> = None;
+    let mut last_start: Option<u64> = None;
+    while let Some(row) = rows.next().map_err(sql)? {
+        let series_id: i64 = row.get(0).map_err(sql)?;
+        let function: String = row.get(1).map_err(sql)?;
+        let window: i64 = row.get(2).map_err(sql)?;
+        let start: i64 = row.get(3).map_err(sql)?;
+        let value: f64 = row.get(4).map_err(sql)?;
+        let s = keys.get(&series_id).map(|&i| &series[i]).ok_or_else(|| {
+            refuse(
+                db,
+                format!("rollups of series {series_id}, which does not exist"),
+            )
+        })?;
+        if start < 0 {
+            return Err(refuse(
+                db,
+                format!("a rollup of {} starts at {start}, before 1970", s.shown()),
+            ));
+        }
+        let start = start as u64;
+        let labels = vec![
+            s.name.clone(),
+            s.labels.clone(),
+            function.clone(),
+            window.to_string(),
+        ];
+        if current.as_ref().map(|(l, _)| l) != Some(&labels) {
+            let resume = newest(&labels);
+            current = Some((labels, resume));
+            last_start = None;
+        }
+        let Some((_, resume)) = &current else {
+            continue;
+        };
+        if resume.is_some_and(|r| start <= r) {
+            continue;
+        }
+        if last_start != Some(start) && (b.len as u64) >= sealer.seal_rows {
+            sealer.stage_batch(ROLLUPS, b.finish()?)?;
+            sealer.seal_staged()?;
+        }
+        last_start = Some(start);
+        b.push(s, &function, window, start, value);
+        total += 1;
+    }
+    sealer.stage_batch(ROLLUPS, b.finish()?)?;
+    sealer.seal_staged()?;
+    Ok(total)
+}
+
+/// Rollup rows being built.
+#[derive(Default)]
+struct RollupRows {
+    len: usize,
+    name: StringBuilder,
+    labels: StringBuilder,
+    function: StringBuilder,
+    window_seconds: Int64Builder,
+    window_start: UInt64Builder,
+    kind: StringBuilder,
+    value: Float64Builder,
+}
+
+impl RollupRows {
+    fn push(&mut self, s: &Series, function: &str, window: i64, start: u64, value: f64) {
+        self.name.append_value(&s.name);
+        self.labels.append_value(&s.labels);
+        self.function.append_value(function);
+        self.window_seconds.append_value(window);
+        self.window_start.append_value(start);
+        self.kind.append_value(s.kind.name());
+        self.value.append_value(value);
+        self.len += 1;
+    }
+
+    fn finish(&mut self) -> Result<RecordBatch, Failure> {
+        self.len = 0;
+        Ok(RecordBatch::try_new(
+            rollup_schema(),
+            vec![
+                Arc::new(self.name.finish()),
+                Arc::new(self.labels.finish()),
+                Arc::new(self.function.finish()),
+                Arc::new(self.window_seconds.finish()),
+                Arc::new(self.window_start.finish()),
+                Arc::new(self.kind.finish()),
+                Arc::new(self.value.finish()),
+            ],
+        )?)
+    }
+}

@@ -1,0 +1,269 @@
+//! `import-eventd` end to end: databases made by `scripts/gen_eventd.py` (counters, gauges,
+//! histograms, unicode labels, a real FNV-1a collision, duplicate timestamps, samples inserted
+//! out of order, boot changes, rollups), imported by the real binary, and checked by
+//! `tests/interop/eventd_check.py` from SQLite (Python's sqlite3) against the archive's own
+//! answers: every sample per series in (timestamp, id) order, every rollup, and folds equal to
+//! the rollups over the same windows.
+
+#[path = "common/process.rs"]
+mod process;
+#[path = "common/tree.rs"]
+mod tree;
+
+use process::{python, run_checker, scratch, show, BIN};
+use rusqlite::Connection;
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use tree::{listing, tree};
+
+const PY: &str = "msgpack, pyarrow";
+
+/// Generates an eventd database with `scripts/gen_eventd.py`.
+fn generate(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
+    let db = dir.join(name);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(python(PY))
+        .arg(root.join("scripts/gen_eventd.py"))
+        .arg(&db)
+        .args(args)
+        .output()
+        .expect("python runs");
+    assert!(out.status.success(), "{}", show("gen_eventd.py", &out));
+    db
+}
+
+fn import(db: &Path, archive: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .arg("import-eventd")
+        .arg(db)
+        .arg(archive)
+        .args(extra)
+        .output()
+        .expect("series-archive runs")
+}
+
+fn imported(db: &Path, archive: &Path, extra: &[&str]) -> String {
+    let out = import(db, archive, extra);
+    assert!(out.status.success(), "{}", show("import-eventd", &out));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn check(db: &Path, archive: &Path, folds: &str) -> String {
+    run_checker(
+        &python(PY),
+        "tests/interop/eventd_check.py",
+        &[
+            db.as_os_str(),
+            archive.as_os_str(),
+            OsStr::new(BIN),
+            OsStr::new("--folds"),
+            OsStr::new(folds),
+        ],
+        "VERDICT",
+    )
+}
+
+/// A whole database in one run: every sample, rollup and fold as eventd has it; then a
+/// second run finds nothing new and adds nothing.
+#[test]
+fn an_eventd_store_is_imported_exactly_and_its_rollups_equal_the_folds() {
+    let dir = scratch("eventd-whole");
+    let db = generate(
+        dir.path(),
+        "metrics.db",
+        &["--samples", "60000", "--seed", "3"],
+    );
+    let archive = dir.path().join("archive");
+    let said = imported(&db, &archive, &["--seal-rows", "5000"]);
+    assert!(said.contains("imported 60000 samples"), "{said}");
+    check(&db, &archive, "60");
+
+    let before = tree(&archive);
+    let again = imported(&db, &archive, &[]);
+    assert!(
+        again.contains("imported 0 samples") && again.contains("already holds 60000"),
+        "{again}"
+    );
+    assert_eq!(
+        listing(&tree(&archive)),
+        listing(&before),
+        "a second run wrote data"
+    );
+}
+
+/// eventd deletes old samples and keeps their rollups: the rollups still arrive whole, and
+/// folds are checked only where the samples are still there.
+#[test]
+fn rollups_outlive_the_samples_eventd_deleted() {
+    let dir = scratch("eventd-retired");
+    let db = generate(
+        dir.path(),
+        "metrics.db",
+        &[
+            "--samples",
+            "40000",
+            "--seed",
+            "5",
+            "--retired-before-fraction",
+            "0.5",
+        ],
+    );
+    let archive = dir.path().join("archive");
+    imported(&db, &archive, &[]);
+    check(&db, &archive, "40");
+}
+
+/// kill -9 in the middle of an import, twice, at barriers of 2 000 samples: each run again
+/// resumes where the archive stands, and the whole is exact, with no sample twice.
+#[test]
+fn a_killed_import_resumes_where_it_stopped_without_duplicates() {
+    let dir = scratch("eventd-kill");
+    let db = generate(
+        dir.path(),
+        "metrics.db",
+        &["--samples", "80000", "--seed", "7"],
+    );
+    let archive = dir.path().join("archive");
+    let mut resumed = Vec::new();
+    for kill_after in [3usize, 4] {
+        let mut child = Command::new(BIN)
+            .arg("import-eventd")
+            .arg(&db)
+            .arg(&archive)
+            .args(["--seal-rows", "2000", "--no-compact"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn import");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut barriers = 0;
+        for line in BufReader::new(stdout).lines() {
+            if line.expect("a line").starts_with("barrier ") {
+                barriers += 1;
+                if barriers == kill_after {
+                    // SIGKILL while the next barrier is being staged and written.
+                    child.kill().expect("kill -9");
+                    break;
+                }
+            }
+        }
+        let status = child.wait().expect("wait");
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9),
+            "the import finished before it could be killed"
+        );
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut err)
+            .expect("stderr");
+        resumed.push(err);
+    }
+    assert!(
+        resumed[1].contains("resuming: the archive already holds"),
+        "the second run did not resume:\n{}",
+        resumed[1]
+    );
+    let last = imported(&db, &archive, &["--seal-rows", "2000"]);
+    assert!(
+        last.contains("resuming: the archive already holds"),
+        "{last}"
+    );
+    check(&db, &archive, "30");
+}
+
+/// Whatever the archive could not hold is refused before anything is touched: an unknown
+/// schema version, a damaged histogram sample, a sample older than what the archive already
+/// imported of its series. Samples newer than the archive are imported, exactly those.
+#[test]
+fn bad_databases_are_refused_and_new_samples_are_appended() {
+    let dir = scratch("eventd-refuse");
+    let db = generate(
+        dir.path(),
+        "metrics.db",
+        &["--samples", "20000", "--seed", "9"],
+    );
+    let edited = |name: &str, sql: &str| -> PathBuf {
+        let copy = dir.path().join(name);
+        std::fs::copy(&db, &copy).expect("copy");
+        Connection::open(&copy)
+            .and_then(|c| c.execute_batch(sql))
+            .expect("edit the copy");
+        copy
+    };
+    let refused = |db: &Path, archive: &Path, needles: &[&str]| {
+        let out = import(db, archive, &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}",
+            show("import-eventd", &out)
+        );
+        for n in needles {
+            assert!(err.contains(n), "stderr lacks {n:?}:\n{err}");
+        }
+        assert!(err.contains("nothing was imported"), "{err}");
+    };
+
+    let fresh = dir.path().join("fresh");
+    let v2 = edited(
+        "v2.db",
+        "UPDATE metadata SET value = '2' WHERE key = 'schema_version'",
+    );
+    refused(
+        &v2,
+        &fresh,
+        &["v2.db", "schema version \"2\"", "version \"1\" only"],
+    );
+    let damaged = edited(
+        "damaged.db",
+        "UPDATE samples SET histogram_data = x'81a3666f6f01' WHERE id = (SELECT min(s.id) FROM samples s JOIN series e ON e.id = s.series_id WHERE e.type = 2)",
+    );
+    refused(
+        &damaged,
+        &fresh,
+        &["damaged.db", "histogram_data", "MessagePack"],
+    );
+    let orphan = edited(
+        "orphan.db",
+        "PRAGMA foreign_keys = OFF; INSERT INTO samples (series_id, boot_id, timestamp, value) VALUES (99999, zeroblob(16), 5, 1.0)",
+    );
+    refused(&orphan, &fresh, &["1 sample(s) belong to no series"]);
+    assert!(!fresh.exists(), "a refused import created the archive");
+
+    let archive = dir.path().join("archive");
+    imported(&db, &archive, &[]);
+    let before = tree(&archive);
+    // A sample eventd accepted late, older than the archive's newest of its series.
+    let late = edited(
+        "late.db",
+        "INSERT INTO samples (series_id, boot_id, timestamp, value) SELECT series_id, boot_id, timestamp - 1, 42.0 FROM samples WHERE series_id = (SELECT min(id) FROM series WHERE type = 1) ORDER BY timestamp DESC LIMIT 1",
+    );
+    refused(
+        &late,
+        &archive,
+        &["late.db", "1 sample(s) at or before", "gauge"],
+    );
+    assert_eq!(
+        listing(&tree(&archive)),
+        listing(&before),
+        "a refused import changed the archive"
+    );
+    // Samples after the archive's newest (ten days on, past every rollup window): exactly
+    // those are added.
+    let grown = edited(
+        "grown.db",
+        "INSERT INTO samples (series_id, boot_id, timestamp, value, histogram_data) SELECT series_id, boot_id, max(timestamp) + 864000000000000, value, histogram_data FROM samples GROUP BY series_id",
+    );
+    let series: i64 = Connection::open(&grown)
+        .and_then(|c| c.query_row("SELECT count(*) FROM series", [], |r| r.get(0)))
+        .expect("count series");
+    let said = imported(&grown, &archive, &[]);
+    assert!(
+        said.contains(&format!("imported {series} samples")),
+        "{said}"
+    );
+    check(&grown, &archive, "20");
+}
