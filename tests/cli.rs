@@ -1612,6 +1612,60 @@ fn input_past_the_memory_budget_is_spilled_read_once_and_refused_whole() {
     assert_unchanged(&before, &spilled, "a bad row past the spill");
 }
 
+/// A JSON-lines file is read once, in chunks of whole lines, each checked for repeated keys
+/// and then decoded: across chunk boundaries (2.6 MiB here, blank lines included) every row
+/// reads back as from the same rows in CSV, and a key repeated deep in the file is refused
+/// naming its row and line, with nothing written.
+#[test]
+fn a_large_jsonl_file_is_read_once_and_a_late_repeated_key_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut json, mut csv) = (String::new(), format!("{HEADER}\n"));
+    for i in 0..30_000u64 {
+        let (run, ordinal) = (format!("run_{}", i % 3), 1000 + i / 3);
+        json.push_str(&format!(
+            "{{\"run\":\"{run}\",\"probe\":\"probe_a\",\"ordinal\":{ordinal},\"value\":{i},\"noise\":0.{i},\"pad\":\"{}\"}}\n",
+            "x".repeat(20)
+        ));
+        csv.push_str(&format!(
+            "{run},probe_a,{ordinal},{i},0.{i},{}\n",
+            "x".repeat(20)
+        ));
+        if i % 1000 == 0 {
+            json.push('\n');
+        }
+    }
+    let csv = csv.replacen(HEADER, &format!("{HEADER},pad"), 1);
+    assert!(json.len() > 2 << 20, "spans chunks: {}", json.len());
+    let (jf, cf) = (dir.path().join("big.jsonl"), dir.path().join("big.csv"));
+    fs::write(&jf, &json).expect("write");
+    fs::write(&cf, &csv).expect("write");
+    let (ja, ca) = (dir.path().join("from-json"), dir.path().join("from-csv"));
+    ingest(&ja, &[], &[&jf]).ok("ingest jsonl");
+    ingest(&ca, &[], &[&cf]).ok("ingest csv");
+    assert_eq!(rows(&ja, &[]), rows(&ca, &[]));
+
+    let mut lines: Vec<&str> = json.lines().collect();
+    // Object 25 000 (0-based) is on line 25 026: 25 blank lines come before it.
+    let at = 25_025;
+    assert!(lines[at].starts_with("{\"run\""), "{}", lines[at]);
+    let repeated = lines[at].replacen("\"pad\"", "\"value\":1,\"pad\"", 1);
+    lines[at] = &repeated;
+    let bad = dir.path().join("bad.jsonl");
+    fs::write(&bad, lines.join("\n")).expect("write");
+    let fresh = dir.path().join("fresh");
+    ingest(&fresh, &[], &[&bad])
+        .fails(1, "a repeated key deep in the file")
+        .stderr_has(
+            &[
+                "bad.jsonl",
+                "row 25000 (line 25026)",
+                "\"value\" appears twice",
+            ],
+            "late repeated key",
+        );
+    assert!(!fresh.exists(), "a refused first file creates no archive");
+}
+
 /// `ingest` ends with the automatic maintenance `compact --auto` runs, so a CLI user never
 /// has to know: 18 barriers (past the threshold of 16 files) become one segment per track,
 /// and their level partials merge size-tiered (18 = 1·16 + 2 in base 4: four merges of four

@@ -431,19 +431,27 @@ pub fn import(req: Request) -> Result<(), Failure> {
         let track = s.track();
         while let Some(row) = rows.next().map_err(sql)? {
             let id: i64 = row.get(0).map_err(sql)?;
-            let boot: Vec<u8> = row.get(1).map_err(sql)?;
+            let boot = row
+                .get_ref(1)
+                .map_err(sql)?
+                .as_blob()
+                .map_err(|e| sql(e.into()))?;
             let timestamp = row.get::<_, i64>(2).map_err(sql)? as u64;
             if last != Some(timestamp) && sealer.due(&batches) {
                 sealer.seal(&mut batches)?;
             }
             last = Some(timestamp);
             let batch = batches.get_mut(&s.kind).ok_or("a kind without its batch")?;
-            batch.push_head(&track, timestamp, &boot);
+            batch.push_head(&track, timestamp, boot);
             match s.kind {
                 Kind::Counter | Kind::Gauge => batch.value.append_value(row.get(3).map_err(sql)?),
                 Kind::Histogram => {
-                    let blob: Vec<u8> = row.get(4).map_err(sql)?;
-                    let h = decode_histogram(&blob, s)
+                    let blob = row
+                        .get_ref(4)
+                        .map_err(sql)?
+                        .as_blob()
+                        .map_err(|e| sql(e.into()))?;
+                    let h = decode_histogram(blob, s)
                         .map_err(|e| refuse(db, format!("sample {id} of {}: {e}", s.shown())))?;
                     batch.push_histogram(h);
                 }
@@ -811,11 +819,14 @@ impl Samples {
             self.boundaries.append_value(b);
         }
         self.timestamp.append_value(timestamp);
-        let text = self
-            .boots
-            .entry(boot.to_vec())
-            .or_insert_with(|| boot_text(boot));
-        self.boot.append_value(text);
+        match self.boots.get(boot) {
+            Some(text) => self.boot.append_value(text),
+            None => {
+                let text = boot_text(boot);
+                self.boot.append_value(&text);
+                self.boots.insert(boot.to_vec(), text);
+            }
+        }
         self.len += 1;
     }
 

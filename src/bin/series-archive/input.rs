@@ -47,7 +47,7 @@ impl Kind {
 /// The schema a file holds, as its reader infers or declares it. A column name that appears
 /// twice in it (a CSV header, a Parquet schema) is refused naming it: every reader would keep
 /// one of the two and drop the other silently. (A key repeated inside one JSON object is
-/// [`unique_json_keys`]'s, checked once per file before the first pass.)
+/// refused as the file is read.)
 pub fn file_schema(path: &Path) -> Result<Schema, String> {
     let schema = inferred_schema(path)?;
     let mut seen = std::collections::HashSet::new();
@@ -63,59 +63,132 @@ pub fn file_schema(path: &Path) -> Result<Schema, String> {
     Ok(schema)
 }
 
-/// Refuses a JSON-lines file in which one object repeats a key (a JSON parser keeps the last
-/// value and drops the first, silently). A syntax-only pass: values are skipped, not built.
-/// Other kinds of file pass.
-pub fn unique_json_keys(path: &Path) -> Result<(), String> {
-    if Kind::of(path)? != Kind::JsonLines {
-        return Ok(());
-    }
-    use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
-    /// One object's keys, refused when one repeats.
-    struct UniqueKeys;
-    impl<'de> Deserialize<'de> for UniqueKeys {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct Keys;
-            impl<'de> Visitor<'de> for Keys {
-                type Value = UniqueKeys;
-                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                    f.write_str("a JSON object")
-                }
-                fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<UniqueKeys, M::Error> {
-                    let mut seen = std::collections::HashSet::new();
-                    while let Some(key) = map.next_key::<String>()? {
-                        if !seen.insert(key.clone()) {
-                            return Err(serde::de::Error::custom(format!(
-                                "column {key:?} appears twice in one object; rename one of them (a reader would keep one and drop the other)"
-                            )));
-                        }
-                        map.next_value::<IgnoredAny>()?;
+/// One JSON object's keys, refused when one repeats (a JSON parser keeps the last value and
+/// drops the first, silently). Values are skipped, not built.
+struct UniqueKeys;
+
+impl<'de> serde::Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, Visitor};
+        struct Keys;
+        impl<'de> Visitor<'de> for Keys {
+            type Value = UniqueKeys;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<UniqueKeys, M::Error> {
+                let mut seen = std::collections::HashSet::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if !seen.insert(key.clone()) {
+                        return Err(serde::de::Error::custom(format!(
+                            "column {key:?} appears twice in one object; rename one of them (a reader would keep one and drop the other)"
+                        )));
                     }
-                    Ok(UniqueKeys)
+                    map.next_value::<IgnoredAny>()?;
                 }
+                Ok(UniqueKeys)
             }
-            d.deserialize_map(Keys)
+        }
+        d.deserialize_map(Keys)
+    }
+}
+
+/// A JSON-lines file read once: each chunk of whole lines is scanned for repeated keys and
+/// then handed, the same bytes, to arrow-json's decoder.
+struct JsonLines<R> {
+    reader: R,
+    decoder: arrow::json::reader::Decoder,
+    buf: Vec<u8>,
+    /// Bytes of `buf` the decoder has taken.
+    taken: usize,
+    /// Bytes of `buf` checked for repeated keys (whole lines).
+    checked: usize,
+    /// Objects and lines checked before `buf`'s checked part, for messages.
+    rows: usize,
+    lines: usize,
+    eof: bool,
+    shown: String,
+}
+
+impl<R: std::io::Read> JsonLines<R> {
+    const CHUNK: usize = 1 << 20;
+
+    /// Scans `buf[from..to]` (whole lines) for an object that repeats a key.
+    fn check(&mut self, from: usize, to: usize) -> Result<(), String> {
+        let chunk = &self.buf[from..to];
+        let mut objects = serde_json::Deserializer::from_slice(chunk).into_iter::<UniqueKeys>();
+        loop {
+            match objects.next() {
+                None => break,
+                Some(Ok(_)) => self.rows += 1,
+                Some(Err(e)) if e.is_data() => {
+                    return Err(format!(
+                        "{}: row {} (line {}): {e}",
+                        self.shown,
+                        self.rows,
+                        self.lines + e.line()
+                    ))
+                }
+                // Syntax errors are the decoder's to report.
+                Some(Err(_)) => break,
+            }
+        }
+        self.lines += chunk.iter().filter(|&&b| b == b'\n').count();
+        Ok(())
+    }
+
+    fn next_batch(&mut self) -> Result<Option<RecordBatch>, String> {
+        let shown = self.shown.clone();
+        let fail = move |e: &dyn std::fmt::Display| format!("{shown}: {e}");
+        loop {
+            if self.taken < self.checked {
+                let n = self
+                    .decoder
+                    .decode(&self.buf[self.taken..self.checked])
+                    .map_err(|e| fail(&e))?;
+                self.taken += n;
+                if self.taken < self.checked {
+                    // The decoder holds a whole batch.
+                    return self.decoder.flush().map_err(|e| fail(&e));
+                }
+                continue;
+            }
+            if self.eof {
+                return self.decoder.flush().map_err(|e| fail(&e));
+            }
+            self.buf.drain(..self.taken);
+            self.checked -= self.taken;
+            self.taken = 0;
+            let before = self.buf.len();
+            self.buf.resize(before + Self::CHUNK, 0);
+            let read = loop {
+                match self.reader.read(&mut self.buf[before..]) {
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    other => break other.map_err(|e| fail(&e))?,
+                }
+            };
+            self.buf.truncate(before + read);
+            let end = if read == 0 {
+                self.eof = true;
+                self.buf.len()
+            } else {
+                match self.buf[self.checked..].iter().rposition(|&b| b == b'\n') {
+                    Some(at) => self.checked + at + 1,
+                    // No whole line yet: read on.
+                    None => continue,
+                }
+            };
+            self.check(self.checked, end)?;
+            self.checked = end;
         }
     }
-    let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut objects =
-        serde_json::Deserializer::from_reader(BufReader::new(file)).into_iter::<UniqueKeys>();
-    let mut row = 0usize;
-    loop {
-        let line_before = row;
-        match objects.next() {
-            None => return Ok(()),
-            Some(Ok(_)) => row += 1,
-            Some(Err(e)) if e.is_data() => {
-                return Err(format!(
-                    "{}: row {line_before} (line {}): {e}",
-                    path.display(),
-                    e.line()
-                ))
-            }
-            // Syntax errors are the reader's to report, with its own position.
-            Some(Err(_)) => return Ok(()),
-        }
+}
+
+impl<R: std::io::Read> Iterator for JsonLines<R> {
+    type Item = Result<RecordBatch, String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_batch().transpose()
     }
 }
 
@@ -216,12 +289,22 @@ pub fn batches(
             Box::new(reader.map(move |b| b.map_err(|e| fail(&e))))
         }
         Kind::JsonLines => {
-            let reader = arrow::json::ReaderBuilder::new(schema)
+            let decoder = arrow::json::ReaderBuilder::new(schema)
                 .with_batch_size(BATCH_ROWS)
                 .with_coerce_primitive(true)
-                .build(BufReader::new(bar.wrap_read(file)))
+                .build_decoder()
                 .map_err(|e| fail(&e))?;
-            Box::new(reader.map(move |b| b.map_err(|e| fail(&e))))
+            Box::new(JsonLines {
+                reader: bar.wrap_read(file),
+                decoder,
+                buf: Vec::new(),
+                taken: 0,
+                checked: 0,
+                rows: 0,
+                lines: 0,
+                eof: false,
+                shown: path.display().to_string(),
+            })
         }
         Kind::Parquet => {
             let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| fail(&e))?;

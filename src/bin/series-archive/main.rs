@@ -789,9 +789,6 @@ fn ingest(
     };
     // One read: every batch is parsed, shaped and checked once, and kept in the spool;
     // nothing is staged until the whole input is known good.
-    for path in &files {
-        input::unique_json_keys(path)?;
-    }
     let started = Instant::now();
     let input_bytes: u64 = files
         .iter()
