@@ -251,6 +251,19 @@ fn bad_databases_are_refused_and_new_samples_are_appended() {
         listing(&before),
         "a refused import changed the archive"
     );
+    // Another eventd's database (another seed: the same series, other timestamps) is refused,
+    // not merged into these tracks.
+    let other = generate(
+        dir.path(),
+        "other.db",
+        &["--samples", "20000", "--seed", "10"],
+    );
+    refused(&other, &archive, &["other.db", "imported from another one"]);
+    assert_eq!(
+        listing(&tree(&archive)),
+        listing(&before),
+        "a refused import changed the archive"
+    );
     // Samples after the archive's newest (ten days on, past every rollup window): exactly
     // those are added.
     let grown = edited(

@@ -360,6 +360,9 @@ pub fn import(req: Request) -> Result<(), Failure> {
                 "SELECT count(*) FROM samples WHERE series_id = ?1 AND timestamp >= ?2 AND timestamp <= ?3",
             )
             .map_err(sql)?;
+        let mut oldest = conn
+            .prepare("SELECT min(timestamp) FROM samples WHERE series_id = ?1")
+            .map_err(sql)?;
         let mut late = Vec::new();
         for s in &series {
             let Some((first, last, rows)) = stands(s.kind.stream(), &s.track()) else {
@@ -368,6 +371,28 @@ pub fn import(req: Request) -> Result<(), Failure> {
             let held: i64 = count
                 .query_row((s.id, first as i64, last as i64), |r| r.get(0))
                 .map_err(sql)?;
+            let at_last: i64 = count
+                .query_row((s.id, last as i64, last as i64), |r| r.get(0))
+                .map_err(sql)?;
+            if at_last == 0 {
+                // The archive's newest sample of the series is not in this database.
+                let from: Option<i64> = oldest.query_row([s.id], |r| r.get(0)).map_err(sql)?;
+                match from {
+                    Some(from) if from as u64 > last => eprintln!(
+                        "warning: {}: eventd deleted this series' samples from {last} to {from} before they were imported; the archive has a gap there",
+                        s.shown()
+                    ),
+                    _ => {
+                        return Err(refuse(
+                            db,
+                            format!(
+                                "{}: the archive's newest sample of it (at {last}) is not in this database, so the archive was imported from another one; import each eventd database into an archive of its own",
+                                s.shown()
+                            ),
+                        ))
+                    }
+                }
+            }
             if held as u64 > rows {
                 late.push(format!(
                     "{}: {} sample(s) at or before {last}, the newest timestamp the archive holds of it",

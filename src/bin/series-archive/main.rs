@@ -882,6 +882,13 @@ fn ingest(
         total += shaped.num_rows();
         bar.set_position(total as u64);
     }
+    if total != checked {
+        // The spool answered fewer (or more) rows than were read: never end as if it had not.
+        return Err(format!(
+            "staged {total} rows of the {checked} read and checked; the archive holds what its barriers say (see inspect)"
+        )
+        .into());
+    }
     report(archive.flush_all()?, &bar);
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
