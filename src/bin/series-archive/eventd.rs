@@ -518,19 +518,28 @@ pub fn import(req: Request) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Column `index` of every row `query` answers.
+fn column<T: rusqlite::types::FromSql>(
+    conn: &Connection,
+    db: &Path,
+    query: &str,
+    index: usize,
+) -> Result<Vec<T>, Failure> {
+    let sql = |e: rusqlite::Error| refuse(db, e);
+    let mut stmt = conn.prepare(query).map_err(sql)?;
+    let values = stmt
+        .query_map([], |r| r.get::<_, T>(index))
+        .map_err(sql)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(sql)?;
+    Ok(values)
+}
+
 /// Refuses anything but an eventd metric store of [`SCHEMA_VERSION`].
 fn check_schema(conn: &Connection, db: &Path) -> Result<(), Failure> {
     let sql = |e: rusqlite::Error| refuse(db, e);
     let columns = |table: &str| -> Result<Vec<String>, Failure> {
-        let mut stmt = conn
-            .prepare(&format!("PRAGMA table_info({table})"))
-            .map_err(sql)?;
-        let names = stmt
-            .query_map([], |r| r.get::<_, String>(1))
-            .map_err(sql)?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(sql)?;
-        Ok(names)
+        column(conn, db, &format!("PRAGMA table_info({table})"), 1)
     };
     let has = columns("metadata")?;
     if !(has.iter().any(|c| c == "key") && has.iter().any(|c| c == "value")) {
@@ -769,16 +778,13 @@ fn check_rollups(
     db: &Path,
     series: &[Series],
 ) -> Result<HashMap<i64, usize>, Failure> {
-    let sql = |e: rusqlite::Error| refuse(db, e);
     let by_id: HashMap<i64, usize> = series.iter().enumerate().map(|(i, s)| (s.id, i)).collect();
-    let mut stmt = conn
-        .prepare("SELECT DISTINCT series_id FROM rollups ORDER BY series_id")
-        .map_err(sql)?;
-    let ids = stmt
-        .query_map([], |r| r.get::<_, i64>(0))
-        .map_err(sql)?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(sql)?;
+    let ids: Vec<i64> = column(
+        conn,
+        db,
+        "SELECT DISTINCT series_id FROM rollups ORDER BY series_id",
+        0,
+    )?;
     let mut keys: HashMap<(&str, &str), i64> = HashMap::new();
     let mut out = HashMap::new();
     for id in ids {
