@@ -436,72 +436,56 @@ pub fn import(req: Request) -> Result<(), Failure> {
         eprintln!("resuming: the archive already holds {already} of the samples");
     }
 
+    // Where each rollup track stands.
+    let rollups_newest: HashMap<Vec<String>, u64> = archive
+        .state()
+        .streams
+        .get(ROLLUPS)
+        .map(|st| {
+            st.tracks
+                .values()
+                .filter_map(|t| Some((t.labels.clone(), t.last_axis?)))
+                .collect()
+        })
+        .unwrap_or_default();
     let started = Instant::now();
-    let bar = progress(counts.samples, "importing samples", "{pos}/{len}");
-    bar.set_position(already.min(counts.samples));
-    let mut batches: BTreeMap<Kind, Samples> =
-        Kind::ALL.iter().map(|&k| (k, Samples::new(k))).collect();
-    let mut sealer = Sealer::new(&mut archive, req.seal_rows, &bar);
-    let mut query = conn
-        .prepare(
-            "SELECT id, boot_id, timestamp, value, histogram_data FROM samples \
-             WHERE series_id = ?1 AND timestamp > ?2 ORDER BY timestamp, id",
-        )
-        .map_err(sql)?;
-    let mut imported = 0u64;
-    for s in &series {
-        let after = resume.get(&s.id).map_or(-1, |&t| t as i64);
-        let mut rows = query.query((s.id, after)).map_err(sql)?;
-        let mut last: Option<u64> = None;
-        let track = s.track();
-        while let Some(row) = rows.next().map_err(sql)? {
-            let id: i64 = row.get(0).map_err(sql)?;
-            let boot = row
-                .get_ref(1)
-                .map_err(sql)?
-                .as_blob()
-                .map_err(|e| sql(e.into()))?;
-            let timestamp = row.get::<_, i64>(2).map_err(sql)? as u64;
-            if last != Some(timestamp) && sealer.due(&batches) {
-                sealer.seal(&mut batches)?;
-            }
-            last = Some(timestamp);
-            let batch = batches.get_mut(&s.kind).ok_or("a kind without its batch")?;
-            batch.push_head(&track, timestamp, boot);
-            match s.kind {
-                Kind::Counter | Kind::Gauge => batch.value.append_value(row.get(3).map_err(sql)?),
-                Kind::Histogram => {
-                    let blob = row
-                        .get_ref(4)
-                        .map_err(sql)?
-                        .as_blob()
-                        .map_err(|e| sql(e.into()))?;
-                    let h = decode_histogram(blob, s)
-                        .map_err(|e| refuse(db, format!("sample {id} of {}: {e}", s.shown())))?;
-                    batch.push_histogram(h);
-                }
-            }
-            imported += 1;
-            if batch.len >= BATCH_ROWS {
-                sealer.stage(batch)?;
-                bar.set_position((already + imported).min(counts.samples));
-            }
-        }
-    }
-    sealer.seal(&mut batches)?;
+    let rows = counts.samples + counts.rollups;
+    let bar = progress(rows, "importing", "{pos}/{len} rows");
+    bar.set_position(already.min(rows));
+    let mut sealer = Sealer::new(&mut archive, &bar);
+    // Two stages on two threads: the database is read, decoded and built into batches on one,
+    // while the batches before are staged and sealed on this one. The reader decides where
+    // barriers end (at a timestamp change, past --seal-rows).
+    let (samples, rollups) = std::thread::scope(|scope| -> Result<(u64, u64), Failure> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(8);
+        let reader = Reader {
+            tx,
+            seal_rows: usize::try_from(req.seal_rows).unwrap_or(usize::MAX),
+            since_cut: 0,
+        };
+        let (series, resume, rollup_keys) = (&series, &resume, &rollup_keys);
+        let producer = scope.spawn(move || -> Result<(u64, u64), Failure> {
+            let mut reader = reader;
+            let samples = reader.samples(&conn, db, series, resume)?;
+            let rollups = reader.rollups(&conn, db, series, rollup_keys, &rollups_newest)?;
+            Ok((samples, rollups))
+        });
+        let consumed = sealer.consume(rx);
+        let produced = producer
+            .join()
+            .map_err(|_| Failure::from("the database reader panicked"))?;
+        // The consumer's failure first: the reader then only saw its channel close.
+        consumed?;
+        produced
+    })?;
+    drop(sealer);
     let secs = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
     eprintln!(
-        "imported {imported} samples of {} series in {secs:.2} s ({:.0} samples/s, seals included)",
+        "imported {samples} samples of {} series and {rollups} rollups in {secs:.2} s ({:.0} rows/s, seals included)",
         series.len(),
-        imported as f64 / secs.max(1e-9)
+        (samples + rollups) as f64 / secs.max(1e-9)
     );
-
-    let rollups = import_rollups(&conn, db, &series, &rollup_keys, &mut sealer)?;
-    if rollups > 0 {
-        eprintln!("imported {rollups} rollups into stream {ROLLUPS}");
-    }
-    drop(sealer);
     if req.compact {
         let reports = archive.compact(false, |_, _, _| {})?;
         if !reports.is_empty() {
@@ -893,72 +877,69 @@ impl Samples {
     }
 }
 
-/// Stages batches with consecutive positions per stream and seals on the cadence, printing
-/// each barrier as it becomes durable.
+/// What the database reader hands the sealer.
+enum Msg {
+    /// Rows of a stream, in order.
+    Rows(&'static str, RecordBatch),
+    /// Seal what is staged: a barrier ends here.
+    Seal,
+}
+
+/// Stages batches with consecutive positions per stream and seals when told, printing each
+/// barrier as it becomes durable.
 struct Sealer<'a> {
     archive: &'a mut Archive,
-    seal_rows: u64,
     bar: &'a indicatif::ProgressBar,
-    next: HashMap<String, u64>,
+    next: HashMap<&'static str, u64>,
 }
 
 impl<'a> Sealer<'a> {
-    fn new(
-        archive: &'a mut Archive,
-        seal_rows: u64,
-        bar: &'a indicatif::ProgressBar,
-    ) -> Sealer<'a> {
+    fn new(archive: &'a mut Archive, bar: &'a indicatif::ProgressBar) -> Sealer<'a> {
         Sealer {
             archive,
-            seal_rows,
             bar,
             next: HashMap::new(),
         }
     }
 
-    /// Whether the rows staged and built reach the cadence.
-    fn due(&self, batches: &BTreeMap<Kind, Samples>) -> bool {
-        let built: usize = batches.values().map(|b| b.len).sum();
-        (self.archive.staged_rows() + built) as u64 >= self.seal_rows
+    /// Stages and seals everything the reader sends, until it hangs up.
+    fn consume(&mut self, rx: std::sync::mpsc::Receiver<Msg>) -> Result<(), Failure> {
+        for msg in rx {
+            match msg {
+                Msg::Rows(stream, batch) => {
+                    self.stage(stream, &batch)?;
+                    self.bar.inc(batch.num_rows() as u64);
+                }
+                Msg::Seal => self.seal()?,
+            }
+        }
+        Ok(())
     }
 
-    fn stage_batch(&mut self, stream: &str, batch: RecordBatch) -> Result<(), Failure> {
-        if batch.num_rows() == 0 {
-            return Ok(());
-        }
+    fn stage(&mut self, stream: &'static str, batch: &RecordBatch) -> Result<(), Failure> {
         let first = match self.next.get(stream) {
             Some(&p) => p,
             None => self.archive.watermark(stream).0.saturating_add(1),
         };
-        let positions: Vec<u64> = (first..first + batch.num_rows() as u64).collect();
-        self.archive.stage_batch(stream, &batch, &positions)?;
-        self.next
-            .insert(stream.to_owned(), first + batch.num_rows() as u64);
+        let n = batch.num_rows() as u64;
+        let positions: Vec<u64> = (first..first + n).collect();
+        self.archive.stage_batch(stream, batch, &positions)?;
+        self.next.insert(stream, first + n);
         Ok(())
     }
 
-    fn stage(&mut self, samples: &mut Samples) -> Result<(), Failure> {
-        let batch = samples.finish()?;
-        self.stage_batch(samples.kind.stream(), batch)
-    }
-
-    /// Stages everything built and seals one barrier.
-    fn seal(&mut self, batches: &mut BTreeMap<Kind, Samples>) -> Result<(), Failure> {
-        for b in batches.values_mut() {
-            if b.len > 0 {
-                self.stage(b)?;
-            }
-        }
-        self.seal_staged()
-    }
-
-    fn seal_staged(&mut self) -> Result<(), Failure> {
+    fn seal(&mut self) -> Result<(), Failure> {
         if let Some(r) = self.archive.seal_all()? {
             for s in &r.streams {
                 self.bar.suspend(|| {
                     out!(
                         "barrier {}: stream {} durable through position {} ({} rows, {} tracks, {})",
-                        r.barrier, s.stream, s.watermark, s.rows, s.tracks, s.file
+                        r.barrier,
+                        s.stream,
+                        s.watermark,
+                        s.rows,
+                        s.tracks,
+                        s.file
                     )
                 });
             }
@@ -967,78 +948,187 @@ impl<'a> Sealer<'a> {
     }
 }
 
-/// Imports `rollups` past each rollup track's newest window; answers how many.
-fn import_rollups(
-    conn: &Connection,
-    db: &Path,
-    series: &[Series],
-    keys: &HashMap<i64, usize>,
-    sealer: &mut Sealer,
-) -> Result<u64, Failure> {
-    let sql = |e: rusqlite::Error| refuse(db, e);
-    let state = sealer.archive.state().streams.get(ROLLUPS).cloned();
-    let newest = |labels: &[String]| -> Option<u64> {
-        let key = series_archive::TrackKey::encode(labels).ok()?;
-        state.as_ref()?.tracks.get(&key)?.last_axis
-    };
-    let mut stmt = conn
-        .prepare(
-            "SELECT series_id, function, window_seconds, window_start, value FROM rollups \
-             ORDER BY series_id, function, window_seconds, window_start, id",
-        )
-        .map_err(sql)?;
-    let mut rows = stmt.query([]).map_err(sql)?;
-    let mut b = RollupRows::default();
-    let mut total = 0u64;
-    let mut current: Option<(Vec<String>, Option<u64>)> = None;
-    let mut last_start: Option<u64> = None;
-    while let Some(row) = rows.next().map_err(sql)? {
-        let series_id: i64 = row.get(0).map_err(sql)?;
-        let function: String = row.get(1).map_err(sql)?;
-        let window: i64 = row.get(2).map_err(sql)?;
-        let start: i64 = row.get(3).map_err(sql)?;
-        let value: f64 = row.get(4).map_err(sql)?;
-        let s = keys.get(&series_id).map(|&i| &series[i]).ok_or_else(|| {
-            refuse(
-                db,
-                format!("rollups of series {series_id}, which does not exist"),
-            )
-        })?;
-        if start < 0 {
-            return Err(refuse(
-                db,
-                format!("a rollup of {} starts at {start}, before 1970", s.shown()),
-            ));
-        }
-        let start = start as u64;
-        let labels = vec![
-            s.name.clone(),
-            s.labels.clone(),
-            function.clone(),
-            window.to_string(),
-        ];
-        if current.as_ref().map(|(l, _)| l) != Some(&labels) {
-            let resume = newest(&labels);
-            current = Some((labels, resume));
-            last_start = None;
-        }
-        let Some((_, resume)) = &current else {
-            continue;
-        };
-        if resume.is_some_and(|r| start <= r) {
-            continue;
-        }
-        if last_start != Some(start) && (b.len as u64) >= sealer.seal_rows {
-            sealer.stage_batch(ROLLUPS, b.finish()?)?;
-            sealer.seal_staged()?;
-        }
-        last_start = Some(start);
-        b.push(s, &function, window, start, value);
-        total += 1;
+/// Reads the database in order and sends its rows as batches, with a seal wherever a barrier
+/// may end once `seal_rows` rows were sent since the last.
+struct Reader {
+    tx: std::sync::mpsc::SyncSender<Msg>,
+    seal_rows: usize,
+    since_cut: usize,
+}
+
+impl Reader {
+    fn send(&self, msg: Msg) -> Result<(), Failure> {
+        self.tx
+            .send(msg)
+            .map_err(|_| Failure::from("the import stopped"))
     }
-    sealer.stage_batch(ROLLUPS, b.finish()?)?;
-    sealer.seal_staged()?;
-    Ok(total)
+
+    fn rows(&mut self, stream: &'static str, batch: RecordBatch) -> Result<(), Failure> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.since_cut += batch.num_rows();
+        self.send(Msg::Rows(stream, batch))
+    }
+
+    fn seal(&mut self) -> Result<(), Failure> {
+        self.since_cut = 0;
+        self.send(Msg::Seal)
+    }
+
+    /// Whether a barrier may end before the next row, once `pending` more rows are sent.
+    fn due(&self, pending: usize) -> bool {
+        self.since_cut + pending >= self.seal_rows
+    }
+
+    /// Every series' samples past its track's newest timestamp; answers how many.
+    fn samples(
+        &mut self,
+        conn: &Connection,
+        db: &Path,
+        series: &[Series],
+        resume: &HashMap<i64, u64>,
+    ) -> Result<u64, Failure> {
+        let sql = |e: rusqlite::Error| refuse(db, e);
+        let mut batches: BTreeMap<Kind, Samples> =
+            Kind::ALL.iter().map(|&k| (k, Samples::new(k))).collect();
+        let pending = |b: &BTreeMap<Kind, Samples>| b.values().map(|s| s.len).sum::<usize>();
+        let mut query = conn
+            .prepare(
+                "SELECT id, boot_id, timestamp, value, histogram_data FROM samples \
+                 WHERE series_id = ?1 AND timestamp > ?2 ORDER BY timestamp, id",
+            )
+            .map_err(sql)?;
+        let mut imported = 0u64;
+        for s in series {
+            let after = resume.get(&s.id).map_or(-1, |&t| t as i64);
+            let mut rows = query.query((s.id, after)).map_err(sql)?;
+            let mut last: Option<u64> = None;
+            let track = s.track();
+            while let Some(row) = rows.next().map_err(sql)? {
+                let id: i64 = row.get(0).map_err(sql)?;
+                let boot = row
+                    .get_ref(1)
+                    .map_err(sql)?
+                    .as_blob()
+                    .map_err(|e| sql(e.into()))?;
+                let timestamp = row.get::<_, i64>(2).map_err(sql)? as u64;
+                if last != Some(timestamp) && self.due(pending(&batches)) {
+                    for b in batches.values_mut() {
+                        let batch = b.finish()?;
+                        self.rows(b.kind.stream(), batch)?;
+                    }
+                    self.seal()?;
+                }
+                last = Some(timestamp);
+                let batch = batches.get_mut(&s.kind).ok_or("a kind without its batch")?;
+                batch.push_head(&track, timestamp, boot);
+                match s.kind {
+                    Kind::Counter | Kind::Gauge => {
+                        batch.value.append_value(row.get(3).map_err(sql)?)
+                    }
+                    Kind::Histogram => {
+                        let blob = row
+                            .get_ref(4)
+                            .map_err(sql)?
+                            .as_blob()
+                            .map_err(|e| sql(e.into()))?;
+                        let h = decode_histogram(blob, s).map_err(|e| {
+                            refuse(db, format!("sample {id} of {}: {e}", s.shown()))
+                        })?;
+                        batch.push_histogram(h);
+                    }
+                }
+                imported += 1;
+                if batch.len >= BATCH_ROWS {
+                    let full = batch.finish()?;
+                    self.rows(s.kind.stream(), full)?;
+                }
+            }
+        }
+        for b in batches.values_mut() {
+            let batch = b.finish()?;
+            self.rows(b.kind.stream(), batch)?;
+        }
+        self.seal()?;
+        Ok(imported)
+    }
+
+    /// Every rollup past its rollup track's newest window; answers how many.
+    fn rollups(
+        &mut self,
+        conn: &Connection,
+        db: &Path,
+        series: &[Series],
+        keys: &HashMap<i64, usize>,
+        newest: &HashMap<Vec<String>, u64>,
+    ) -> Result<u64, Failure> {
+        let sql = |e: rusqlite::Error| refuse(db, e);
+        let mut stmt = conn
+            .prepare(
+                "SELECT series_id, function, window_seconds, window_start, value FROM rollups \
+                 ORDER BY series_id, function, window_seconds, window_start, id",
+            )
+            .map_err(sql)?;
+        let mut rows = stmt.query([]).map_err(sql)?;
+        let mut b = RollupRows::default();
+        let mut total = 0u64;
+        let mut current: Option<(Vec<String>, Option<u64>)> = None;
+        let mut last_start: Option<u64> = None;
+        while let Some(row) = rows.next().map_err(sql)? {
+            let series_id: i64 = row.get(0).map_err(sql)?;
+            let function: String = row.get(1).map_err(sql)?;
+            let window: i64 = row.get(2).map_err(sql)?;
+            let start: i64 = row.get(3).map_err(sql)?;
+            let value: f64 = row.get(4).map_err(sql)?;
+            let s = keys.get(&series_id).map(|&i| &series[i]).ok_or_else(|| {
+                refuse(
+                    db,
+                    format!("rollups of series {series_id}, which does not exist"),
+                )
+            })?;
+            let start = u64::try_from(start).map_err(|_| {
+                refuse(
+                    db,
+                    format!("a rollup of {} starts at {start}, before 1970", s.shown()),
+                )
+            })?;
+            let labels = vec![
+                s.name.clone(),
+                s.labels.clone(),
+                function.clone(),
+                window.to_string(),
+            ];
+            if current.as_ref().map(|(l, _)| l) != Some(&labels) {
+                let resume = newest.get(&labels).copied();
+                current = Some((labels, resume));
+                last_start = None;
+            }
+            if current
+                .as_ref()
+                .and_then(|(_, r)| *r)
+                .is_some_and(|r| start <= r)
+            {
+                continue;
+            }
+            if last_start != Some(start) && self.due(b.len) {
+                let batch = b.finish()?;
+                self.rows(ROLLUPS, batch)?;
+                self.seal()?;
+            }
+            last_start = Some(start);
+            b.push(s, &function, window, start, value);
+            total += 1;
+            if b.len >= BATCH_ROWS {
+                let batch = b.finish()?;
+                self.rows(ROLLUPS, batch)?;
+            }
+        }
+        let batch = b.finish()?;
+        self.rows(ROLLUPS, batch)?;
+        self.seal()?;
+        Ok(total)
+    }
 }
 
 /// Rollup rows being built.

@@ -267,11 +267,11 @@ pub fn batches(
     path: &Path,
     schema: SchemaRef,
     bar: &ProgressBar,
-) -> Result<Box<dyn Iterator<Item = Result<RecordBatch, String>>>, String> {
+) -> Result<Box<dyn Iterator<Item = Result<RecordBatch, String>> + Send>, String> {
     let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let shown = path.display().to_string();
     let fail = move |e: &dyn std::fmt::Display| format!("{shown}: {e}");
-    let iter: Box<dyn Iterator<Item = Result<RecordBatch, String>>> = match Kind::of(path)? {
+    let iter: Box<dyn Iterator<Item = Result<RecordBatch, String>> + Send> = match Kind::of(path)? {
         Kind::Csv => {
             // Read every column as text: `shape` casts to the declared types and names the
             // row, line and column of a bad value anywhere in the file (a value past the

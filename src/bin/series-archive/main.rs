@@ -109,7 +109,7 @@ enum Command {
         types: Vec<(String, arrow::datatypes::DataType)>,
         /// Checked input is held in memory up to this size, then kept in a temporary file
         /// (under TMPDIR) until it is staged: the input is read once.
-        #[arg(long, default_value = "256MiB", value_parser = series_archive::archive::lifecycle::parse_size)]
+        #[arg(long, default_value = "1GiB", value_parser = series_archive::archive::lifecycle::parse_size)]
         memory: u64,
         /// Keep the barrier files as sealed. By default, ingest ends with the automatic
         /// maintenance `compact --auto` runs: a stream past its compaction threshold is
@@ -941,16 +941,33 @@ fn deliveries(
     for (file, path) in files.iter().enumerate() {
         let kind = input::Kind::of(path)?;
         let schema = std::sync::Arc::new(input::file_schema(path)?);
-        let mut row = 0usize;
-        for batch in input::batches(path, schema, bar)? {
-            let (shaped, positions) = input::shape(&batch?, declared, position, path, kind, row)?;
-            let n = shaped.num_rows();
-            let positions = match positions {
-                Some(p) => p,
-                None => {
-                    let end = next_position
-                        .checked_add(n as u64)
-                        .ok_or_else(|| {
+        let batches = input::batches(path, schema, bar)?;
+        // Two stages on two threads: this file is parsed and shaped on one while the
+        // batches before are checked and kept on the caller's.
+        std::thread::scope(|scope| -> Result<(), Failure> {
+            let (tx, rx) = std::sync::mpsc::sync_channel(4);
+            scope.spawn(move || {
+                let mut row = 0usize;
+                for batch in batches {
+                    let shaped =
+                        batch.and_then(|b| input::shape(&b, declared, position, path, kind, row));
+                    let failed = shaped.is_err();
+                    if let Ok((b, _)) = &shaped {
+                        row += b.num_rows();
+                    }
+                    // The receiver is gone when the caller failed: stop reading.
+                    if tx.send((row, shaped)).is_err() || failed {
+                        break;
+                    }
+                }
+            });
+            for (end, shaped) in rx {
+                let (shaped, positions) = shaped?;
+                let n = shaped.num_rows();
+                let positions = match positions {
+                    Some(p) => p,
+                    None => {
+                        let end = next_position.checked_add(n as u64).ok_or_else(|| {
                             format!(
                                 "{}: automatic positions would pass {} (the stream is at {}); give the rows a --position column",
                                 path.display(),
@@ -958,20 +975,21 @@ fn deliveries(
                                 next_position.saturating_sub(1)
                             )
                         })?;
-                    (next_position..end).collect()
-                }
-            };
-            next_position = next_position.saturating_add(n as u64);
-            take(
-                spool::Origin {
-                    file,
-                    first_row: row,
-                },
-                shaped,
-                positions,
-            )?;
-            row += n;
-        }
+                        (next_position..end).collect()
+                    }
+                };
+                next_position = next_position.saturating_add(n as u64);
+                take(
+                    spool::Origin {
+                        file,
+                        first_row: end - n,
+                    },
+                    shaped,
+                    positions,
+                )?;
+            }
+            Ok(())
+        })?;
     }
     Ok(())
 }
