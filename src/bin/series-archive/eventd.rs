@@ -292,6 +292,12 @@ pub fn import(req: Request) -> Result<(), Failure> {
     // One read transaction: the whole import sees one state of a database eventd may still
     // be writing.
     conn.execute_batch("BEGIN").map_err(sql)?;
+    let checking = indicatif::ProgressBar::new_spinner().with_message(format!(
+        "checking {} (every sample, before anything is written)",
+        db.display()
+    ));
+    checking.enable_steady_tick(std::time::Duration::from_millis(120));
+    let began = Instant::now();
     check_schema(&conn, db)?;
     let series = load_series(&conn, db)?;
     let counts = check_samples(&conn, db)?;
@@ -422,15 +428,17 @@ pub fn import(req: Request) -> Result<(), Failure> {
     for q in &archive.recovery().quarantined {
         eprintln!("recovery: moved a leftover into quarantine (kept as {q})");
     }
+    checking.finish_and_clear();
     eprintln!(
-        "{}: {} series ({} counters, {} gauges, {} histograms), {} samples, {} rollups; schema version {SCHEMA_VERSION}",
+        "{}: {} series ({} counters, {} gauges, {} histograms), {} samples, {} rollups; schema version {SCHEMA_VERSION}; checked in {:.2?}",
         db.display(),
         series.len(),
         series.iter().filter(|s| s.kind == Kind::Counter).count(),
         series.iter().filter(|s| s.kind == Kind::Gauge).count(),
         series.iter().filter(|s| s.kind == Kind::Histogram).count(),
         counts.samples,
-        counts.rollups
+        counts.rollups,
+        began.elapsed()
     );
     if already > 0 {
         eprintln!("resuming: the archive already holds {already} of the samples");
@@ -487,12 +495,16 @@ pub fn import(req: Request) -> Result<(), Failure> {
         (samples + rollups) as f64 / secs.max(1e-9)
     );
     if req.compact {
+        let began = Instant::now();
         let reports = archive.compact(false, |_, _, _| {})?;
         if !reports.is_empty() {
             let t = series_archive::archive::lifecycle::CompactReport::total(&reports);
             eprintln!(
-                "compacted: {} barrier files → {} segments; {} level files merged",
-                t.files_in, t.files_out, t.level_files_in
+                "compacted: {} barrier files → {} segments; {} level files merged; in {:.2?} (--no-compact keeps them as sealed)",
+                t.files_in,
+                t.files_out,
+                t.level_files_in,
+                began.elapsed()
             );
         }
         if let Some(generation) = archive.checkpoint_if_due()? {
