@@ -251,6 +251,30 @@ fn bad_databases_are_refused_and_new_samples_are_appended() {
         listing(&before),
         "a refused import changed the archive"
     );
+    // eventd deleted the older half of a series' samples (its retention) and then took one
+    // stamped before the archive's newest: the counts alone would balance, the ledger's
+    // sample id does not.
+    let masked = edited(
+        "masked.db",
+        "DELETE FROM samples WHERE series_id = (SELECT min(id) FROM series WHERE type = 0) AND timestamp < (SELECT avg(timestamp) FROM samples WHERE series_id = (SELECT min(id) FROM series WHERE type = 0)); \
+         INSERT INTO samples (series_id, boot_id, timestamp, value) SELECT series_id, boot_id, timestamp - 1, 7.0 FROM samples WHERE series_id = (SELECT min(id) FROM series WHERE type = 0) ORDER BY timestamp DESC LIMIT 1",
+    );
+    refused(
+        &masked,
+        &archive,
+        &["masked.db", "after an earlier import began", "counter"],
+    );
+    // A sample stamped before anything the archive ever held of its series.
+    let early = edited(
+        "early.db",
+        "INSERT INTO samples (series_id, boot_id, timestamp, value) SELECT series_id, boot_id, timestamp - 1000, 7.0 FROM samples WHERE series_id = (SELECT min(id) FROM series WHERE type = 1) ORDER BY timestamp LIMIT 1",
+    );
+    refused(&early, &archive, &["early.db", "at or before", "gauge"]);
+    assert_eq!(
+        listing(&tree(&archive)),
+        listing(&before),
+        "a refused import changed the archive"
+    );
     // Another eventd's database (another seed: the same series, other timestamps) is refused,
     // not merged into these tracks.
     let other = generate(

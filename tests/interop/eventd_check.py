@@ -10,7 +10,8 @@ CLI's own answers (`rows --format parquet`, `fold --json`), and asserts:
 - every sample comes back in its series' track in eventd's query order, (timestamp, id), with
   its timestamp, boot id, value or histogram (boundaries, counts, total count, sum) exact:
   nothing missing, nothing twice, nothing extra;
-- every rollup comes back in the stream `rollups`, exact;
+- every rollup of a window eventd's newest sample has passed comes back in the stream
+  `rollups`, exact (a window still open may change, and waits for a later run);
 - the database's rollups equal the archive's folds over the same windows (`fold --from
   window_start --to window_start + window`), for N windows chosen across functions, widths and
   types, among them windows holding duplicate timestamps and samples inserted out of order.
@@ -132,11 +133,16 @@ def main() -> int:
         (r["name"], r["labels"], r["function"], r["window_seconds"], r["window_start"], r["type"], r["value"])
         for r in rolled
     ]
+    # A window eventd's newest sample has not passed may still change: the import leaves it
+    # for a later run.
+    (now,) = con.execute("SELECT coalesce(max(timestamp), 0) FROM samples").fetchone()
     want = []
     for sid, function, window, start, value in con.execute(
         "SELECT series_id, function, window_seconds, window_start, value FROM rollups "
         "ORDER BY series_id, function, window_seconds, window_start, id"
     ):
+        if start + window * 1_000_000_000 > now:
+            continue
         kind, track = series[sid]
         want.append((track[0], track[1], function, window, start, KIND[kind], value))
     key = lambda r: r[:5]

@@ -273,6 +273,15 @@ pub struct Request<'a> {
     pub ladder: Option<Ladder>,
 }
 
+/// Stops an import already under way, naming the database: what is durable stays, and a run
+/// again resumes after it.
+fn stopped(db: &Path, what: impl std::fmt::Display) -> Failure {
+    Failure::from(format!(
+        "{}: {what}; the import stopped after its last durable barrier (run it again to resume)",
+        db.display()
+    ))
+}
+
 /// Refuses naming the database, saying nothing was imported.
 fn refuse(db: &Path, what: impl std::fmt::Display) -> Failure {
     Failure::from(format!("{}: {what}; nothing was imported", db.display()))
@@ -298,127 +307,17 @@ pub fn import(req: Request) -> Result<(), Failure> {
     ));
     checking.enable_steady_tick(std::time::Duration::from_millis(120));
     let began = Instant::now();
-    check_schema(&conn, db)?;
-    let series = load_series(&conn, db)?;
-    let counts = check_samples(&conn, db)?;
-    check_histograms(&conn, db, &series)?;
-
-    let recorded = if req.archive.join("manifest").is_dir() {
-        Some(crate::read_only(req.archive)?)
-    } else {
-        None
-    };
-    let ladder_of = |k: Kind| -> Result<Option<Ladder>, Failure> {
-        let Some(decl) = recorded
-            .as_ref()
-            .and_then(|a| a.state().streams.get(k.stream()))
-            .map(|s| &s.decl)
-        else {
-            return Ok(Some(req.ladder.unwrap_or(LADDER)));
-        };
-        match req.ladder {
-            Some(asked) if decl.ladder != Some(asked) => Err(format!(
-                "stream {} is recorded with ladder {:?}; --ladder asked for {asked:?} (a stream's ladder cannot change)",
-                k.stream(),
-                decl.ladder
-            )
-            .into()),
-            _ => Ok(decl.ladder),
-        }
-    };
-    let specs = Kind::ALL
-        .iter()
-        .map(|&k| {
-            let ladder = ladder_of(k)?;
-            Ok(StreamSpec::dynamic(
-                k.stream(),
-                k.schema(),
-                k.track(),
-                Some("timestamp".to_owned()),
-            )?
-            .with_ladder(ladder))
-        })
-        .chain([StreamSpec::dynamic(
-            ROLLUPS,
-            rollup_schema(),
-            ["name", "labels", "function", "window_seconds"]
-                .map(String::from)
-                .to_vec(),
-            Some("window_start".to_owned()),
-        )
-        .map(|s| s.with_ladder(None))
-        .map_err(Failure::from)])
-        .collect::<Result<Vec<_>, Failure>>()?;
-    let rollup_keys = check_rollups(&conn, db, &series)?;
-
-    let mut resume: HashMap<i64, u64> = HashMap::new();
-    let mut already = 0u64;
-    if let Some(existing) = recorded {
-        // Where each track stands: its first and newest timestamps and the samples it holds.
-        let stands = |stream: &str, track: &[String]| -> Option<(u64, u64, u64)> {
-            let state = existing.state().streams.get(stream)?;
-            let key = series_archive::TrackKey::encode(track).ok()?;
-            let t = state.tracks.get(&key)?;
-            Some((t.first_axis?, t.last_axis?, t.rows))
-        };
-        let mut count = conn
-            .prepare(
-                "SELECT count(*) FROM samples WHERE series_id = ?1 AND timestamp >= ?2 AND timestamp <= ?3",
-            )
-            .map_err(sql)?;
-        let mut oldest = conn
-            .prepare("SELECT min(timestamp) FROM samples WHERE series_id = ?1")
-            .map_err(sql)?;
-        let mut late = Vec::new();
-        for s in &series {
-            let Some((first, last, rows)) = stands(s.kind.stream(), &s.track()) else {
-                continue;
-            };
-            let held: i64 = count
-                .query_row((s.id, first as i64, last as i64), |r| r.get(0))
-                .map_err(sql)?;
-            let at_last: i64 = count
-                .query_row((s.id, last as i64, last as i64), |r| r.get(0))
-                .map_err(sql)?;
-            if at_last == 0 {
-                // The archive's newest sample of the series is not in this database.
-                let from: Option<i64> = oldest.query_row([s.id], |r| r.get(0)).map_err(sql)?;
-                match from {
-                    Some(from) if from as u64 > last => eprintln!(
-                        "warning: {}: eventd deleted this series' samples from {last} to {from} before they were imported; the archive has a gap there",
-                        s.shown()
-                    ),
-                    _ => {
-                        return Err(refuse(
-                            db,
-                            format!(
-                                "{}: the archive's newest sample of it (at {last}) is not in this database, so the archive was imported from another one; import each eventd database into an archive of its own",
-                                s.shown()
-                            ),
-                        ))
-                    }
-                }
-            }
-            if held as u64 > rows {
-                late.push(format!(
-                    "{}: {} sample(s) at or before {last}, the newest timestamp the archive holds of it",
-                    s.shown(),
-                    held as u64 - rows
-                ));
-            }
-            resume.insert(s.id, last);
-            already += rows;
-        }
-        if !late.is_empty() {
-            return Err(refuse(
-                db,
-                format!(
-                    "eventd holds samples older than what this archive already imported of their series, which cannot be appended (a track's timestamps never go back):\n  {}\nimport this database into a new archive instead",
-                    late.join("\n  ")
-                ),
-            ));
-        }
-    }
+    let plan = preflight(&conn, &req);
+    checking.finish_and_clear();
+    let Plan {
+        series,
+        counts,
+        specs,
+        rollup_keys,
+        resume,
+        already,
+        ledger,
+    } = plan?;
 
     let mut config = Config::new();
     for spec in specs {
@@ -460,32 +359,35 @@ pub fn import(req: Request) -> Result<(), Failure> {
     let rows = counts.samples + counts.rollups;
     let bar = progress(rows, "importing", "{pos}/{len} rows");
     bar.set_position(already.min(rows));
-    let mut sealer = Sealer::new(&mut archive, &bar);
+    let mut sealer = Sealer::new(&mut archive, &bar, ledger.batch()?);
+    let newest = ledger.newest;
     // Two stages on two threads: the database is read, decoded and built into batches on one,
     // while the batches before are staged and sealed on this one. The reader decides where
     // barriers end (at a timestamp change, past --seal-rows).
-    let (samples, rollups) = std::thread::scope(|scope| -> Result<(u64, u64), Failure> {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(8);
-        let reader = Reader {
-            tx,
-            seal_rows: usize::try_from(req.seal_rows).unwrap_or(usize::MAX),
-            since_cut: 0,
-        };
-        let (series, resume, rollup_keys) = (&series, &resume, &rollup_keys);
-        let producer = scope.spawn(move || -> Result<(u64, u64), Failure> {
-            let mut reader = reader;
-            let samples = reader.samples(&conn, db, series, resume)?;
-            let rollups = reader.rollups(&conn, db, series, rollup_keys, &rollups_newest)?;
-            Ok((samples, rollups))
-        });
-        let consumed = sealer.consume(rx);
-        let produced = producer
-            .join()
-            .map_err(|_| Failure::from("the database reader panicked"))?;
-        // The consumer's failure first: the reader then only saw its channel close.
-        consumed?;
-        produced
-    })?;
+    let (samples, (rollups, open)) =
+        std::thread::scope(|scope| -> Result<(u64, (u64, u64)), Failure> {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(8);
+            let reader = Reader {
+                tx,
+                seal_rows: usize::try_from(req.seal_rows).unwrap_or(usize::MAX),
+                since_cut: 0,
+            };
+            let (series, resume, rollup_keys) = (&series, &resume, &rollup_keys);
+            let producer = scope.spawn(move || -> Result<(u64, (u64, u64)), Failure> {
+                let mut reader = reader;
+                let samples = reader.samples(&conn, db, series, resume)?;
+                let rollups =
+                    reader.rollups(&conn, db, series, rollup_keys, &rollups_newest, newest)?;
+                Ok((samples, rollups))
+            });
+            let consumed = sealer.consume(rx);
+            let produced = producer
+                .join()
+                .map_err(|_| Failure::from("the database reader panicked"))?;
+            // The consumer's failure first: the reader then only saw its channel close.
+            consumed?;
+            produced
+        })?;
     drop(sealer);
     let secs = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
@@ -494,6 +396,11 @@ pub fn import(req: Request) -> Result<(), Failure> {
         series.len(),
         (samples + rollups) as f64 / secs.max(1e-9)
     );
+    if open > 0 {
+        eprintln!(
+            "{open} rollups of windows eventd's newest sample has not yet passed were left for a later run (they may still change)"
+        );
+    }
     if req.compact {
         let began = Instant::now();
         let reports = archive.compact(false, |_, _, _| {})?;
@@ -510,6 +417,298 @@ pub fn import(req: Request) -> Result<(), Failure> {
         if let Some(generation) = archive.checkpoint_if_due()? {
             eprintln!("checkpoint: manifest generation {generation}");
         }
+    }
+    Ok(())
+}
+
+/// What the checks found and the import needs.
+struct Plan {
+    series: Vec<Series>,
+    counts: Counts,
+    specs: Vec<StreamSpec>,
+    rollup_keys: HashMap<i64, usize>,
+    /// Each series' track's newest timestamp in the archive.
+    resume: HashMap<i64, u64>,
+    /// Samples the archive already holds.
+    already: u64,
+    /// This run's ledger row.
+    ledger: Ledger,
+}
+
+/// Every check, before anything is written; refuses naming what and where.
+fn preflight(conn: &Connection, req: &Request) -> Result<Plan, Failure> {
+    let db = req.database;
+    let sql = |e: rusqlite::Error| refuse(db, e);
+    check_schema(conn, db)?;
+    let series = load_series(conn, db)?;
+    let counts = check_samples(conn, db)?;
+    check_histograms(conn, db, &series)?;
+    check_rollup_values(conn, db)?;
+    let recorded = if req.archive.join("manifest").is_dir() {
+        Some(crate::read_only(req.archive)?)
+    } else {
+        None
+    };
+    let ladder_of = |k: Kind| -> Result<Option<Ladder>, Failure> {
+        let Some(decl) = recorded
+            .as_ref()
+            .and_then(|a| a.state().streams.get(k.stream()))
+            .map(|s| &s.decl)
+        else {
+            return Ok(Some(req.ladder.unwrap_or(LADDER)));
+        };
+        match req.ladder {
+            Some(asked) if decl.ladder != Some(asked) => Err(format!(
+                "stream {} is recorded with ladder {:?}; --ladder asked for {asked:?} (a stream's ladder cannot change)",
+                k.stream(),
+                decl.ladder
+            )
+            .into()),
+            _ => Ok(decl.ladder),
+        }
+    };
+    let mut specs = Kind::ALL
+        .iter()
+        .map(|&k| {
+            let ladder = ladder_of(k)?;
+            Ok(StreamSpec::dynamic(
+                k.stream(),
+                k.schema(),
+                k.track(),
+                Some("timestamp".to_owned()),
+            )?
+            .with_ladder(ladder))
+        })
+        .collect::<Result<Vec<_>, Failure>>()?;
+    specs.push(
+        StreamSpec::dynamic(
+            ROLLUPS,
+            rollup_schema(),
+            ["name", "labels", "function", "window_seconds"]
+                .map(String::from)
+                .to_vec(),
+            Some("window_start".to_owned()),
+        )?
+        .with_ladder(None),
+    );
+    specs.push(
+        StreamSpec::dynamic(LEDGER, Ledger::schema(), vec!["database".to_owned()], None)?
+            .with_ladder(None),
+    );
+    let rollup_keys = check_rollups(conn, db, &series)?;
+    let (max_id, newest): (i64, i64) = conn
+        .query_row(
+            "SELECT coalesce(max(id), 0), coalesce(max(timestamp), 0) FROM samples",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(sql)?;
+    let ledger = Ledger {
+        database: db.display().to_string(),
+        max_sample_id: max_id,
+        newest: newest.max(0) as u64,
+    };
+
+    let mut resume: HashMap<i64, u64> = HashMap::new();
+    let mut already = 0u64;
+    let Some(existing) = recorded else {
+        return Ok(Plan {
+            series,
+            counts,
+            specs,
+            rollup_keys,
+            resume,
+            already,
+            ledger,
+        });
+    };
+    // Where each track stands: its lowest timestamp ever, its first live and newest
+    // timestamps, and the samples it holds.
+    let stands = |stream: &str, track: &[String]| -> Option<(u64, u64, u64, u64)> {
+        let state = existing.state().streams.get(stream)?;
+        let key = series_archive::TrackKey::encode(track).ok()?;
+        let t = state.tracks.get(&key)?;
+        Some((t.origin_axis?, t.first_axis?, t.last_axis?, t.rows))
+    };
+    let mut count = conn
+        .prepare(
+            "SELECT count(*) FROM samples WHERE series_id = ?1 AND timestamp >= ?2 AND timestamp <= ?3",
+        )
+        .map_err(sql)?;
+    let mut oldest = conn
+        .prepare("SELECT min(timestamp) FROM samples WHERE series_id = ?1")
+        .map_err(sql)?;
+    let mut late = Vec::new();
+    for s in &series {
+        let Some((origin, first, last, rows)) = stands(s.kind.stream(), &s.track()) else {
+            continue;
+        };
+        let mut n = |from: u64, to: u64| -> Result<u64, Failure> {
+            count
+                .query_row((s.id, from as i64, to as i64), |r| r.get::<_, i64>(0))
+                .map(|n| n as u64)
+                .map_err(sql)
+        };
+        if n(last, last)? == 0 {
+            // The archive's newest sample of the series is not in this database.
+            let from: Option<i64> = oldest.query_row([s.id], |r| r.get(0)).map_err(sql)?;
+            match from {
+                Some(from) if from as u64 <= last => {
+                    return Err(refuse(
+                        db,
+                        format!(
+                            "{}: the archive's newest sample of it (at {last}) is not in this database, so the archive was imported from another one; import each eventd database into an archive of its own",
+                            s.shown()
+                        ),
+                    ))
+                }
+                _ => eprintln!(
+                    "warning: {}: eventd deleted this series' samples up to {} before they were imported; the archive has a gap after {last}",
+                    s.shown(),
+                    from.map_or("its newest".to_owned(), |f| f.to_string())
+                ),
+            }
+        }
+        // Samples the archive cannot take any more: stamped before anything it ever held of
+        // the series, or more than it holds up to its newest.
+        let before = if origin > 0 { n(0, origin - 1)? } else { 0 };
+        let held = n(first, last)?;
+        if before > 0 || held > rows {
+            late.push(format!(
+                "{}: {} sample(s) at or before {last}, the newest timestamp the archive holds of it",
+                s.shown(),
+                before + held.saturating_sub(rows)
+            ));
+        }
+        resume.insert(s.id, last);
+        already += rows;
+    }
+    // Samples eventd took since an earlier run began (a larger id than any it had then) and
+    // stamped at or before their track's newest: exact whatever eventd deleted meanwhile.
+    let since = ledger_max(&existing)?;
+    if let Some(since) = since {
+        let mut stmt = conn
+            .prepare("SELECT series_id, timestamp FROM samples WHERE id > ?1")
+            .map_err(sql)?;
+        let mut rows = stmt.query([since]).map_err(sql)?;
+        let mut found: BTreeMap<i64, u64> = BTreeMap::new();
+        while let Some(row) = rows.next().map_err(sql)? {
+            let (sid, ts): (i64, i64) = (row.get(0).map_err(sql)?, row.get(1).map_err(sql)?);
+            if resume.get(&sid).is_some_and(|&last| ts as u64 <= last) {
+                *found.entry(sid).or_default() += 1;
+            }
+        }
+        for (sid, n) in found {
+            if let Some(s) = series.iter().find(|s| s.id == sid) {
+                let line = format!(
+                    "{}: {n} sample(s) written after an earlier import began, stamped at or before the newest the archive holds of it",
+                    s.shown()
+                );
+                if !late.iter().any(|l| l.starts_with(&s.shown())) {
+                    late.push(line);
+                }
+            }
+        }
+    }
+    if !late.is_empty() {
+        return Err(refuse(
+            db,
+            format!(
+                "eventd holds samples older than what this archive already imported of their series, which cannot be appended (a track's timestamps never go back):\n  {}\nimport this database into a new archive instead",
+                late.join("\n  ")
+            ),
+        ));
+    }
+    Ok(Plan {
+        series,
+        counts,
+        specs,
+        rollup_keys,
+        resume,
+        already,
+        ledger,
+    })
+}
+
+/// The largest sample id any earlier run recorded in the ledger.
+fn ledger_max(archive: &Archive) -> Result<Option<i64>, Failure> {
+    if !archive.state().streams.contains_key(LEDGER) {
+        return Ok(None);
+    }
+    let rows = archive
+        .read_rows(
+            LEDGER,
+            &[],
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+        )
+        .map_err(crate::refused)?;
+    let ids = rows
+        .column_by_name("max_sample_id")
+        .and_then(|c| c.as_any().downcast_ref::<arrow::array::Int64Array>())
+        .ok_or("the ledger has no max_sample_id column")?;
+    Ok(arrow::compute::max(ids))
+}
+
+const LEDGER: &str = "eventd_imports";
+
+/// One row of the stream `eventd_imports`, sealed with a run's first barrier: which database,
+/// and the largest sample id and the newest timestamp it held when the run began.
+struct Ledger {
+    database: String,
+    max_sample_id: i64,
+    newest: u64,
+}
+
+impl Ledger {
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("database", DataType::Utf8, false),
+            Field::new("max_sample_id", DataType::Int64, false),
+            Field::new("newest_timestamp", DataType::UInt64, false),
+            Field::new("began_ns", DataType::UInt64, false),
+        ]))
+    }
+
+    fn batch(&self) -> Result<RecordBatch, Failure> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        Ok(RecordBatch::try_new(
+            Self::schema(),
+            vec![
+                Arc::new(arrow::array::StringArray::from(vec![self.database.clone()])),
+                Arc::new(arrow::array::Int64Array::from(vec![self.max_sample_id])),
+                Arc::new(arrow::array::UInt64Array::from(vec![self.newest])),
+                Arc::new(arrow::array::UInt64Array::from(vec![now])),
+            ],
+        )?)
+    }
+}
+
+/// Refuses rollups no track could hold: a window that is not a non-negative integer, a width
+/// that is not a positive integer, a value that is not a number, a function that is not text
+/// or holds a control character.
+fn check_rollup_values(conn: &Connection, db: &Path) -> Result<(), Failure> {
+    let sql = |e: rusqlite::Error| refuse(db, e);
+    let bad: Option<i64> = conn
+        .query_row(
+            "SELECT min(id) FROM rollups WHERE typeof(window_start) != 'integer' OR window_start < 0 \
+             OR typeof(window_seconds) != 'integer' OR window_seconds <= 0 \
+             OR typeof(value) NOT IN ('real', 'integer') OR typeof(function) != 'text'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(sql)?;
+    if let Some(id) = bad {
+        return Err(refuse(
+            db,
+            format!("rollup {id} has a window, width, value or function no track can hold (window_start and window_seconds are integers, value a number, function text)"),
+        ));
+    }
+    for function in column::<String>(conn, db, "SELECT DISTINCT function FROM rollups", 0)? {
+        series_archive::TrackKey::encode(&[function.as_str()])
+            .map_err(|e| refuse(db, format!("rollup function {function:?}: {e}")))?;
     }
     Ok(())
 }
@@ -903,14 +1102,21 @@ struct Sealer<'a> {
     archive: &'a mut Archive,
     bar: &'a indicatif::ProgressBar,
     next: HashMap<&'static str, u64>,
+    /// The run's ledger row, sealed with its first barrier that holds anything.
+    ledger: Option<RecordBatch>,
 }
 
 impl<'a> Sealer<'a> {
-    fn new(archive: &'a mut Archive, bar: &'a indicatif::ProgressBar) -> Sealer<'a> {
+    fn new(
+        archive: &'a mut Archive,
+        bar: &'a indicatif::ProgressBar,
+        ledger: RecordBatch,
+    ) -> Sealer<'a> {
         Sealer {
             archive,
             bar,
             next: HashMap::new(),
+            ledger: Some(ledger),
         }
     }
 
@@ -941,6 +1147,11 @@ impl<'a> Sealer<'a> {
     }
 
     fn seal(&mut self) -> Result<(), Failure> {
+        if self.archive.staged_rows() > 0 {
+            if let Some(ledger) = self.ledger.take() {
+                self.stage(LEDGER, &ledger)?;
+            }
+        }
         if let Some(r) = self.archive.seal_all()? {
             for s in &r.streams {
                 self.bar.suspend(|| {
@@ -1001,7 +1212,7 @@ impl Reader {
         series: &[Series],
         resume: &HashMap<i64, u64>,
     ) -> Result<u64, Failure> {
-        let sql = |e: rusqlite::Error| refuse(db, e);
+        let sql = |e: rusqlite::Error| stopped(db, e);
         let mut batches: BTreeMap<Kind, Samples> =
             Kind::ALL.iter().map(|&k| (k, Samples::new(k))).collect();
         let pending = |b: &BTreeMap<Kind, Samples>| b.values().map(|s| s.len).sum::<usize>();
@@ -1046,7 +1257,7 @@ impl Reader {
                             .as_blob()
                             .map_err(|e| sql(e.into()))?;
                         let h = decode_histogram(blob, s).map_err(|e| {
-                            refuse(db, format!("sample {id} of {}: {e}", s.shown()))
+                            stopped(db, format!("sample {id} of {}: {e}", s.shown()))
                         })?;
                         batch.push_histogram(h);
                     }
@@ -1074,8 +1285,9 @@ impl Reader {
         series: &[Series],
         keys: &HashMap<i64, usize>,
         newest: &HashMap<Vec<String>, u64>,
-    ) -> Result<u64, Failure> {
-        let sql = |e: rusqlite::Error| refuse(db, e);
+        now: u64,
+    ) -> Result<(u64, u64), Failure> {
+        let sql = |e: rusqlite::Error| stopped(db, e);
         let mut stmt = conn
             .prepare(
                 "SELECT series_id, function, window_seconds, window_start, value FROM rollups \
@@ -1085,6 +1297,7 @@ impl Reader {
         let mut rows = stmt.query([]).map_err(sql)?;
         let mut b = RollupRows::default();
         let mut total = 0u64;
+        let mut open = 0u64;
         let mut current: Option<(Vec<String>, Option<u64>)> = None;
         let mut last_start: Option<u64> = None;
         while let Some(row) = rows.next().map_err(sql)? {
@@ -1094,17 +1307,24 @@ impl Reader {
             let start: i64 = row.get(3).map_err(sql)?;
             let value: f64 = row.get(4).map_err(sql)?;
             let s = keys.get(&series_id).map(|&i| &series[i]).ok_or_else(|| {
-                refuse(
+                stopped(
                     db,
                     format!("rollups of series {series_id}, which does not exist"),
                 )
             })?;
             let start = u64::try_from(start).map_err(|_| {
-                refuse(
+                stopped(
                     db,
                     format!("a rollup of {} starts at {start}, before 1970", s.shown()),
                 )
             })?;
+            // A window eventd's newest sample has not passed may still change: it waits for
+            // a later run (a rollup track's windows are imported once).
+            let end = start.saturating_add((window.max(0) as u64).saturating_mul(1_000_000_000));
+            if end > now {
+                open += 1;
+                continue;
+            }
             let labels = vec![
                 s.name.clone(),
                 s.labels.clone(),
@@ -1139,7 +1359,7 @@ impl Reader {
         let batch = b.finish()?;
         self.rows(ROLLUPS, batch)?;
         self.seal()?;
-        Ok(total)
+        Ok((total, open))
     }
 }
 
