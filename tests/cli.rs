@@ -1666,6 +1666,79 @@ fn a_large_jsonl_file_is_read_once_and_a_late_repeated_key_is_refused() {
     assert!(!fresh.exists(), "a refused first file creates no archive");
 }
 
+/// Every line of a JSON-lines file is checked, past the 10 000 rows its columns are inferred
+/// from: a key first seen later is refused naming its row and line (the decoder would drop its
+/// values), as is a line that is not one JSON object. Nothing is written either way.
+#[test]
+fn jsonl_keys_past_the_inference_window_and_bad_lines_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut lines: Vec<String> = (0..12_000u64)
+        .map(|i| {
+            format!("{{\"run\":\"r\",\"probe\":\"p\",\"ordinal\":{i},\"value\":{i},\"noise\":0.5}}")
+        })
+        .collect();
+    let archive = dir.path().join("archive");
+    lines[11_000] = lines[11_000].replacen('}', ",\"extra\":1}", 1);
+    let late_key = dir.path().join("late-key.jsonl");
+    fs::write(&late_key, lines.join("\n")).expect("write");
+    ingest(&archive, &[], &[&late_key])
+        .fails(1, "a key past the inference window")
+        .stderr_has(
+            &["late-key.jsonl", "row 11000 (line 11001)", "\"extra\""],
+            "late key",
+        );
+    lines[11_000] = "{\"run\":\"r\",\"probe\":\"p\",\"ordinal\":11000 \"value\":1}".into();
+    let bad_line = dir.path().join("bad-line.jsonl");
+    fs::write(&bad_line, lines.join("\n")).expect("write");
+    ingest(&archive, &[], &[&bad_line])
+        .fails(1, "a line that is not JSON")
+        .stderr_has(
+            &[
+                "bad-line.jsonl",
+                "row 11000 (line 11001)",
+                "one JSON object per line",
+            ],
+            "bad line",
+        );
+    assert!(!archive.exists(), "a refused first file creates no archive");
+}
+
+/// `--types` takes Arrow type names with commas of their own, and refuses a type for the
+/// position column (positions are not a column of the stream).
+#[test]
+fn types_take_arrow_names_and_refuse_the_position_column() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("prices.csv");
+    fs::write(
+        &file,
+        "run,probe,ordinal,price,pos\nr,p,1,1.25,10\nr,p,2,2.50,11\n",
+    )
+    .expect("write");
+    let archive = dir.path().join("archive");
+    ingest(
+        &archive,
+        &["--types", "price:Decimal128(10, 2),run:text"],
+        &[&file],
+    )
+    .ok("ingest --types with a decimal");
+    let columns = inspect_json(&archive)["streams"][0]["columns"].clone();
+    assert!(
+        columns
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c == "price Decimal128(10, 2)")),
+        "{columns}"
+    );
+    let fresh = dir.path().join("fresh");
+    ingest(
+        &fresh,
+        &["--position", "pos", "--types", "pos:int"],
+        &[&file],
+    )
+    .fails(1, "a type for the position column")
+    .stderr_has(&["\"pos\"", "--position column"], "position type");
+    assert!(!fresh.exists(), "nothing was created");
+}
+
 /// `ingest` ends with the automatic maintenance `compact --auto` runs, so a CLI user never
 /// has to know: 18 barriers (past the threshold of 16 files) become one segment per track,
 /// and their level partials merge size-tiered (18 = 1·16 + 2 in base 4: four merges of four

@@ -216,7 +216,11 @@ fn decode_boundaries(blob: &[u8]) -> Result<Vec<f64>, String> {
     }
     Ok(rest
         .chunks_exact(8)
-        .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+        .map(|c| {
+            let mut le = [0u8; 8];
+            le.copy_from_slice(c);
+            f64::from_le_bytes(le)
+        })
         .collect())
 }
 
@@ -249,10 +253,8 @@ fn decode_histogram(blob: &[u8], series: &Series) -> Result<HistogramSample, Str
 
 /// A boot id as canonical UUID text.
 fn boot_text(bytes: &[u8]) -> String {
+    // 16 bytes: the check before the import refuses any other length.
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    if hex.len() != 32 {
-        return hex;
-    }
     format!(
         "{}-{}-{}-{}-{}",
         &hex[..8],

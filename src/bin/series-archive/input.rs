@@ -13,6 +13,9 @@ use std::sync::Arc;
 
 const BATCH_ROWS: usize = 64 * 1024;
 
+/// Rows a file's reader reads to infer its columns and their types.
+const INFERENCE_ROWS: usize = 10_000;
+
 /// The kinds of file `ingest` reads, chosen by extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -63,40 +66,55 @@ pub fn file_schema(path: &Path) -> Result<Schema, String> {
     Ok(schema)
 }
 
-/// One JSON object's keys, refused when one repeats (a JSON parser keeps the last value and
-/// drops the first, silently). Values are skipped, not built.
-struct UniqueKeys;
+/// Checks one JSON object's keys: each is a column the file's columns were read as (a key
+/// first seen past the inference window would be dropped by the decoder), and none repeats
+/// (a JSON parser keeps the last value and drops the first, silently). Values are skipped,
+/// not built.
+struct ObjectKeys<'a> {
+    known: &'a std::collections::HashSet<String>,
+}
 
-impl<'de> serde::Deserialize<'de> for UniqueKeys {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::{IgnoredAny, MapAccess, Visitor};
-        struct Keys;
-        impl<'de> Visitor<'de> for Keys {
-            type Value = UniqueKeys;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<UniqueKeys, M::Error> {
-                let mut seen = std::collections::HashSet::new();
-                while let Some(key) = map.next_key::<String>()? {
-                    if !seen.insert(key.clone()) {
-                        return Err(serde::de::Error::custom(format!(
-                            "column {key:?} appears twice in one object; rename one of them (a reader would keep one and drop the other)"
-                        )));
-                    }
-                    map.next_value::<IgnoredAny>()?;
-                }
-                Ok(UniqueKeys)
-            }
-        }
-        d.deserialize_map(Keys)
+impl<'de> serde::de::DeserializeSeed<'de> for ObjectKeys<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
     }
 }
 
-/// A JSON-lines file read once: each chunk of whole lines is scanned for repeated keys and
-/// then handed, the same bytes, to arrow-json's decoder.
+impl<'de> serde::de::Visitor<'de> for ObjectKeys<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !self.known.contains(&key) {
+                return Err(serde::de::Error::custom(format!(
+                    "column {key:?} is not among the file's columns as its first {INFERENCE_ROWS} rows name them; name it there, or ingest this file into its own stream"
+                )));
+            }
+            if !seen.insert(key.clone()) {
+                return Err(serde::de::Error::custom(format!(
+                    "column {key:?} appears twice in one object; rename one of them (a reader would keep one and drop the other)"
+                )));
+            }
+            map.next_value::<serde::de::IgnoredAny>()?;
+        }
+        Ok(())
+    }
+}
+
+/// A JSON-lines file read once: each chunk of whole lines is checked line by line (one object
+/// per line, its keys known and none repeated) and then handed, the same bytes, to arrow-json's
+/// decoder.
 struct JsonLines<R> {
     reader: R,
+    /// The columns the file was read as.
+    known: std::collections::HashSet<String>,
     decoder: arrow::json::reader::Decoder,
     buf: Vec<u8>,
     /// Bytes of `buf` the decoder has taken.
@@ -113,27 +131,28 @@ struct JsonLines<R> {
 impl<R: std::io::Read> JsonLines<R> {
     const CHUNK: usize = 1 << 20;
 
-    /// Scans `buf[from..to]` (whole lines) for an object that repeats a key.
+    /// Checks `buf[from..to]` (whole lines), line by line.
     fn check(&mut self, from: usize, to: usize) -> Result<(), String> {
-        let chunk = &self.buf[from..to];
-        let mut objects = serde_json::Deserializer::from_slice(chunk).into_iter::<UniqueKeys>();
-        loop {
-            match objects.next() {
-                None => break,
-                Some(Ok(_)) => self.rows += 1,
-                Some(Err(e)) if e.is_data() => {
-                    return Err(format!(
-                        "{}: row {} (line {}): {e}",
-                        self.shown,
-                        self.rows,
-                        self.lines + e.line()
-                    ))
-                }
-                // Syntax errors are the decoder's to report.
-                Some(Err(_)) => break,
+        use serde::de::DeserializeSeed;
+        for line in self.buf[from..to].split(|&b| b == b'\n') {
+            self.lines += 1;
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
             }
+            let mut de = serde_json::Deserializer::from_slice(line);
+            ObjectKeys { known: &self.known }
+                .deserialize(&mut de)
+                .and_then(|()| de.end())
+                .map_err(|e| {
+                    format!(
+                        "{}: row {} (line {}): {e} (a JSON-lines file holds one JSON object per line)",
+                        self.shown, self.rows, self.lines
+                    )
+                })?;
+            self.rows += 1;
         }
-        self.lines += chunk.iter().filter(|&&b| b == b'\n').count();
+        // The split counts one line past the chunk's last newline.
+        self.lines -= 1;
         Ok(())
     }
 
@@ -199,18 +218,18 @@ fn inferred_schema(path: &Path) -> Result<Schema, String> {
     match Kind::of(path)? {
         Kind::Csv => arrow::csv::reader::Format::default()
             .with_header(true)
-            .infer_schema(open()?, Some(10_000))
+            .infer_schema(open()?, Some(INFERENCE_ROWS))
             .map(|(s, _)| s)
             .map_err(|e| fail(&e)),
         Kind::JsonLines => {
             let (inferred, _) = arrow::json::reader::infer_json_schema_from_seekable(
                 BufReader::new(open()?),
-                Some(10_000),
+                Some(INFERENCE_ROWS),
             )
             .map_err(|e| fail(&e))?;
             // arrow-json answers the columns sorted by name; a stream declared from the file
             // keeps them in the order the file first names them.
-            let order = json_key_order(path, 10_000)?;
+            let order = json_key_order(path, INFERENCE_ROWS)?;
             let at = |name: &str| order.iter().position(|k| k == name).unwrap_or(usize::MAX);
             let mut fields: Vec<_> = inferred.fields().iter().cloned().collect();
             fields.sort_by_key(|f| at(f.name()));
@@ -289,6 +308,7 @@ pub fn batches(
             Box::new(reader.map(move |b| b.map_err(|e| fail(&e))))
         }
         Kind::JsonLines => {
+            let schema_names = schema.fields().iter().map(|f| f.name().clone()).collect();
             let decoder = arrow::json::ReaderBuilder::new(schema)
                 .with_batch_size(BATCH_ROWS)
                 .with_coerce_primitive(true)
@@ -296,6 +316,7 @@ pub fn batches(
                 .map_err(|e| fail(&e))?;
             Box::new(JsonLines {
                 reader: bar.wrap_read(file),
+                known: schema_names,
                 decoder,
                 buf: Vec::new(),
                 taken: 0,
@@ -337,10 +358,39 @@ pub struct Columns {
     pub types: Vec<(String, DataType)>,
 }
 
+/// Declared column types, `--types COL:TYPE,…`.
+#[derive(Clone, Debug)]
+pub struct Types(pub Vec<(String, DataType)>);
+
+/// Parses `--types COL:TYPE,…`, splitting at commas outside parentheses (so
+/// `Decimal128(10, 2)` stays one type).
+pub fn parse_types(text: &str) -> Result<Types, String> {
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&text[start..]);
+    items
+        .into_iter()
+        .filter(|i| !i.trim().is_empty())
+        .map(|i| parse_type(i.trim()))
+        .collect::<Result<_, _>>()
+        .map(Types)
+}
+
 /// Parses one `--types` item, `COL:TYPE`.
-pub fn parse_type(item: &str) -> Result<(String, DataType), String> {
+fn parse_type(item: &str) -> Result<(String, DataType), String> {
     let (name, ty) = item
-        .rsplit_once(':')
+        .split_once(':')
         .ok_or_else(|| format!("{item:?}: a type is declared as COL:TYPE, e.g. zip:text"))?;
     if name.is_empty() {
         return Err(format!("{item:?}: no column name before ':'"));
@@ -384,6 +434,11 @@ pub fn declare_from(file: &Schema, columns: &Columns, path: &Path) -> Result<Sch
         }
     }
     for (name, _) in &columns.types {
+        if Some(name) == columns.position.as_ref() {
+            return Err(format!(
+                "--types names {name:?}, the --position column; positions are unsigned integers and not a column of the stream"
+            ));
+        }
         if file.field_with_name(name).is_err() {
             return Err(format!(
                 "--types names {name:?}, which {} does not have (it has: {})",

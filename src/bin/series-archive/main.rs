@@ -105,8 +105,8 @@ enum Command {
         /// COL:TYPE,… where TYPE is text, int (Int64), uint (UInt64), float (Float64), bool,
         /// or any Arrow type name (Int32, Float32, Utf8, …). Track columns of a CSV are text
         /// unless named here.
-        #[arg(long, value_delimiter = ',', value_parser = input::parse_type)]
-        types: Vec<(String, arrow::datatypes::DataType)>,
+        #[arg(long, value_parser = input::parse_types)]
+        types: Vec<input::Types>,
         /// Checked input is held in memory up to this size, then kept in a temporary file
         /// (under TMPDIR) until it is staged: the input is read once.
         #[arg(long, default_value = "1GiB", value_parser = series_archive::archive::lifecycle::parse_size)]
@@ -445,7 +445,7 @@ fn main() -> ExitCode {
                 track,
                 axis,
                 position,
-                types,
+                types: types.into_iter().flat_map(|t| t.0).collect(),
             },
             ladder.as_deref(),
             Cadence {

@@ -98,7 +98,7 @@ pub fn write(batch: &RecordBatch, format: Format, out: Option<&Path>) -> Result<
 }
 
 /// The batch with every nested column (a list, such as a histogram's counts) as text,
-/// `[1, 2, 3]`, which CSV can hold.
+/// `[1, null, 3]`, which CSV can hold.
 fn flat(batch: &RecordBatch) -> Result<RecordBatch, arrow::error::ArrowError> {
     use arrow::array::{ArrayRef, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
@@ -111,7 +111,7 @@ fn flat(batch: &RecordBatch) -> Result<RecordBatch, arrow::error::ArrowError> {
     {
         return Ok(batch.clone());
     }
-    let options = FormatOptions::default();
+    let options = FormatOptions::default().with_null("null");
     let mut fields = Vec::with_capacity(batch.num_columns());
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(batch.num_columns());
     for (f, c) in batch.schema().fields().iter().zip(batch.columns()) {

@@ -73,10 +73,17 @@ impl Spool {
     }
 
     /// Bytes spilled to disk so far (0 when everything fits in memory).
-    pub fn spilled_bytes(&self) -> u64 {
-        self.spilled
-            .as_ref()
-            .and_then(|s| s.writer.get_ref().get_ref().metadata().ok())
+    pub fn spilled_bytes(&mut self) -> u64 {
+        let Some(spill) = self.spilled.as_mut() else {
+            return 0;
+        };
+        // What the buffer holds counts too.
+        let _ = std::io::Write::flush(spill.writer.get_mut());
+        spill
+            .writer
+            .get_ref()
+            .get_ref()
+            .metadata()
             .map_or(0, |m| m.len())
     }
 
