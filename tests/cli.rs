@@ -1668,7 +1668,8 @@ fn a_large_jsonl_file_is_read_once_and_a_late_repeated_key_is_refused() {
 
 /// Every line of a JSON-lines file is checked, past the 10 000 rows its columns are inferred
 /// from: a key first seen later is refused naming its row and line (the decoder would drop its
-/// values), as is a line that is not one JSON object. Nothing is written either way.
+/// values), as is a line that is not one JSON object, and a value the decoder cannot read as
+/// its column's type. Nothing is written.
 #[test]
 fn jsonl_keys_past_the_inference_window_and_bad_lines_are_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -1700,6 +1701,14 @@ fn jsonl_keys_past_the_inference_window_and_bad_lines_are_refused() {
             ],
             "bad line",
         );
+    // A value the decoder cannot read as its column's type, past the inference window.
+    lines[11_000] =
+        "{\"run\":\"r\",\"probe\":\"p\",\"ordinal\":11000,\"value\":\"abc\",\"noise\":0.5}".into();
+    let bad_value = dir.path().join("bad-value.jsonl");
+    fs::write(&bad_value, lines.join("\n")).expect("write");
+    ingest(&archive, &[], &[&bad_value])
+        .fails(1, "a value of the wrong type")
+        .stderr_has(&["bad-value.jsonl", "row 11000 (line 11001)"], "bad value");
     assert!(!archive.exists(), "a refused first file creates no archive");
 }
 

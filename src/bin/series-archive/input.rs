@@ -124,6 +124,12 @@ struct JsonLines<R> {
     /// Objects and lines checked before `buf`'s checked part, for messages.
     rows: usize,
     lines: usize,
+    /// The rows' schema, to decode a failed batch's lines again one by one.
+    schema: SchemaRef,
+    /// Where in `buf` the decoder's current batch begins, and the rows and lines before it.
+    batch_from: usize,
+    batch_row: usize,
+    batch_line: usize,
     eof: bool,
     shown: String,
 }
@@ -157,33 +163,33 @@ impl<R: std::io::Read> JsonLines<R> {
     }
 
     fn next_batch(&mut self) -> Result<Option<RecordBatch>, String> {
-        let shown = self.shown.clone();
-        let fail = move |e: &dyn std::fmt::Display| format!("{shown}: {e}");
         loop {
             if self.taken < self.checked {
-                let n = self
-                    .decoder
-                    .decode(&self.buf[self.taken..self.checked])
-                    .map_err(|e| fail(&e))?;
+                let n = match self.decoder.decode(&self.buf[self.taken..self.checked]) {
+                    Ok(n) => n,
+                    Err(e) => return Err(self.locate(&e)),
+                };
                 self.taken += n;
                 if self.taken < self.checked {
                     // The decoder holds a whole batch.
-                    return self.decoder.flush().map_err(|e| fail(&e));
+                    return self.flush();
                 }
                 continue;
             }
             if self.eof {
-                return self.decoder.flush().map_err(|e| fail(&e));
+                return self.flush();
             }
-            self.buf.drain(..self.taken);
-            self.checked -= self.taken;
-            self.taken = 0;
+            // Keep the current batch's bytes: a failure is located by decoding them again.
+            self.buf.drain(..self.batch_from);
+            self.checked -= self.batch_from;
+            self.taken -= self.batch_from;
+            self.batch_from = 0;
             let before = self.buf.len();
             self.buf.resize(before + Self::CHUNK, 0);
             let read = loop {
                 match self.reader.read(&mut self.buf[before..]) {
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    other => break other.map_err(|e| fail(&e))?,
+                    other => break other.map_err(|e| format!("{}: {e}", self.shown))?,
                 }
             };
             self.buf.truncate(before + read);
@@ -201,6 +207,52 @@ impl<R: std::io::Read> JsonLines<R> {
             self.checked = end;
         }
     }
+
+    /// The decoder's batch; the next batch starts where this one's bytes end.
+    fn flush(&mut self) -> Result<Option<RecordBatch>, String> {
+        let batch = match self.decoder.flush() {
+            Ok(b) => b,
+            Err(e) => return Err(self.locate(&e)),
+        };
+        if let Some(b) = &batch {
+            self.batch_row += b.num_rows();
+            self.batch_line += self.buf[self.batch_from..self.taken]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count();
+            self.batch_from = self.taken;
+        }
+        Ok(batch)
+    }
+
+    /// Names the row and line of a decoder failure, decoding the batch's lines one by one.
+    fn locate(&self, error: &dyn std::fmt::Display) -> String {
+        let (mut row, mut line) = (self.batch_row, self.batch_line);
+        for text in self.buf[self.batch_from..self.checked].split(|&b| b == b'\n') {
+            line += 1;
+            if text.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let failed = json_decoder(self.schema.clone())
+                .and_then(|mut d| d.decode(text).and_then(|_| d.flush()))
+                .err();
+            if let Some(e) = failed {
+                return format!("{}: row {row} (line {line}): {e}", self.shown);
+            }
+            row += 1;
+        }
+        format!("{}: {error}", self.shown)
+    }
+}
+
+/// arrow-json's decoder as ingest reads with it.
+fn json_decoder(
+    schema: SchemaRef,
+) -> Result<arrow::json::reader::Decoder, arrow::error::ArrowError> {
+    arrow::json::ReaderBuilder::new(schema)
+        .with_batch_size(BATCH_ROWS)
+        .with_coerce_primitive(true)
+        .build_decoder()
 }
 
 impl<R: std::io::Read> Iterator for JsonLines<R> {
@@ -309,11 +361,7 @@ pub fn batches(
         }
         Kind::JsonLines => {
             let schema_names = schema.fields().iter().map(|f| f.name().clone()).collect();
-            let decoder = arrow::json::ReaderBuilder::new(schema)
-                .with_batch_size(BATCH_ROWS)
-                .with_coerce_primitive(true)
-                .build_decoder()
-                .map_err(|e| fail(&e))?;
+            let decoder = json_decoder(schema.clone()).map_err(|e| fail(&e))?;
             Box::new(JsonLines {
                 reader: bar.wrap_read(file),
                 known: schema_names,
@@ -323,6 +371,10 @@ pub fn batches(
                 checked: 0,
                 rows: 0,
                 lines: 0,
+                schema,
+                batch_from: 0,
+                batch_row: 0,
+                batch_line: 0,
                 eof: false,
                 shown: path.display().to_string(),
             })
