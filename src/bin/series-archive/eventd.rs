@@ -404,21 +404,7 @@ pub fn import(req: Request) -> Result<(), Failure> {
         );
     }
     if req.compact {
-        let began = Instant::now();
-        let reports = archive.compact(false, |_, _, _| {})?;
-        if !reports.is_empty() {
-            let t = series_archive::archive::lifecycle::CompactReport::total(&reports);
-            eprintln!(
-                "compacted: {} barrier files → {} segments; {} level files merged; in {:.2?} (--no-compact keeps them as sealed)",
-                t.files_in,
-                t.files_out,
-                t.level_files_in,
-                began.elapsed()
-            );
-        }
-        if let Some(generation) = archive.checkpoint_if_due()? {
-            eprintln!("checkpoint: manifest generation {generation}");
-        }
+        crate::maintain(&mut archive)?;
     }
     Ok(())
 }
@@ -1155,19 +1141,7 @@ impl<'a> Sealer<'a> {
             }
         }
         if let Some(r) = self.archive.seal_all()? {
-            for s in &r.streams {
-                self.bar.suspend(|| {
-                    out!(
-                        "barrier {}: stream {} durable through position {} ({} rows, {} tracks, {})",
-                        r.barrier,
-                        s.stream,
-                        s.watermark,
-                        s.rows,
-                        s.tracks,
-                        s.file
-                    )
-                });
-            }
+            crate::print_barrier(&r, self.bar);
         }
         Ok(())
     }

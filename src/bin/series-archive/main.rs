@@ -847,9 +847,7 @@ fn ingest(
     let mut total = 0usize;
     let report = |r: Option<series_archive::archive::BarrierReport>, bar: &ProgressBar| {
         if let Some(r) = r {
-            for s in &r.streams {
-                bar.suspend(|| out!("barrier {}: stream {} durable through position {} ({} rows, {} tracks, {})", r.barrier, s.stream, s.watermark, s.rows, s.tracks, s.file));
-            }
+            print_barrier(&r, bar);
         }
     };
     for delivery in spool.replay()? {
@@ -897,28 +895,50 @@ fn ingest(
         total as f64 / secs.max(1e-9)
     );
     if compact {
-        // What `compact --auto` does, so a CLI user never has to know: a stream past its
-        // threshold (many barrier files) becomes per-track segments and whole level cells.
-        let began = std::time::Instant::now();
-        let reports = archive.compact(false, |_, _, _| {})?;
-        if !reports.is_empty() {
-            let t = series_archive::archive::lifecycle::CompactReport::total(&reports);
-            eprintln!(
-                "compacted in {} step(s): {} barrier files → {} segments; {} level files merged size-tiered; in {:.2?}; --no-compact keeps them as sealed",
-                reports.len(),
-                t.files_in,
-                t.files_out,
-                t.level_files_in,
-                began.elapsed()
-            );
-        }
-        // The log now holds mostly replaced history: start a generation from the live state,
-        // so every later open reads the state, not the history.
-        if let Some(generation) = archive.checkpoint_if_due()? {
-            eprintln!("checkpoint: manifest generation {generation}");
-        }
+        maintain(&mut archive)?;
     }
     Ok(())
+}
+
+/// What `compact --auto` does, so a CLI user never has to know: a stream past its threshold
+/// (many barrier files) becomes per-track segments and whole level cells; then, once the log
+/// holds mostly replaced history, a checkpoint starts a generation from the live state, so
+/// every later open reads the state, not the history.
+pub(crate) fn maintain(archive: &mut Archive) -> Result<(), Failure> {
+    let began = std::time::Instant::now();
+    let reports = archive.compact(false, |_, _, _| {})?;
+    if !reports.is_empty() {
+        let t = series_archive::archive::lifecycle::CompactReport::total(&reports);
+        eprintln!(
+            "compacted in {} step(s): {} barrier files → {} segments; {} level files merged size-tiered; in {:.2?}; --no-compact keeps them as sealed",
+            reports.len(),
+            t.files_in,
+            t.files_out,
+            t.level_files_in,
+            began.elapsed()
+        );
+    }
+    if let Some(generation) = archive.checkpoint_if_due()? {
+        eprintln!("checkpoint: manifest generation {generation}");
+    }
+    Ok(())
+}
+
+/// Prints each stream of a durable barrier as one line, above the progress bar.
+pub(crate) fn print_barrier(r: &series_archive::archive::BarrierReport, bar: &ProgressBar) {
+    for s in &r.streams {
+        bar.suspend(|| {
+            out!(
+                "barrier {}: stream {} durable through position {} ({} rows, {} tracks, {})",
+                r.barrier,
+                s.stream,
+                s.watermark,
+                s.rows,
+                s.tracks,
+                s.file
+            )
+        });
+    }
 }
 
 /// The path a file had before recovery moved it to `kept` (`.quarantine/open-…/PATH`).
