@@ -497,19 +497,33 @@ fn preflight(conn: &Connection, req: &Request) -> Result<Plan, Failure> {
         newest: newest.max(0) as u64,
     };
 
+    let (resume, already) = match &recorded {
+        Some(existing) => resume_points(conn, db, &series, existing)?,
+        None => (HashMap::new(), 0),
+    };
+    Ok(Plan {
+        series,
+        counts,
+        specs,
+        rollup_keys,
+        resume,
+        already,
+        ledger,
+    })
+}
+
+/// Where each series' track stands in `existing` (its newest timestamp), and the samples the
+/// archive holds; refuses samples the archive can no longer take and an archive imported
+/// from another database.
+fn resume_points(
+    conn: &Connection,
+    db: &Path,
+    series: &[Series],
+    existing: &Archive,
+) -> Result<(HashMap<i64, u64>, u64), Failure> {
+    let sql = |e: rusqlite::Error| refuse(db, e);
     let mut resume: HashMap<i64, u64> = HashMap::new();
     let mut already = 0u64;
-    let Some(existing) = recorded else {
-        return Ok(Plan {
-            series,
-            counts,
-            specs,
-            rollup_keys,
-            resume,
-            already,
-            ledger,
-        });
-    };
     // Where each track stands: its lowest timestamp ever, its first live and newest
     // timestamps, and the samples it holds.
     let stands = |stream: &str, track: &[String]| -> Option<(u64, u64, u64, u64)> {
@@ -527,7 +541,7 @@ fn preflight(conn: &Connection, req: &Request) -> Result<Plan, Failure> {
         .prepare("SELECT min(timestamp) FROM samples WHERE series_id = ?1")
         .map_err(sql)?;
     let mut late = Vec::new();
-    for s in &series {
+    for s in series {
         let Some((origin, first, last, rows)) = stands(s.kind.stream(), &s.track()) else {
             continue;
         };
@@ -573,7 +587,7 @@ fn preflight(conn: &Connection, req: &Request) -> Result<Plan, Failure> {
     }
     // Samples eventd took since an earlier run began (a larger id than any it had then) and
     // stamped at or before their track's newest: exact whatever eventd deleted meanwhile.
-    let since = ledger_max(&existing)?;
+    let since = ledger_max(existing)?;
     if let Some(since) = since {
         let mut stmt = conn
             .prepare("SELECT series_id, timestamp FROM samples WHERE id > ?1")
@@ -607,15 +621,7 @@ fn preflight(conn: &Connection, req: &Request) -> Result<Plan, Failure> {
             ),
         ));
     }
-    Ok(Plan {
-        series,
-        counts,
-        specs,
-        rollup_keys,
-        resume,
-        already,
-        ledger,
-    })
+    Ok((resume, already))
 }
 
 /// The largest sample id any earlier run recorded in the ledger.
