@@ -303,4 +303,24 @@ fn bad_databases_are_refused_and_new_samples_are_appended() {
         "{said}"
     );
     check(&grown, &archive, "20");
+
+    // eventd deleted everything of one counter up to past the archive's newest sample of it,
+    // then took one more: the run says the archive has a gap there and appends that sample.
+    let gapped = dir.path().join("gapped.db");
+    std::fs::copy(&grown, &gapped).expect("copy");
+    Connection::open(&gapped)
+        .and_then(|c| {
+            c.execute_batch(
+                "INSERT INTO samples (series_id, boot_id, timestamp, value) SELECT series_id, boot_id, max(timestamp) + 1000, 1.0 FROM samples WHERE series_id = (SELECT min(id) FROM series WHERE type = 0); \
+                 DELETE FROM samples WHERE series_id = (SELECT min(id) FROM series WHERE type = 0) AND timestamp < (SELECT max(timestamp) FROM samples WHERE series_id = (SELECT min(id) FROM series WHERE type = 0))",
+            )
+        })
+        .expect("edit the copy");
+    let said = imported(&gapped, &archive, &[]);
+    assert!(
+        said.contains("warning:")
+            && said.contains("the archive has a gap")
+            && said.contains("imported 1 samples"),
+        "{said}"
+    );
 }

@@ -46,10 +46,6 @@ def boundaries_of(blob: bytes) -> list[float]:
     return list(struct.unpack_from(f"<{n}d", blob, 4))
 
 
-def shortest(v: float) -> str:
-    # Rust's `{:?}` of an f64: the shortest text that reads back to it, always with a point.
-    text = repr(float(v))
-    return text
 
 
 def uuid_text(b: bytes) -> str:
@@ -79,7 +75,8 @@ def main() -> int:
     ):
         track = (name, labels)
         if kind == 2:
-            track += (",".join(shortest(b) for b in boundaries_of(blob)),)
+            # Rust's `{:?}` of an f64 is Python's repr: the shortest text that reads back to it.
+            track += (",".join(repr(b) for b in boundaries_of(blob)),)
         series[sid] = (kind, track)
 
     tmp = Path(tempfile.mkdtemp(prefix="eventd-check-"))
@@ -123,6 +120,7 @@ def main() -> int:
     collisions = con.execute(
         "SELECT label_hash, group_concat(id) FROM series GROUP BY name, label_hash HAVING count(DISTINCT labels) > 1"
     ).fetchall()
+    assert collisions, "the database holds no label-hash collision to keep apart"
     for _, ids in collisions:
         tracks = {series[int(i)][1] for i in ids.split(",")}
         assert len(tracks) == len(ids.split(",")), f"colliding series {ids} share a track"

@@ -317,6 +317,7 @@ pub fn import(req: Request) -> Result<(), Failure> {
         specs,
         rollup_keys,
         resume,
+        rollup_resume,
         already,
         ledger,
     } = plan?;
@@ -329,7 +330,6 @@ pub fn import(req: Request) -> Result<(), Failure> {
     for q in &archive.recovery().quarantined {
         eprintln!("recovery: moved a leftover into quarantine (kept as {q})");
     }
-    checking.finish_and_clear();
     eprintln!(
         "{}: {} series ({} counters, {} gauges, {} histograms), {} samples, {} rollups; schema version {SCHEMA_VERSION}; checked in {:.2?}",
         db.display(),
@@ -345,18 +345,6 @@ pub fn import(req: Request) -> Result<(), Failure> {
         eprintln!("resuming: the archive already holds {already} of the samples");
     }
 
-    // Where each rollup track stands.
-    let rollups_newest: HashMap<Vec<String>, u64> = archive
-        .state()
-        .streams
-        .get(ROLLUPS)
-        .map(|st| {
-            st.tracks
-                .values()
-                .filter_map(|t| Some((t.labels.clone(), t.last_axis?)))
-                .collect()
-        })
-        .unwrap_or_default();
     let started = Instant::now();
     let rows = counts.samples + counts.rollups;
     let bar = progress(rows, "importing", "{pos}/{len} rows");
@@ -379,7 +367,7 @@ pub fn import(req: Request) -> Result<(), Failure> {
                 let mut reader = reader;
                 let samples = reader.samples(&conn, db, series, resume)?;
                 let rollups =
-                    reader.rollups(&conn, db, series, rollup_keys, &rollups_newest, newest)?;
+                    reader.rollups(&conn, db, series, rollup_keys, &rollup_resume, newest)?;
                 Ok((samples, rollups))
             });
             let consumed = sealer.consume(rx);
@@ -417,6 +405,8 @@ struct Plan {
     rollup_keys: HashMap<i64, usize>,
     /// Each series' track's newest timestamp in the archive.
     resume: HashMap<i64, u64>,
+    /// Each rollup track's newest window start in the archive, by its labels.
+    rollup_resume: HashMap<Vec<String>, u64>,
     /// Samples the archive already holds.
     already: u64,
     /// This run's ledger row.
@@ -501,12 +491,23 @@ fn preflight(conn: &Connection, req: &Request) -> Result<Plan, Failure> {
         Some(existing) => resume_points(conn, db, &series, existing)?,
         None => (HashMap::new(), 0),
     };
+    let rollup_resume = recorded
+        .as_ref()
+        .and_then(|a| a.state().streams.get(ROLLUPS))
+        .map(|st| {
+            st.tracks
+                .values()
+                .filter_map(|t| Some((t.labels.clone(), t.last_axis?)))
+                .collect()
+        })
+        .unwrap_or_default();
     Ok(Plan {
         series,
         counts,
         specs,
         rollup_keys,
         resume,
+        rollup_resume,
         already,
         ledger,
     })
@@ -1280,7 +1281,9 @@ impl Reader {
         let mut b = RollupRows::default();
         let mut total = 0u64;
         let mut open = 0u64;
-        let mut current: Option<(Vec<String>, Option<u64>)> = None;
+        // The rollup track being read, (series, function, window), and its newest window start
+        // in the archive.
+        let mut current: Option<((i64, String, i64), Option<u64>)> = None;
         let mut last_start: Option<u64> = None;
         while let Some(row) = rows.next().map_err(sql)? {
             let series_id: i64 = row.get(0).map_err(sql)?;
@@ -1307,15 +1310,18 @@ impl Reader {
                 open += 1;
                 continue;
             }
-            let labels = vec![
-                s.name.clone(),
-                s.labels.clone(),
-                function.clone(),
-                window.to_string(),
-            ];
-            if current.as_ref().map(|(l, _)| l) != Some(&labels) {
-                let resume = newest.get(&labels).copied();
-                current = Some((labels, resume));
+            let same = current
+                .as_ref()
+                .is_some_and(|((id, f, w), _)| *id == series_id && *f == function && *w == window);
+            if !same {
+                let labels = [
+                    s.name.clone(),
+                    s.labels.clone(),
+                    function.clone(),
+                    window.to_string(),
+                ];
+                let resume = newest.get(labels.as_slice()).copied();
+                current = Some(((series_id, function.clone(), window), resume));
                 last_start = None;
             }
             if current
