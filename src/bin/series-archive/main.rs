@@ -20,6 +20,7 @@ mod eventd;
 mod input;
 mod lifecycle;
 mod output;
+mod serve;
 mod spool;
 mod survey;
 
@@ -358,6 +359,26 @@ enum Command {
         purge_older_than: Option<std::time::Duration>,
     },
     /// Run a synthetic capture workload (runs × probes, sealed on a cadence) and read it back.
+    /// Serve the archive's reads over HTTP: a JSON API (streams, survey, fold, rows, watch)
+    /// and a history viewer page at `/`.
+    ///
+    /// Read-only, beside any writer: it never takes the writer's lock and sees each barrier
+    /// as it commits. Binds to loopback unless given --token. The API: docs/serve.md.
+    Serve {
+        /// The archive directory.
+        archive: PathBuf,
+        /// The address to listen on (port 0: the system chooses; the line printed says
+        /// which).
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: std::net::SocketAddr,
+        /// Require `Authorization: Bearer TOKEN` on every API request (needed to listen
+        /// anywhere but loopback; at least 16 characters).
+        #[arg(long, env = "SERIES_ARCHIVE_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// The largest survey budget answered (points); larger is refused with 413.
+        #[arg(long, default_value_t = 1 << 20)]
+        max_budget: usize,
+    },
     Demo {
         /// The archive directory (created, or appended to when it already holds the demo).
         dir: PathBuf,
@@ -567,6 +588,17 @@ fn main() -> ExitCode {
             archive,
             purge_older_than,
         } => lifecycle::quarantine(&archive, purge_older_than),
+        Command::Serve {
+            archive,
+            listen,
+            token,
+            max_budget,
+        } => serve::run(serve::Options {
+            archive,
+            listen,
+            token,
+            max_budget,
+        }),
         Command::Demo {
             dir,
             runs,
@@ -615,12 +647,6 @@ pub(crate) fn read_only(archive: &Path) -> Result<Archive, Failure> {
     Ok(Archive::open(archive, Config::new().read_only(true))?)
 }
 
-/// Opens read-only and reads. A writer may commit a compaction, retirement or checkpoint
-/// while this reads, and delete files the opened snapshot names: a read that finds a named
-/// file missing (`StoredErrorKind::Missing`)
-/// after the manifest moved on (or an open that lost a generation to a checkpoint) starts
-/// again on a fresh open, at most `READ_ATTEMPTS` times in all. Anything else is answered as
-/// it is.
 /// An empty answer for a selection that names no track is true, but it is also what a typo
 /// gets (`--track a,b` is one label, `--track a b` two): say so on stderr, once per read.
 pub(crate) fn note_unknown_track(archive: &Archive, stream: &str, track: &[String]) {
@@ -636,26 +662,40 @@ pub(crate) fn note_unknown_track(archive: &Archive, stream: &str, track: &[Strin
     }
 }
 
+/// How many times a read-only open or read starts again when a writer moved the manifest
+/// under it (a checkpoint replaced the generation it was reading, a compaction deleted a
+/// file its snapshot named).
+pub(crate) const READ_ATTEMPTS: usize = 4;
+
+/// Opens the archive read-only (never the writer's lock), starting again when a checkpoint
+/// replaced the manifest generation between listing and reading it.
+pub(crate) fn open_read_only(archive: &Path) -> Result<Archive, ArchiveError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match Archive::open(archive, Config::new().read_only(true)) {
+            Err(ArchiveError::Io { source, .. })
+                if attempt < READ_ATTEMPTS
+                    && source.kind() == std::io::ErrorKind::NotFound
+                    && archive.join("manifest").is_dir() => {}
+            other => return other,
+        }
+    }
+}
+
+/// Opens read-only and reads. A writer may commit a compaction, retirement or checkpoint
+/// while this reads, and delete files the opened snapshot names: a read that finds a named
+/// file missing (`StoredErrorKind::Missing`) after the manifest moved on starts again on a
+/// fresh open, at most `READ_ATTEMPTS` times in all. Anything else is answered as it is.
 pub(crate) fn reading<T>(
     archive: &Path,
     read: impl Fn(&Archive) -> Result<T, ReadError>,
 ) -> Result<T, Failure> {
-    const READ_ATTEMPTS: usize = 4;
     let mut attempt = 0;
     loop {
         attempt += 1;
         let last = attempt == READ_ATTEMPTS;
-        let opened = match Archive::open(archive, Config::new().read_only(true)) {
-            Ok(opened) => opened,
-            Err(ArchiveError::Io { source, .. })
-                if !last
-                    && source.kind() == std::io::ErrorKind::NotFound
-                    && archive.join("manifest").is_dir() =>
-            {
-                continue
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let opened = open_read_only(archive)?;
         match read(&opened) {
             Err(ReadError::Stored(e))
                 if e.kind == StoredErrorKind::Missing && !last && opened.manifest_moved() =>
@@ -1066,11 +1106,7 @@ fn rows(
         note_unknown_track(a, stream, track);
         a.read_rows(stream, track, start, end)
     })?;
-    // `_seq` is internal bookkeeping, never an output field.
-    let keep: Vec<usize> = (0..batch.num_columns())
-        .filter(|&i| batch.schema().field(i).name() != series_archive::archive::SEQ_COLUMN)
-        .collect();
-    let batch = batch.project(&keep)?;
+    let batch = output::without_seq(&batch)?;
     output::write(&batch, format, out)?;
     if let Some(out) = out {
         eprintln!("wrote {} rows to {}", batch.num_rows(), out.display());

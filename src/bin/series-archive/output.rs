@@ -97,9 +97,17 @@ pub fn write(batch: &RecordBatch, format: Format, out: Option<&Path>) -> Result<
     }
 }
 
+/// The batch without `_seq`: internal bookkeeping, never an output field.
+pub(crate) fn without_seq(batch: &RecordBatch) -> Result<RecordBatch, arrow::error::ArrowError> {
+    let keep: Vec<usize> = (0..batch.num_columns())
+        .filter(|&i| batch.schema().field(i).name() != series_archive::archive::SEQ_COLUMN)
+        .collect();
+    batch.project(&keep)
+}
+
 /// The batch with every nested column (a list, such as a histogram's counts) as text,
 /// `[1, null, 3]`, which CSV can hold.
-fn flat(batch: &RecordBatch) -> Result<RecordBatch, arrow::error::ArrowError> {
+pub(crate) fn flat(batch: &RecordBatch) -> Result<RecordBatch, arrow::error::ArrowError> {
     use arrow::array::{ArrayRef, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
     use arrow::util::display::{ArrayFormatter, FormatOptions};

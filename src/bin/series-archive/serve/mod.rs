@@ -1,0 +1,315 @@
+//! `serve`: the archive's reads over HTTP (a JSON API) and a history viewer page.
+//!
+//! The server holds one read-only snapshot of the archive (never the writer's lock) and
+//! replaces it when a writer commits: a task looks for a moved manifest every
+//! [`REFRESH`], and a read that finds a file its snapshot named deleted, or a stream it does
+//! not know, reopens and reads again as the CLI does. Reads run on tokio's blocking pool;
+//! raw scans (rows, percentiles) take a permit of [`RAW_SCANS`] so they cannot starve the
+//! surveys a page waits on. The API: `docs/serve.md`.
+
+mod api;
+mod rows;
+
+use crate::Failure;
+use axum::extract::{Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use serde::Serialize;
+use series_archive::archive::{Archive, ReadError, StoredErrorKind};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+/// How often the server looks for a barrier another process committed.
+const REFRESH: Duration = Duration::from_millis(200);
+/// Raw scans (rows, percentiles) at once; more wait for a permit.
+const RAW_SCANS: usize = 2;
+/// The longest query string answered; longer is refused before anything is read.
+const MAX_QUERY: usize = 8 * 1024;
+
+/// The page: HTML, CSS and JavaScript in one file, compiled into the binary.
+const PAGE: &str = include_str!("page/index.html");
+
+/// What `serve` was asked for.
+pub struct Options {
+    /// The archive directory.
+    pub archive: PathBuf,
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// The bearer token every `/api/` request must carry, if any.
+    pub token: Option<String>,
+    /// The largest survey budget answered.
+    pub max_budget: usize,
+}
+
+/// Where the archive stands: sent to `/api/watch` subscribers on every commit.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+struct Summary {
+    generation: u64,
+    barriers: u64,
+    watermarks: BTreeMap<String, u64>,
+}
+
+impl Summary {
+    fn of(archive: &Archive) -> Summary {
+        let state = archive.state();
+        Summary {
+            generation: state.generation,
+            barriers: state.barriers,
+            watermarks: state
+                .streams
+                .iter()
+                .map(|(id, s)| (id.clone(), s.watermark.0))
+                .collect(),
+        }
+    }
+}
+
+/// The server's state: the snapshot it answers from and what it was asked to enforce.
+struct Shared {
+    root: PathBuf,
+    current: RwLock<Arc<Archive>>,
+    changes: tokio::sync::watch::Sender<Summary>,
+    stopping: tokio::sync::watch::Sender<bool>,
+    token: Option<String>,
+    max_budget: usize,
+    raw: Arc<tokio::sync::Semaphore>,
+}
+
+impl Shared {
+    fn snapshot(&self) -> Arc<Archive> {
+        match self.current.read() {
+            Ok(current) => current.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Reopens when a writer moved the manifest since the snapshot was opened (blocking).
+    fn refresh(&self) -> Result<Arc<Archive>, api::ApiError> {
+        let snapshot = self.snapshot();
+        if !snapshot.manifest_moved() {
+            return Ok(snapshot);
+        }
+        let opened = Arc::new(crate::open_read_only(&self.root).map_err(|e| {
+            api::ApiError::unreadable(format!("reopening the archive after a commit: {e}"))
+        })?);
+        let summary = Summary::of(&opened);
+        match self.current.write() {
+            Ok(mut current) => *current = opened.clone(),
+            Err(poisoned) => *poisoned.into_inner() = opened.clone(),
+        }
+        self.changes.send_if_modified(|old| {
+            let moved = *old != summary;
+            *old = summary;
+            moved
+        });
+        Ok(opened)
+    }
+
+    /// Runs a read on the current snapshot (blocking). A read that finds a file its snapshot
+    /// named deleted, or no stream by that name, after a writer moved the manifest reads
+    /// again on a fresh snapshot, at most `READ_ATTEMPTS` times, as the CLI does.
+    fn read<T>(&self, read: impl Fn(&Archive) -> Result<T, ReadError>) -> Result<T, api::ApiError> {
+        let mut snapshot = self.snapshot();
+        for attempt in 1.. {
+            let answer = read(&snapshot);
+            let again = match &answer {
+                Err(ReadError::Stored(e)) => e.kind == StoredErrorKind::Missing,
+                Err(ReadError::UnknownStream(_)) => true,
+                _ => false,
+            };
+            if !again || attempt == crate::READ_ATTEMPTS || !snapshot.manifest_moved() {
+                return answer.map_err(api::ApiError::from);
+            }
+            tracing::debug!(
+                attempt,
+                "the manifest moved on during a read; reading again"
+            );
+            snapshot = self.refresh()?;
+        }
+        unreachable!("the loop returns on its last attempt")
+    }
+}
+
+/// Serves until Ctrl-C (or SIGTERM).
+pub fn run(options: Options) -> Result<(), Failure> {
+    let Options {
+        archive,
+        listen,
+        token,
+        max_budget,
+    } = options;
+    if !listen.ip().is_loopback() && token.is_none() {
+        return Err(format!(
+            "--listen {listen} is not a loopback address: anyone who reaches it could read the archive; pass --token (or set SERIES_ARCHIVE_TOKEN) to require a bearer token"
+        )
+        .into());
+    }
+    if token.as_deref().is_some_and(|t| t.len() < 16) {
+        return Err("--token must be at least 16 characters".into());
+    }
+    if max_budget < 4 {
+        return Err(
+            format!("--max-budget {max_budget} buys no bucket: it must be at least 4").into(),
+        );
+    }
+    let opened = crate::open_read_only(&archive)?;
+    let summary = Summary::of(&opened);
+    let shared = Arc::new(Shared {
+        root: archive.clone(),
+        current: RwLock::new(Arc::new(opened)),
+        changes: tokio::sync::watch::Sender::new(summary),
+        stopping: tokio::sync::watch::Sender::new(false),
+        token,
+        max_budget,
+        raw: Arc::new(tokio::sync::Semaphore::new(RAW_SCANS)),
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting the server's runtime: {e}"))?;
+    runtime.block_on(serve(shared, listen, archive))
+}
+
+async fn serve(shared: Arc<Shared>, listen: SocketAddr, archive: PathBuf) -> Result<(), Failure> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| format!("--listen {listen}: {e}"))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| format!("--listen {listen}: {e}"))?;
+    out!(
+        "serving {} at http://{bound}/ (read-only; Ctrl-C stops)",
+        archive.display()
+    );
+    let refresher = tokio::spawn(refresh_loop(shared.clone()));
+    let api = Router::new()
+        .route("/streams", get(api::streams))
+        .route("/survey", get(api::survey))
+        .route("/fold", get(api::fold))
+        .route("/rows", get(rows::rows))
+        .route("/watch", get(api::watch))
+        .fallback(api::not_found)
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), guard));
+    let app = Router::new()
+        .route("/", get(page))
+        .route("/index.html", get(page))
+        .nest("/api", api)
+        .with_state(shared.clone());
+    let stopping = shared.clone();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            stop_signal().await;
+            // Live pages hold /api/watch open: end those streams, or the server waits on them.
+            stopping.stopping.send_replace(true);
+        })
+        .await
+        .map_err(|e| format!("serving: {e}"))?;
+    refresher.abort();
+    eprintln!("stopped serving {}", archive.display());
+    Ok(())
+}
+
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => return std::future::pending().await,
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Looks for a moved manifest every [`REFRESH`]; a failed reopen keeps the old snapshot
+/// (reads go on answering what was durable then) and is logged.
+async fn refresh_loop(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(REFRESH);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let shared = shared.clone();
+        match tokio::task::spawn_blocking(move || shared.refresh().map(|_| ())).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("{}", e.message()),
+            Err(e) => tracing::warn!("refreshing the snapshot: {e}"),
+        }
+    }
+}
+
+/// Refuses before anything is read: a query string over [`MAX_QUERY`], or a missing or wrong
+/// bearer token when one is required.
+async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    let query = request.uri().query().map_or(0, str::len);
+    if query > MAX_QUERY {
+        return api::ApiError::new(
+            StatusCode::URI_TOO_LONG,
+            "too_large",
+            format!("the query string is {query} bytes; at most {MAX_QUERY} are answered"),
+        )
+        .into_response();
+    }
+    if let Some(token) = &shared.token {
+        let bearer = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::to_owned);
+        // EventSource cannot set headers: /api/watch also takes ?access_token= (RFC 6750).
+        let query_token = || {
+            url::form_urlencoded::parse(request.uri().query().unwrap_or("").as_bytes())
+                .find(|(k, _)| k == "access_token")
+                .map(|(_, v)| v.into_owned())
+        };
+        let given = bearer.or_else(|| {
+            (request.uri().path() == "/watch")
+                .then(query_token)
+                .flatten()
+        });
+        if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
+            let mut refused = api::ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "this server requires a bearer token: send Authorization: Bearer TOKEN (the page: open it as /#token=TOKEN)",
+            )
+            .into_response();
+            refused.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+            return refused;
+        }
+    }
+    next.run(request).await
+}
+
+/// Compares without stopping at the first difference, so response time says nothing of
+/// how much of a guessed token was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn page() -> Response {
+    (
+        [
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        Html(PAGE),
+    )
+        .into_response()
+}

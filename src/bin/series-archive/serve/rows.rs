@@ -1,0 +1,445 @@
+//! `GET /api/rows`: raw rows in publish order, as a page (JSON, or CSV/Arrow with `limit`)
+//! or streamed whole (CSV/Arrow without `limit`), read window by window so memory stays
+//! bounded however long the range.
+
+use super::api::{blocking, ApiError, Params};
+use super::Shared;
+use arrow::array::{Array, RecordBatch, UInt64Array};
+use axum::body::{Body, Bytes};
+use axum::extract::{RawQuery, State};
+use axum::http::{header, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use series_archive::archive::{Archive, POSITION_COLUMN, SEQ_COLUMN};
+use series_archive::Position;
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// Rows in a page when `limit` is not given (JSON).
+const DEFAULT_LIMIT: u64 = 10_000;
+/// The most rows one page answers.
+const MAX_LIMIT: u64 = 1_000_000;
+/// Rows a read window aims at: one window's rows are in memory at once.
+const WINDOW_ROWS: u64 = 131_072;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Json,
+    Csv,
+    Arrow,
+}
+
+/// `[start, end)` position windows covering the range, each ending where a group of the
+/// selection ends once about [`WINDOW_ROWS`] rows are covered (from the manifest: no read).
+/// The windows only pace the reads; every row in the range is in exactly one of them.
+fn windows(
+    archive: &Archive,
+    stream: &str,
+    track: &[String],
+    from: u64,
+    to: Option<u64>,
+) -> Vec<(u64, Option<u64>)> {
+    let mut groups: Vec<[u64; 3]> = Vec::new();
+    if let Some(state) = archive.state().streams.get(stream) {
+        for t in state
+            .tracks
+            .values()
+            .filter(|t| t.labels.starts_with(track))
+        {
+            for g in &t.groups {
+                let Some(entry) = state.files.get(g.file).and_then(|f| f.groups.get(g.group))
+                else {
+                    continue;
+                };
+                let [lo, hi] = entry.position;
+                if hi >= from && to.is_none_or(|to| lo < to) {
+                    groups.push([lo, hi, entry.rows]);
+                }
+            }
+        }
+    }
+    groups.sort_unstable();
+    let mut out = Vec::new();
+    let (mut start, mut covered, mut reach) = (from, 0u64, from);
+    for [_, hi, rows] in groups {
+        covered += rows;
+        reach = reach.max(hi.saturating_add(1));
+        if covered >= WINDOW_ROWS && to.is_none_or(|to| reach < to) {
+            out.push((start, Some(reach)));
+            start = reach;
+            covered = 0;
+        }
+    }
+    out.push((start, to));
+    out
+}
+
+fn read_window(
+    shared: &Shared,
+    stream: &str,
+    track: &[String],
+    (a, b): (u64, Option<u64>),
+) -> Result<RecordBatch, ApiError> {
+    let end = b.map_or(Bound::Unbounded, |b| Bound::Excluded(Position(b)));
+    shared.read(|archive| archive.read_rows(stream, track, Bound::Included(Position(a)), end))
+}
+
+fn u64s<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a UInt64Array, ApiError> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+        .ok_or_else(|| ApiError::unreadable(format!("a row batch lacks its {name} column")))
+}
+
+/// Where a page starts: a position, and the first `_seq` answered at that position (rows
+/// of one position share it, so a page may end between them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Cursor {
+    from: u64,
+    seq: u64,
+}
+
+/// The rows of `batch` from the cursor on: those at its position with a smaller `_seq`
+/// were answered by the page before.
+fn after(batch: RecordBatch, cursor: Cursor) -> Result<RecordBatch, ApiError> {
+    if cursor.seq == 0 {
+        return Ok(batch);
+    }
+    let (pos, seq) = (u64s(&batch, POSITION_COLUMN)?, u64s(&batch, SEQ_COLUMN)?);
+    // Publish order: the answered rows are a prefix.
+    let skip = (0..batch.num_rows())
+        .take_while(|&i| pos.value(i) == cursor.from && seq.value(i) < cursor.seq)
+        .count();
+    Ok(batch.slice(skip, batch.num_rows() - skip))
+}
+
+/// Turns batches into the response's bytes.
+enum Encoder {
+    Json(Vec<RecordBatch>),
+    Csv { header: bool },
+    Arrow(Box<arrow::ipc::writer::StreamWriter<Vec<u8>>>),
+}
+
+impl Encoder {
+    fn new(format: Format, schema: &arrow::datatypes::Schema) -> Result<Encoder, ApiError> {
+        Ok(match format {
+            Format::Json => Encoder::Json(Vec::new()),
+            Format::Csv => Encoder::Csv { header: true },
+            Format::Arrow => Encoder::Arrow(Box::new(
+                arrow::ipc::writer::StreamWriter::try_new(Vec::new(), &shown(schema))
+                    .map_err(|e| ApiError::unreadable(format!("encoding Arrow IPC: {e}")))?,
+            )),
+        })
+    }
+
+    /// The bytes of `batch` (JSON keeps the batches for [`Encoder::finish`]).
+    fn encode(&mut self, batch: &RecordBatch) -> Result<Vec<u8>, ApiError> {
+        let fail =
+            |e: arrow::error::ArrowError| ApiError::unreadable(format!("encoding rows: {e}"));
+        let batch = &crate::output::without_seq(batch).map_err(fail)?;
+        match self {
+            Encoder::Json(kept) => {
+                kept.push(batch.clone());
+                Ok(Vec::new())
+            }
+            Encoder::Csv { header } => {
+                let mut out = Vec::new();
+                let mut w = arrow::csv::WriterBuilder::new()
+                    .with_header(*header)
+                    .build(&mut out);
+                w.write(&crate::output::flat(batch).map_err(fail)?)
+                    .map_err(fail)?;
+                drop(w);
+                *header = false;
+                Ok(out)
+            }
+            Encoder::Arrow(w) => {
+                w.write(batch).map_err(fail)?;
+                Ok(std::mem::take(w.get_mut()))
+            }
+        }
+    }
+
+    /// The closing bytes (the JSON document, the Arrow end-of-stream marker).
+    fn finish(self, next: Option<Cursor>) -> Result<Vec<u8>, ApiError> {
+        let fail =
+            |e: arrow::error::ArrowError| ApiError::unreadable(format!("encoding rows: {e}"));
+        match self {
+            Encoder::Json(kept) => {
+                let mut rows = Vec::new();
+                let mut w = arrow::json::ArrayWriter::new(&mut rows);
+                for b in &kept {
+                    w.write(b).map_err(fail)?;
+                }
+                w.finish().map_err(fail)?;
+                drop(w);
+                if rows.is_empty() {
+                    rows.extend_from_slice(b"[]");
+                }
+                let columns: Vec<String> = kept
+                    .first()
+                    .map(|b| {
+                        b.schema()
+                            .fields()
+                            .iter()
+                            .map(|f| f.name().clone())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let mut out = format!(
+                    "{{\"columns\":{},\"next\":{},\"rows\":",
+                    serde_json::to_string(&columns).unwrap_or_else(|_| "[]".into()),
+                    next.map_or("null".to_owned(), |n| format!(
+                        "{{\"from\":{},\"seq\":{}}}",
+                        n.from, n.seq
+                    ))
+                )
+                .into_bytes();
+                out.extend_from_slice(&rows);
+                out.push(b'}');
+                Ok(out)
+            }
+            Encoder::Csv { .. } => Ok(Vec::new()),
+            Encoder::Arrow(mut w) => {
+                w.finish().map_err(fail)?;
+                Ok(w.into_inner().map_err(fail)?)
+            }
+        }
+    }
+}
+
+/// The schema of what is answered: the stream's columns and `_position`.
+fn shown(schema: &arrow::datatypes::Schema) -> arrow::datatypes::Schema {
+    let fields: Vec<_> = schema
+        .fields()
+        .iter()
+        .filter(|f| f.name() != SEQ_COLUMN)
+        .cloned()
+        .collect();
+    arrow::datatypes::Schema::new(fields)
+}
+
+fn content_type(format: Format) -> &'static str {
+    match format {
+        Format::Json => "application/json",
+        Format::Csv => "text/csv; charset=utf-8",
+        Format::Arrow => "application/vnd.apache.arrow.stream",
+    }
+}
+
+/// One page: at most `limit` rows from the cursor, and where the next page starts.
+fn page(
+    shared: &Shared,
+    stream: &str,
+    track: &[String],
+    start: Cursor,
+    to: Option<u64>,
+    limit: u64,
+    format: Format,
+) -> Result<(Vec<u8>, Option<Cursor>), ApiError> {
+    let plan = windows(&shared.snapshot(), stream, track, start.from, to);
+    let mut kept: Vec<RecordBatch> = Vec::new();
+    let mut held = 0u64;
+    let mut next = None;
+    let mut schema = None;
+    for (i, window) in plan.iter().enumerate() {
+        let mut batch = read_window(shared, stream, track, *window)?;
+        if i == 0 {
+            batch = after(batch, start)?;
+        }
+        schema.get_or_insert_with(|| batch.schema());
+        let room = limit - held;
+        if (batch.num_rows() as u64) > room {
+            let at = room as usize;
+            next = Some(Cursor {
+                from: u64s(&batch, POSITION_COLUMN)?.value(at),
+                seq: u64s(&batch, SEQ_COLUMN)?.value(at),
+            });
+            kept.push(batch.slice(0, at));
+            break;
+        }
+        held += batch.num_rows() as u64;
+        kept.push(batch);
+        if held == limit {
+            // Every row beneath the window's end is answered; the next page starts there
+            // (and may hold nothing).
+            next = window
+                .1
+                .filter(|_| i + 1 < plan.len())
+                .map(|from| Cursor { from, seq: 0 });
+            break;
+        }
+    }
+    let schema = schema.ok_or_else(|| ApiError::unreadable("no window was read"))?;
+    let mut encoder = Encoder::new(format, &schema)?;
+    let mut out = Vec::new();
+    if kept.is_empty() {
+        kept.push(RecordBatch::new_empty(schema));
+    }
+    for b in &kept {
+        out.extend(encoder.encode(b)?);
+    }
+    out.extend(encoder.finish(next)?);
+    Ok((out, next))
+}
+
+/// `GET /api/rows`.
+pub(super) async fn rows(State(shared): State<Arc<Shared>>, RawQuery(query): RawQuery) -> Response {
+    let answer = async {
+        let p = Params::parse(
+            query.as_deref(),
+            &["stream", "track", "from", "seq", "to", "format", "limit"],
+        )?;
+        let stream = p.stream()?;
+        let track = p.track();
+        let (from, to) = (p.number("from")?.unwrap_or(0), p.number("to")?);
+        let start = Cursor {
+            from,
+            seq: p.number("seq")?.unwrap_or(0),
+        };
+        if to.is_some_and(|t| t <= from) {
+            return Err(ApiError::bad(format!(
+                "to {} is not above from {from}; the range is [from, to)",
+                to.unwrap_or(0)
+            )));
+        }
+        let format = match p.get("format").unwrap_or("json") {
+            "json" => Format::Json,
+            "csv" => Format::Csv,
+            "arrow" => Format::Arrow,
+            other => {
+                return Err(ApiError::bad(format!(
+                    "unknown format {other:?}: json, csv or arrow"
+                )))
+            }
+        };
+        let limit = p.number("limit")?;
+        if limit == Some(0) {
+            return Err(ApiError::bad("limit 0 answers nothing: give at least 1"));
+        }
+        if let Some(l) = limit.filter(|&l| l > MAX_LIMIT) {
+            return Err(ApiError::too_large(format!(
+                "limit {l} is above the {MAX_LIMIT} rows one page answers; page with from = next_from"
+            )));
+        }
+        let permit = shared
+            .raw
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|e| ApiError::unreadable(e.to_string()))?;
+        let headers = |next: Option<Cursor>| {
+            let mut h = vec![(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(content_type(format)),
+            )];
+            if let Some(n) = next {
+                h.push((
+                    header::HeaderName::from_static("x-next-from"),
+                    HeaderValue::from(n.from),
+                ));
+                h.push((
+                    header::HeaderName::from_static("x-next-seq"),
+                    HeaderValue::from(n.seq),
+                ));
+            }
+            h
+        };
+        match (format, limit) {
+            (Format::Json, _) | (_, Some(_)) => {
+                let limit = limit.unwrap_or(DEFAULT_LIMIT);
+                let (body, next) = blocking(move || {
+                    let _permit = permit;
+                    page(&shared, &stream, &track, start, to, limit, format)
+                })
+                .await?;
+                let mut response = Body::from(body).into_response();
+                for (k, v) in headers(next) {
+                    response.headers_mut().insert(k, v);
+                }
+                Ok(response)
+            }
+            _ => {
+                // The whole range, streamed. The first window is read before the status is
+                // sent, so a refusal (a floor, a file that cannot be read) is a status. A
+                // later failure aborts the response: the client sees a broken transfer, never
+                // a short answer that looks whole.
+                let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+                let (first_tx, first_rx) = tokio::sync::oneshot::channel::<Result<(), ApiError>>();
+                tokio::task::spawn_blocking(move || {
+                    let _permit = permit;
+                    stream_all(&shared, &stream, &track, start, to, format, first_tx, &tx);
+                });
+                first_rx
+                    .await
+                    .unwrap_or_else(|_| Err(ApiError::unreadable("the read stopped")))?;
+                let body = Body::from_stream(futures::stream::unfold(rx, |mut rx| async move {
+                    rx.recv().await.map(|chunk| (chunk, rx))
+                }));
+                let mut response = body.into_response();
+                for (k, v) in headers(None) {
+                    response.headers_mut().insert(k, v);
+                }
+                Ok(response)
+            }
+        }
+    };
+    answer.await.into_response()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn stream_all(
+    shared: &Shared,
+    stream: &str,
+    track: &[String],
+    start: Cursor,
+    to: Option<u64>,
+    format: Format,
+    first: tokio::sync::oneshot::Sender<Result<(), ApiError>>,
+    tx: &tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
+) {
+    let plan = windows(&shared.snapshot(), stream, track, start.from, to);
+    let mut first = Some(first);
+    let mut encoder: Option<Encoder> = None;
+    for (i, window) in plan.into_iter().enumerate() {
+        let chunk = read_window(shared, stream, track, window).and_then(|batch| {
+            let batch = if i == 0 { after(batch, start)? } else { batch };
+            let encoder = match &mut encoder {
+                Some(e) => e,
+                None => encoder.insert(Encoder::new(format, &batch.schema())?),
+            };
+            encoder.encode(&batch)
+        });
+        match (chunk, first.take()) {
+            (Ok(bytes), opened) => {
+                if let Some(opened) = opened {
+                    if opened.send(Ok(())).is_err() {
+                        return;
+                    }
+                }
+                if !bytes.is_empty() && tx.blocking_send(Ok(Bytes::from(bytes))).is_err() {
+                    return; // the client went away
+                }
+            }
+            (Err(e), Some(opened)) => {
+                let _ = opened.send(Err(e));
+                return;
+            }
+            (Err(e), None) => {
+                tracing::warn!("rows of {stream:?} stopped mid-stream: {}", e.message());
+                let _ = tx.blocking_send(Err(std::io::Error::other(e.message().to_owned())));
+                return;
+            }
+        }
+    }
+    if let Some(encoder) = encoder {
+        match encoder.finish(None) {
+            Ok(bytes) if !bytes.is_empty() => {
+                let _ = tx.blocking_send(Ok(Bytes::from(bytes)));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let _ = tx.blocking_send(Err(std::io::Error::other(e.message().to_owned())));
+            }
+        }
+    }
+}

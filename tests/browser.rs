@@ -1,0 +1,64 @@
+//! The page `serve` serves, in real headless Chromium (Debian's chromium and chromium-driver,
+//! driven by selenium): `tests/browser/page_check.py` loads it, picks a track, zooms in twice,
+//! and checks after every draw that the buckets drawn equal the API's survey for the same URL,
+//! that no survey the browser sent asked for more than the plot's pixel width buys, and that
+//! the band is on the canvas. No Chromium is a failure, never a skip.
+
+#[path = "common/http.rs"]
+mod http;
+#[path = "common/process.rs"]
+mod process;
+
+use http::Server;
+use process::{cli, python, run_checker, scratch, BIN};
+use std::ffi::OsStr;
+
+#[test]
+fn the_page_draws_what_the_api_answers_within_the_budget() {
+    let py = python("selenium");
+    let dir = scratch("browser");
+    let archive = dir.path().join("a");
+    cli(&["demo", archive.to_str().expect("utf-8"), "--ticks", "20000"]);
+    let server = Server::start(BIN, &archive, &[]);
+    let base = format!("http://{}", server.addr);
+    let shots = dir.path().join("shots");
+    let report = run_checker(
+        &py,
+        "tests/browser/page_check.py",
+        &[
+            OsStr::new(&base),
+            shots.as_os_str(),
+            OsStr::new(r#"["run_1","probe.03"]"#),
+        ],
+        "PAGE",
+    );
+    assert!(report.contains("\"ok\": true"), "{report}");
+    assert!(shots.join("page.png").is_file());
+}
+
+#[test]
+fn the_page_works_behind_a_token() {
+    let py = python("selenium");
+    let dir = scratch("browser-token");
+    let archive = dir.path().join("a");
+    cli(&["demo", archive.to_str().expect("utf-8"), "--ticks", "4000"]);
+    let token = "a-token-for-the-page-check";
+    let server = Server::start(BIN, &archive, &["--token", token]);
+    let base = format!("http://{}", server.addr);
+    let shots = dir.path().join("shots");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(&py)
+        .current_dir(root)
+        .arg(root.join("tests/browser/page_check.py"))
+        .args([OsStr::new(&base), shots.as_os_str()])
+        .env("SERIES_ARCHIVE_TOKEN", token)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect("python runs");
+    let shown = process::show("page_check.py with a token", &out);
+    assert!(out.status.success(), "{shown}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("PAGE: ok:"),
+        "{shown}"
+    );
+}
