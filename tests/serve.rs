@@ -483,3 +483,89 @@ fn a_token_guards_the_api_and_other_addresses_need_one() {
         "the page"
     );
 }
+
+#[test]
+fn the_curl_examples_of_the_docs_answer() {
+    let readme = ["README.md", "docs/serve.md"]
+        .map(|f| {
+            std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(f))
+                .expect("the docs")
+        })
+        .join("\n");
+    let urls: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.starts_with("curl "))
+        .filter_map(|l| l.split('\'').nth(1))
+        .collect();
+    assert!(
+        urls.len() >= 8,
+        "the curl examples of README.md and docs/serve.md: {urls:?}"
+    );
+    let dir = scratch("serve-readme");
+    let archive = dir.path().join("a");
+    demo(&archive, "1000");
+    let server = Server::start(BIN, &archive, &[]);
+    for url in urls {
+        let path = url
+            .strip_prefix("http://127.0.0.1:8080")
+            .unwrap_or_else(|| panic!("{url} is not on the default address"));
+        if path == "/api/watch" {
+            let event = wait_for_barrier(&server.addr, 0, Duration::from_secs(30));
+            assert!(event["generation"].as_u64().is_some(), "{event}");
+            continue;
+        }
+        let reply = server.get(path);
+        assert_eq!(reply.status, 200, "{url}: {}", reply.text());
+        assert!(!reply.body.is_empty(), "{url} answered nothing");
+    }
+}
+
+#[test]
+fn a_stream_that_fails_midway_breaks_the_transfer_never_ends_short() {
+    let dir = scratch("serve-midway");
+    let archive = dir.path().join("a");
+    let a = archive.to_str().expect("utf-8");
+    // Barrier files as sealed: 20 files of 1000 ticks × 32 tracks, read in several windows.
+    cli(&[
+        "demo",
+        a,
+        "--ticks",
+        "20000",
+        "--cadence",
+        "1000",
+        "--no-compact",
+    ]);
+    let files = cli(&["files", a, "--stream", "capture", "--manifest"]).stdout;
+    let files = String::from_utf8_lossy(&files).into_owned();
+    let last = files.lines().last().expect("data files");
+    let path = if Path::new(last).is_absolute() {
+        last.into()
+    } else {
+        archive.join(last)
+    };
+    let whole = cli(&["rows", a, "--stream", "capture"]).stdout;
+    let mut bytes = std::fs::read(&path).expect("the newest data file");
+    let len = bytes.len();
+    for b in bytes[8..len - 8].iter_mut().step_by(97) {
+        *b ^= 0x5a;
+    }
+    std::fs::write(&path, &bytes).expect("damage");
+    let server = Server::start(BIN, &archive, &[]);
+
+    // The first windows read fine, so the status is 200 and rows flow; then the damaged
+    // file: the transfer is cut, without its last chunk.
+    let streamed = server.get("/api/rows?stream=capture&format=csv");
+    assert_eq!(streamed.status, 200, "{}", streamed.text());
+    assert!(!streamed.body.is_empty(), "rows flowed before the damage");
+    assert!(
+        !streamed.complete,
+        "a stream that could not read its last file ended as if whole ({} of {} bytes)",
+        streamed.body.len(),
+        whole.len()
+    );
+    assert!(streamed.body.len() < whole.len());
+    // A page is read whole before its status: the same damage is a 503.
+    let page = server.get("/api/rows?stream=capture&format=csv&limit=1000000");
+    assert_eq!(page.status, 503, "{}", page.text());
+    assert_eq!(page.json()["error"], "unreadable");
+}
