@@ -62,3 +62,43 @@ fn the_page_works_behind_a_token() {
         "{shown}"
     );
 }
+
+#[test]
+fn the_page_follows_a_writer_live_and_draws_a_floor_as_a_boundary() {
+    let py = python("selenium");
+    let dir = scratch("browser-live");
+    let archive = dir.path().join("a");
+    let a = archive.to_str().expect("utf-8");
+    cli(&["demo", a, "--ticks", "4000"]);
+    cli(&[
+        "retire", a, "--stream", "capture", "--track", "run_0", "probe.00",
+    ]);
+    // What the writer appends while the page is live: 1000 newer rows of run_1/probe.03.
+    let csv = dir.path().join("newer.csv");
+    let rows: String = (0..1000u64)
+        .map(|i| {
+            format!(
+                "run_1,probe.03,{},{},{}\n",
+                16_000 + 4 * i,
+                i % 97,
+                (i as f64 / 50.0).sin()
+            )
+        })
+        .collect();
+    std::fs::write(&csv, format!("run,probe,ordinal,value,noise\n{rows}")).expect("csv");
+    let server = Server::start(BIN, &archive, &[]);
+    let base = format!("http://{}", server.addr);
+    let shots = dir.path().join("shots");
+    run_checker(
+        &py,
+        "tests/browser/live_floor_check.py",
+        &[
+            OsStr::new(&base),
+            shots.as_os_str(),
+            archive.as_os_str(),
+            OsStr::new(BIN),
+            csv.as_os_str(),
+        ],
+        "LIVE_FLOOR",
+    );
+}

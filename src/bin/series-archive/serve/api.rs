@@ -250,8 +250,9 @@ struct StreamInfo {
 
 #[derive(Serialize)]
 struct Streams {
-    generation: u64,
-    barriers: u64,
+    /// Where the archive stands (generation, barriers, watermarks), as `/api/watch` says it.
+    #[serde(flatten)]
+    at: Summary,
     streams: Vec<StreamInfo>,
 }
 
@@ -305,8 +306,7 @@ fn nodes(
 fn describe(archive: &Archive) -> Streams {
     let state = archive.state();
     Streams {
-        generation: state.generation,
-        barriers: state.barriers,
+        at: Summary::of(archive),
         streams: state
             .streams
             .iter()

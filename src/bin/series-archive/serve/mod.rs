@@ -308,6 +308,11 @@ async fn page() -> Response {
         [
             (header::CACHE_CONTROL, "no-cache"),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            // The page talks to this server only, and loads nothing from anywhere.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+            ),
         ],
         Html(PAGE),
     )
