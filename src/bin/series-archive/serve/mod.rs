@@ -294,7 +294,17 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
             return refused;
         }
     }
-    next.run(request).await
+    let (method, uri) = (request.method().clone(), request.uri().clone());
+    let began = std::time::Instant::now();
+    let response = next.run(request).await;
+    let status = response.status();
+    let took = began.elapsed();
+    if status.is_server_error() {
+        tracing::warn!(%method, %uri, %status, ?took, "answered");
+    } else {
+        tracing::debug!(%method, %uri, %status, ?took, "answered");
+    }
+    response
 }
 
 /// Compares without stopping at the first difference, so response time says nothing of
