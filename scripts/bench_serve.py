@@ -3,7 +3,7 @@
 time from a zoom click to the end of its draw in headless Chromium.
 
     cargo build --release --bin series-archive --example scale
-    .venv/bin/python scripts/bench_serve.py --out docs/bench-serve.md
+    .venv/bin/python scripts/bench_serve.py --screenshot docs/serve.png --out docs/bench-serve.md
 
 The archive (`--archive`, default `target/bench-data/scale-50000000`) is the one
 `scripts/bench_scale.py` measures; when it is missing it is built by `examples/scale.rs`
@@ -31,12 +31,17 @@ line of stdout) and stops it (SIGTERM) at the end. Then, in one run:
    (`benchlib.check_m4`: cells, count, first/last/min/max exactly, sum within 1e-9);
 6. the page: headless Chromium (selenium; the flags of `tests/browser/page_check.py`) opens
    the page, clicks one run in the track tree, then `#zoom-in` `--zooms` times and
-   `#zoom-out` as many, waiting for each draw (`seriesView.draws` up, `busy` false), once
-   clicking as soon as the draw is done ("rapid": the statistics of the view before may
-   still be computing on the server) and once waiting for the statistics panel to finish
-   first ("settled"). `seriesView.zoomToDraw` is the time from the click to the end of the
-   draw; it includes the page's debounce (`scheduleSurvey`'s 50 ms), reported with and
-   without it. `--screenshot` saves a zoomed view of one run at 1400 × 900.
+   `#zoom-out` as many, waiting for each draw (`seriesView.draws` up, `busy` false), in three
+   modes: "at once" clicks as soon as a draw ends (the page starts a view's statistics 100 ms
+   after its draw, so none start); "statistics running" clicks 150 ms after the draw (the
+   view's mean and p95 folds were sent; the click aborts them in the browser); "idle" waits
+   for the statistics panel to finish first. `seriesView.zoomToDraw` is the time from the
+   click to the end of the draw; it includes the page's debounce (`scheduleSurvey`'s 50 ms),
+   reported with and without it. `--screenshot` saves a zoomed view of one run at
+   1400 × 900;
+7. an abandoned scan: a p95 fold over the run (a raw scan) sent and its connection closed
+   after 30 ms, and the server's CPU time watched until it stops rising, beside the same
+   fold answered in full.
 
 Every answer must be a 200 whose buckets × 4 ≤ budget (counted in the body; on the
 sequential run every body is also parsed whole); any failure is reported and the script exits
@@ -65,9 +70,10 @@ import tempfile
 import threading
 import time
 import urllib.parse
+import urllib.request
 from pathlib import Path
 
-from benchlib import ROOT, Cli, check_m4, fmt, m4_query, sql_text, target_dir
+from benchlib import ROOT, Cli, check_m4, m4_query, sql_text, target_dir
 
 STREAM = "capture"
 FIELDS = 2
@@ -75,10 +81,33 @@ PLOT_PX = 1200
 BUDGET = 4 * FIELDS * PLOT_PX
 ZOOM_RANGE = 1000
 TIMEOUT = 30.0
-DEBOUNCE_MS = 50  # index.html: scheduleSurvey(delay = 50)
+PAGE_SRC = ROOT / "src" / "bin" / "series-archive" / "serve" / "page" / "index.html"
+LEVELS_SRC = ROOT / "src" / "archive" / "levels.rs"
+
+
+def source_constant(path: Path, pattern: str, default: int) -> int:
+    """A constant read from the source, so the report follows it."""
+    try:
+        m = re.search(pattern, path.read_text())
+    except OSError:
+        return default
+    if not m:
+        return default
+    expr = m.group(1).replace("_", "").strip()
+    shift = re.fullmatch(r"(\d+)\s*<<\s*(\d+)", expr)  # e.g. "1 << 18"
+    if shift:
+        return int(shift.group(1)) << int(shift.group(2))
+    return int(expr) if expr.isdigit() else default
+
+
+# The page's debounce: a view change waits this long before its survey is sent.
+DEBOUNCE_MS = source_constant(PAGE_SRC, r"function scheduleSurvey\(delay = (\d+)\)", 50)
+# The archive's level cache: decoded level row groups, bounded in cells.
+LEVEL_CACHE_CELLS = source_constant(LEVELS_SRC, r"pub const LEVEL_CACHE_CELLS: usize = ([^;]+);", 1 << 18)
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 KINDS = ("stream", "run", "track")
+MODES = ("at once", "statistics running", "idle")
 PLAN_RE = re.compile(rb'"plan":\{"level":(\d+),"merge":(\d+),"cell_width":(\d+)')
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -262,6 +291,14 @@ async def client(conn: Conn, reqs: list[dict], deadline: float, out: list, keep:
             bodies[i] = body
 
 
+def machine_cpu() -> tuple[float, float]:
+    """(busy, idle) CPU seconds of the whole machine, all cores (/proc/stat)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    idle = v[3] + v[4]
+    return (sum(v) - idle) / CLK_TCK, idle / CLK_TCK
+
+
 def usage() -> float:
     u = resource.getrusage(resource.RUSAGE_SELF)
     return u.ru_utime + u.ru_stime
@@ -272,19 +309,21 @@ async def run_phase(server: Server, per_client: list[list[dict]], seconds: float
     conns = [Conn(server.host, server.port) for _ in per_client]
     await asyncio.gather(*(c.open() for c in conns))
     out: list[list] = [[] for _ in per_client]
-    cpu0, scpu0, t0 = usage(), server.cpu(), time.perf_counter()
+    cpu0, scpu0, m0, t0 = usage(), server.cpu(), machine_cpu(), time.perf_counter()
     deadline = t0 + seconds
     await asyncio.wait_for(
         asyncio.gather(*(client(c, reqs, deadline, o, keep, bodies)
                          for c, reqs, o in zip(conns, per_client, out))),
         seconds + TIMEOUT + 10)
     wall = time.perf_counter() - t0
-    cpu, scpu = usage() - cpu0, server.cpu() - scpu0
+    cpu, scpu, m1 = usage() - cpu0, server.cpu() - scpu0, machine_cpu()
+    busy, idle = m1[0] - m0[0], m1[1] - m0[1]
     threads = server.threads()
     for c in conns:
         c.close()
     results = [x for o in out for x in o]
     return {"results": results, "wall": wall, "client_cpu": cpu, "server_cpu": scpu,
+            "other_cpu": max(0.0, busy - cpu - scpu), "idle_cpu": idle,
             "clients": len(per_client), "capped": any(len(o) < len(r) for o, r in zip(out, per_client)),
             "server_threads": threads}
 
@@ -303,6 +342,7 @@ def summary(phase: dict) -> dict:
     return {"n": len(ms), "p50": pct(ms, 50), "p90": pct(ms, 90), "p99": pct(ms, 99),
             "max": max(ms), "rps": len(ms) / phase["wall"], "wall": phase["wall"],
             "client_cpu": phase["client_cpu"], "server_cpu": phase["server_cpu"],
+            "other_cpu": phase["other_cpu"], "idle_cpu": phase["idle_cpu"],
             "failures": [r for r in phase["results"] if r["problem"]],
             "mean_bytes": statistics.mean(r["bytes"] for r in phase["results"])}
 
@@ -451,14 +491,16 @@ def page_bench(server: Server, run: list[str], zooms: int, screenshot: Path | No
         wait_stats(driver)
         plot_width = v["plot"]["width"]
         modes = {}
-        for mode in ("rapid", "settled"):
+        for mode in MODES:
             before = len(sv(driver)["zoomToDraw"])
             fetch0 = survey_count(driver)
             steps = []
             for direction in ("zoom-in", "zoom-out"):
                 for k in range(zooms):
-                    if mode == "settled":
+                    if mode == "idle":
                         wait_stats(driver)
+                    elif mode == "statistics running":
+                        time.sleep(0.15)
                     draws = sv(driver)["draws"]
                     driver.find_element(By.ID, direction).click()
                     v = wait_draw(driver, draws, f"{mode} {direction} {k + 1}")
@@ -477,11 +519,15 @@ def page_bench(server: Server, run: list[str], zooms: int, screenshot: Path | No
         if screenshot is not None:
             lo, hi = shot_view
             driver.execute_script(
-                "location.hash = arguments[0];",
+                "if (document.activeElement) document.activeElement.blur(); location.hash = arguments[0];",
                 "#" + urllib.parse.urlencode([("stream", STREAM)] + [("track", l) for l in run]
                                              + [("from", str(int(lo))), ("to", str(int(hi))), ("live", "0")]))
             wait_draw(driver, sv(driver)["draws"], "screenshot view")
             wait_stats(driver)
+            # The pointer off the buttons and the plot: no hover state in the picture.
+            from selenium.webdriver.common.action_chains import ActionChains
+            ActionChains(driver).move_to_element(
+                driver.find_element(By.CSS_SELECTOR, "header .brand")).perform()
             time.sleep(0.3)
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             driver.save_screenshot(str(screenshot))
@@ -504,6 +550,7 @@ def phase_row(name: str, s: dict) -> str:
             f"| {ms(s['max'])} | {s['rps']:,.0f} | {s['wall']:.1f} s "
             f"| {s['server_cpu']:.1f} s ({s['server_cpu'] / s['wall']:.2f} cores) "
             f"| {s['client_cpu']:.1f} s ({s['client_cpu'] / s['wall']:.2f} cores) "
+            f"| {s['other_cpu'] / s['wall']:.2f} cores | {s['idle_cpu'] / s['wall']:.2f} cores "
             f"| {len(s['failures'])} |")
 
 
@@ -559,8 +606,9 @@ def report(ctx: dict) -> str:
         "",
         "## Survey latency",
         "",
-        "| clients | requests | p50 | p90 | p99 | max | req/s | wall | server CPU | client CPU | failures |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| clients | requests | p50 | p90 | p99 | max | req/s | wall | server CPU | client CPU "
+        "| other processes | idle | failures |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         phase_row("1, sequential", s1),
         phase_row(f"{s50['clients']}, concurrent", s50),
         "",
@@ -571,7 +619,10 @@ def report(ctx: dict) -> str:
         f"p50 latency, {s50['clients']} clients ÷ 1 client: {s50['p50'] / s1['p50']:.1f}×. "
         f"Server CPU per request: {s1['server_cpu'] / s1['n'] * 1e3:.2f} ms (1 client), "
         f"{s50['server_cpu'] / s50['n'] * 1e3:.2f} ms ({s50['clients']} clients); client CPU per request: "
-        f"{s1['client_cpu'] / s1['n'] * 1e3:.2f} ms, {s50['client_cpu'] / s50['n'] * 1e3:.2f} ms.",
+        f"{s1['client_cpu'] / s1['n'] * 1e3:.2f} ms, {s50['client_cpu'] / s50['n'] * 1e3:.2f} ms. "
+        "\"Other processes\" and \"idle\": the rest of the machine's CPU over the same wall time "
+        "(`/proc/stat`), in cores of the 2: what the noise took, and whether the server left a "
+        "core unused while requests waited.",
         "",
         f"By selection and the level the plan chose, {s50['clients']} concurrent clients (p50 / p99):",
         "",
@@ -589,6 +640,14 @@ def report(ctx: dict) -> str:
     for r in ctx["repeats"]:
         L.append(f"| {r['label']} | level {r['level']}, {r['buckets']} buckets | "
                  + ", ".join(f"{t:.1f}" for t in r["ms"]) + " |")
+    lt = [t for t in ctx["level_tables"] if t["level"] in (0, 1, 2)]
+    if lt:
+        L += ["", "The level files these surveys read (cells of all 16 tracks, both fields; "
+              "row groups as stored), beside the server's level cache, which keeps decoded row "
+              f"groups up to {LEVEL_CACHE_CELLS:,} cells in all (`LEVEL_CACHE_CELLS`, "
+              "`src/archive/levels.rs`), least recently used first out: "
+              + "; ".join(f"level {t['level']}: {t['groups']} row group{'s' if t['groups'] != 1 else ''}, {t['cells']:,} cells "
+                          f"(largest group {t['largest']:,})" for t in lt) + "."]
     if duck:
         d = duck["rows"]
         dms = [x["ms"] for x in d]
@@ -620,6 +679,12 @@ def report(ctx: dict) -> str:
         ]
         if not ok:
             L += [""] + [f"- {m}" for m in duck["problems"][:20]]
+        slower = [x for x in d if x["ms"] < x["survey_ms"] * 2]
+        if slower:
+            L += ["", f"Requests where DuckDB took less than twice the survey's time ({len(slower)} of {len(d)}): "
+                  + "; ".join(f"{x['kind']}, 1/{x['zoom']:,.0f} of its extent, level {x['level']}, "
+                              f"{x['cells']} cells: survey {ms(x['survey_ms'])}, DuckDB {ms(x['ms'])}"
+                              for x in slower) + "."]
         L += ["", "| selection | requests | survey p50 | DuckDB p50 | ratio p50 |", "|---|---:|---:|---:|---:|"]
         for kind in KINDS:
             rs = [x for x in d if x["kind"] == kind]
@@ -638,9 +703,10 @@ def report(ctx: dict) -> str:
             "waiting for each draw. `seriesView.zoomToDraw`: from the click event to the end of the draw, "
             f"including the page's {DEBOUNCE_MS} ms debounce (`scheduleSurvey(delay = 50)` in "
             f"`serve/page/index.html`); \"without\" subtracts it. Fetch: the survey request's duration "
-            "in the browser's resource timing. \"Rapid\" clicks as soon as a draw ends: the previous "
-            "view's statistics (mean, and p95, a raw scan) are then still being computed; \"settled\" "
-            "waits for the statistics panel first.",
+            "in the browser's resource timing. The page asks for a view's statistics (mean, a level fold; "
+            "p95, a raw scan) 100 ms after its draw. \"At once\" clicks as soon as a draw ends, so no "
+            "statistics start; \"statistics running\" clicks 150 ms after it, while they run (the click "
+            "aborts them in the browser); \"idle\" waits for the statistics panel to finish first.",
             "",
             "| mode | zooms | zoom to draw p50 | max | without debounce p50 | max | survey fetch p50 | max |",
             "|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -651,18 +717,31 @@ def report(ctx: dict) -> str:
             L.append(f"| {mode} | {len(t)} | {ms(pct(t, 50))} | {ms(max(t))} "
                      f"| {ms(pct(t, 50) - DEBOUNCE_MS)} | {ms(max(t) - DEBOUNCE_MS)} "
                      f"| {ms(pct(f, 50))} | {ms(max(f))} |")
-        rapid = page["modes"]["rapid"]["steps"]
-        L += [
-            "",
-            "Each zoom (rapid; ms from click to draw): "
-            + ", ".join(f"{'+' if s['direction'] == 'zoom-in' else '−'}L{s['level']} {s['ms']:.0f}" for s in rapid)
-            + " (`+` in, `−` out, `L` the level drawn).",
-        ]
+        L += [""]
+        for mode, m in page["modes"].items():
+            L.append(f"Each zoom, {mode} (ms from click to draw): "
+                     + ", ".join(f"{'+' if s['direction'] == 'zoom-in' else '−'}L{s['level']} {s['ms']:.0f}"
+                                 for s in m["steps"])
+                     + ".  ")
+        L[-1] = L[-1].rstrip() + " (`+` in, `−` out, `L` the level drawn.)"
         if page["severe"]:
             L += ["", "Browser console errors: " + "; ".join(page["severe"][:5])]
         if page["screenshot"]:
             L += ["", f"![the page at {ctx['rows'] // 1_000_000}M rows: run {ctx['run'][0]} zoomed in]"
                   f"({Path(page['screenshot']).name})"]
+    a = ctx.get("abandoned")
+    if a:
+        L += [
+            "",
+            "## An abandoned scan",
+            "",
+            f"`GET {a['target']}` (p95 over the run: a raw scan of {ctx['run_rows']:,} rows) answered in full: "
+            f"{ms(a['full_wall'] * 1e3)}, {a['full_cpu']:.2f} s of server CPU. The same request with its "
+            f"connection closed 30 ms after it was sent: the server went on using CPU for "
+            f"{a['busy_after_close']:.2f} s after the close, {a['abandoned_cpu']:.2f} s of CPU in all "
+            "(measured until it stopped rising for 0.5 s). A page that zooms away while a view's p95 "
+            "is computing aborts its fetch; this is what the server then still spends.",
+        ]
     fails = ctx["failures"]
     L += ["", "## Failures", ""]
     if fails:
@@ -730,6 +809,47 @@ async def repeats(server: Server, nodes: dict) -> list[dict]:
     return out
 
 
+def level_tables(cli: Cli, archive: Path) -> list[dict]:
+    """Each level file: its level, row groups and cells (rows), from the Parquet footers."""
+    import pyarrow.parquet as pq
+
+    out = []
+    for f in cli.run("files", str(archive), "--stream", STREAM, "--levels", "--manifest").split():
+        m = re.search(r"level=(\d+)", f)
+        meta = pq.ParquetFile(f).metadata
+        sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+        out.append({"level": int(m.group(1)) if m else None, "groups": len(sizes),
+                    "cells": sum(sizes), "largest": max(sizes, default=0)})
+    return out
+
+
+def abandoned_scan(server: Server, path: list[str]) -> dict:
+    """A p95 fold (a raw scan) answered in full, then the same sent and abandoned after 30 ms:
+    the server's CPU time, until it stops rising."""
+    q = [("stream", STREAM)] + [("track", l) for l in path] + [("aggregate", "p95")]
+    target = "/api/fold?" + urllib.parse.urlencode(q)
+    urllib.request.urlopen(server.url + target[1:], timeout=TIMEOUT).read()  # warm
+    c0, t0 = server.cpu(), time.perf_counter()
+    urllib.request.urlopen(server.url + target[1:], timeout=TIMEOUT).read()
+    full_wall, full_cpu = time.perf_counter() - t0, server.cpu() - c0
+    time.sleep(0.3)
+    c0 = server.cpu()
+    s = socket.create_connection((server.host, server.port))
+    t0 = time.perf_counter()
+    s.sendall(f"GET {target} HTTP/1.1\r\nHost: {server.host}\r\n\r\n".encode())
+    time.sleep(0.03)
+    s.close()
+    closed = time.perf_counter()
+    last, last_change = server.cpu(), time.perf_counter()
+    while time.perf_counter() - last_change < 0.5 and time.perf_counter() - t0 < TIMEOUT:
+        time.sleep(0.02)
+        now = server.cpu()
+        if now > last:
+            last, last_change = now, time.perf_counter()
+    return {"target": target, "full_wall": full_wall, "full_cpu": full_cpu,
+            "abandoned_cpu": last - c0, "busy_after_close": max(0.0, last_change - closed)}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--archive", type=Path, help="default: <target>/bench-data/scale-<rows>")
@@ -754,6 +874,7 @@ def main() -> int:
     archive = args.archive or target_dir() / "bench-data" / f"scale-{args.rows}"
     ensure_archive(archive, args.rows)
     inspected = cli.json("inspect", str(archive))
+    ctx_levels = level_tables(cli, archive)
     stream = next(s for s in inspected["streams"] if s["id"] == STREAM)
     rows = stream["rows"]
     began = time.perf_counter()
@@ -764,7 +885,6 @@ def main() -> int:
     failures: list[str] = []
     ctx: dict = {}
     try:
-        import urllib.request
         with urllib.request.urlopen(server.url + "api/streams", timeout=TIMEOUT) as res:
             nodes = nodes_of(json.loads(res.read()))
         rng = random.Random(args.seed)
@@ -818,6 +938,8 @@ def main() -> int:
                 if s["buckets"] * 4 > s["budget"]:
                     failures.append(f"page: {s['buckets']} buckets for a budget of {s['budget']}")
             failures += [f"page console: {m}" for m in page["severe"]]
+        note("abandoned scan")
+        ctx["abandoned"] = abandoned_scan(server, [args.run])
     finally:
         code = server.stop()
     text = log.read_text(errors="replace")
@@ -840,7 +962,7 @@ def main() -> int:
                      f".venv/bin/python scripts/bench_serve.py {argv}".rstrip()],
         "archive": os.path.relpath(archive, ROOT) if archive.is_absolute() else str(archive),
         "rows": rows, "files": stream["files"], "level_files": stream["level_files"],
-        "barriers": inspected["barriers"], "seed": args.seed,
+        "barriers": inspected["barriers"], "seed": args.seed, "level_tables": ctx_levels,
         "single": summary(s1), "multi": {**summary(s50), "clients": args.clients,
                                           "capped": s50["capped"], "server_threads": s50["server_threads"]},
         "single_results": s1["results"], "multi_results": s50["results"],

@@ -25,6 +25,7 @@ pub struct Config {
     pub(crate) cold: Option<Arc<crate::archive::cold::ColdTier>>,
     pub(crate) offload: BTreeMap<String, crate::archive::lifecycle::OffloadPolicy>,
     pub(crate) delta: bool,
+    pub(crate) level_cache_cells: usize,
 }
 
 /// The manifest size past which a new generation starts with a snapshot (the default).
@@ -44,6 +45,7 @@ impl Default for Config {
             cold: None,
             offload: BTreeMap::new(),
             delta: true,
+            level_cache_cells: crate::archive::levels::LEVEL_CACHE_CELLS,
         }
     }
 }
@@ -84,6 +86,15 @@ impl Config {
     /// refuses to read through it until `series-archive publish` rebuilds it.
     pub fn delta(mut self, on: bool) -> Self {
         self.delta = on;
+        self
+    }
+
+    /// How many decoded level cells the open keeps for surveys and folds (about 100 bytes
+    /// each; the default, [`crate::archive::levels::LEVEL_CACHE_CELLS`], is about 25 MiB). A
+    /// long-lived reader that surveys a whole stream's finest level over and over (a server)
+    /// wants that level held whole.
+    pub fn level_cache_cells(mut self, cells: usize) -> Self {
+        self.level_cache_cells = cells;
         self
     }
 

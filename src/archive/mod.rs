@@ -155,7 +155,8 @@ pub struct Archive {
     cursor: Position,
     recovery: Recovery,
     /// Decoded level row groups, bounded: surveys and folds read only the groups they need.
-    level_cache: std::sync::Mutex<levels::LevelCache>,
+    /// Shared with a later open of the same archive by [`Archive::share_level_cache`].
+    level_cache: Arc<std::sync::Mutex<levels::LevelCache>>,
     /// The generation this open replayed and the length of its trusted prefix.
     replayed: Option<(u64, u64)>,
     /// Where stored files are read from: the root, or a cold tier.
@@ -278,6 +279,9 @@ impl Archive {
         ));
         let commit =
             CommitPoint::recovered(&root, config.faults.clone(), State::default(), None, 1, 0);
+        let level_cache = Arc::new(std::sync::Mutex::new(levels::LevelCache::new(
+            config.level_cache_cells,
+        )));
         let mut archive = Archive {
             root,
             config,
@@ -287,7 +291,7 @@ impl Archive {
             staged: BTreeMap::new(),
             cursor: Position::ORIGIN,
             recovery: Recovery::default(),
-            level_cache: std::sync::Mutex::new(levels::LevelCache::new(levels::LEVEL_CACHE_CELLS)),
+            level_cache,
             replayed: None,
             store,
             delta: None,
@@ -550,6 +554,17 @@ impl Archive {
                 std::fs::metadata(&path).map_or(true, |m| m.len() > len)
             }
             _ => true,
+        }
+    }
+
+    /// Keeps the decoded level row groups `earlier` (an open of the same archive) holds, and
+    /// shares its cache from now on: a reader that reopens on every commit does not start
+    /// cold. Sound because a file's name is never reused and a committed file never changes:
+    /// a group decoded under a name is that group for good. Both must be opens of the same
+    /// root.
+    pub fn share_level_cache(&mut self, earlier: &Archive) {
+        if earlier.root == self.root {
+            self.level_cache = earlier.level_cache.clone();
         }
     }
 

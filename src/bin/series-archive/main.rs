@@ -378,6 +378,10 @@ enum Command {
         /// The largest survey budget answered (points); larger is refused with 413.
         #[arg(long, default_value_t = 1 << 20)]
         max_budget: usize,
+        /// Decoded level cells kept for surveys (about 100 bytes each), across commits: enough
+        /// to hold a large stream's finest level whole.
+        #[arg(long, default_value_t = 1 << 20)]
+        level_cache: usize,
     },
     Demo {
         /// The archive directory (created, or appended to when it already holds the demo).
@@ -593,11 +597,13 @@ fn main() -> ExitCode {
             listen,
             token,
             max_budget,
+            level_cache,
         } => serve::run(serve::Options {
             archive,
             listen,
             token,
             max_budget,
+            level_cache,
         }),
         Command::Demo {
             dir,
@@ -667,13 +673,13 @@ pub(crate) fn note_unknown_track(archive: &Archive, stream: &str, track: &[Strin
 /// file its snapshot named).
 pub(crate) const READ_ATTEMPTS: usize = 4;
 
-/// Opens the archive read-only (never the writer's lock), starting again when a checkpoint
-/// replaced the manifest generation between listing and reading it.
-pub(crate) fn open_read_only(archive: &Path) -> Result<Archive, ArchiveError> {
+/// Opens the archive read-only (never the writer's lock) with `config`, starting again when
+/// a checkpoint replaced the manifest generation between listing and reading it.
+pub(crate) fn open_read_only(archive: &Path, config: &Config) -> Result<Archive, ArchiveError> {
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match Archive::open(archive, Config::new().read_only(true)) {
+        match Archive::open(archive, config.clone().read_only(true)) {
             Err(ArchiveError::Io { source, .. })
                 if attempt < READ_ATTEMPTS
                     && source.kind() == std::io::ErrorKind::NotFound
@@ -695,7 +701,7 @@ pub(crate) fn reading<T>(
     loop {
         attempt += 1;
         let last = attempt == READ_ATTEMPTS;
-        let opened = open_read_only(archive)?;
+        let opened = open_read_only(archive, &Config::new())?;
         match read(&opened) {
             Err(ReadError::Stored(e))
                 if e.kind == StoredErrorKind::Missing && !last && opened.manifest_moved() =>

@@ -18,7 +18,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use serde::Serialize;
-use series_archive::archive::{Archive, ReadError, StoredErrorKind};
+use series_archive::archive::{Archive, Config, ReadError, StoredErrorKind};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -45,6 +45,8 @@ pub struct Options {
     pub token: Option<String>,
     /// The largest survey budget answered.
     pub max_budget: usize,
+    /// Decoded level cells kept, shared by every snapshot.
+    pub level_cache: usize,
 }
 
 /// Where the archive stands: sent to `/api/watch` subscribers on every commit.
@@ -73,6 +75,7 @@ impl Summary {
 /// The server's state: the snapshot it answers from and what it was asked to enforce.
 struct Shared {
     root: PathBuf,
+    config: Config,
     current: RwLock<Arc<Archive>>,
     changes: tokio::sync::watch::Sender<Summary>,
     stopping: tokio::sync::watch::Sender<bool>,
@@ -95,9 +98,13 @@ impl Shared {
         if !snapshot.manifest_moved() {
             return Ok(snapshot);
         }
-        let opened = Arc::new(crate::open_read_only(&self.root).map_err(|e| {
+        let mut opened = crate::open_read_only(&self.root, &self.config).map_err(|e| {
             api::ApiError::unreadable(format!("reopening the archive after a commit: {e}"))
-        })?);
+        })?;
+        // Committed files never change and names are never reused: what the last snapshot
+        // decoded stays true, so a commit does not leave the next surveys cold.
+        opened.share_level_cache(&snapshot);
+        let opened = Arc::new(opened);
         let summary = Summary::of(&opened);
         match self.current.write() {
             Ok(mut current) => *current = opened.clone(),
@@ -143,6 +150,7 @@ pub fn run(options: Options) -> Result<(), Failure> {
         listen,
         token,
         max_budget,
+        level_cache,
     } = options;
     if !listen.ip().is_loopback() && token.is_none() {
         return Err(format!(
@@ -158,10 +166,12 @@ pub fn run(options: Options) -> Result<(), Failure> {
             format!("--max-budget {max_budget} buys no bucket: it must be at least 4").into(),
         );
     }
-    let opened = crate::open_read_only(&archive)?;
+    let config = Config::new().level_cache_cells(level_cache);
+    let opened = crate::open_read_only(&archive, &config)?;
     let summary = Summary::of(&opened);
     let shared = Arc::new(Shared {
         root: archive.clone(),
+        config,
         current: RwLock::new(Arc::new(opened)),
         changes: tokio::sync::watch::Sender::new(summary),
         stopping: tokio::sync::watch::Sender::new(false),
