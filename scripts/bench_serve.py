@@ -137,11 +137,11 @@ def ensure_archive(archive: Path, rows: int) -> None:
 class Server:
     """`series-archive serve ARCHIVE --listen 127.0.0.1:0`, its URL from the first stdout line."""
 
-    def __init__(self, cli: Path, archive: Path, log: Path):
+    def __init__(self, cli: Path, archive: Path, log: Path, extra: list[str] = ()):
         self.log_path = log
         self.log = open(log, "wb")
         self.proc = subprocess.Popen(
-            [str(cli), "serve", str(archive), "--listen", "127.0.0.1:0"],
+            [str(cli), "serve", str(archive), "--listen", "127.0.0.1:0", *extra],
             stdout=subprocess.PIPE, stderr=self.log)
         line = self.proc.stdout.readline().decode()
         m = re.search(r" at (http://[^ ]+/)", line)
@@ -593,8 +593,9 @@ def report(ctx: dict) -> str:
         f"Archive: `{ctx['archive']}`, {ctx['rows']:,} rows of the `capture` stream (16 tracks in 4 runs, "
         f"fields value and noise; {ctx['files']} raw files, {ctx['level_files']} level files, "
         f"{ctx['barriers']} barriers), as `examples/scale.rs` builds it for `scripts/bench_scale.py`. "
-        "OS page cache warm. Server: the release binary, `serve ARCHIVE --listen 127.0.0.1:0`, "
-        "defaults (tokio multi-thread runtime, reads on its blocking pool). Client: "
+        f"OS page cache warm. Server: the release binary, `serve ARCHIVE --listen 127.0.0.1:0"
+        f"{ctx['serve_args']}`, otherwise its defaults (tokio multi-thread runtime, reads on its "
+        "blocking pool). Client: "
         "one Python process, HTTP/1.1 keep-alive over asyncio streams, one connection per client, "
         "on the same 2 cores as the server (its CPU time is in the tables).",
         "",
@@ -642,10 +643,10 @@ def report(ctx: dict) -> str:
                  + ", ".join(f"{t:.1f}" for t in r["ms"]) + " |")
     lt = [t for t in ctx["level_tables"] if t["level"] in (0, 1, 2)]
     if lt:
+        cache, source = ctx["level_cache"]
         L += ["", "The level files these surveys read (cells of all 16 tracks, both fields; "
               "row groups as stored), beside the server's level cache, which keeps decoded row "
-              f"groups up to {LEVEL_CACHE_CELLS:,} cells in all (`LEVEL_CACHE_CELLS`, "
-              "`src/archive/levels.rs`), least recently used first out: "
+              f"groups up to {cache:,} cells in all ({source}), least recently used first out: "
               + "; ".join(f"level {t['level']}: {t['groups']} row group{'s' if t['groups'] != 1 else ''}, {t['cells']:,} cells "
                           f"(largest group {t['largest']:,})" for t in lt) + "."]
     if duck:
@@ -809,6 +810,20 @@ async def repeats(server: Server, nodes: dict) -> list[dict]:
     return out
 
 
+def server_level_cache(cli: Cli, extra: list[str]) -> tuple[int, str]:
+    """The level cache `serve` keeps: `--level-cache` as given, else its default when it has
+    the option, else the archive's `LEVEL_CACHE_CELLS`."""
+    for i, a in enumerate(extra):
+        if a == "--level-cache" and i + 1 < len(extra) and extra[i + 1].isdigit():
+            return int(extra[i + 1]), "`serve --level-cache`, as given"
+        if a.startswith("--level-cache=") and a.split("=", 1)[1].isdigit():
+            return int(a.split("=", 1)[1]), "`serve --level-cache`, as given"
+    m = re.search(r"--level-cache[^\[]*\[default: (\d+)\]", cli.run("serve", "--help"))
+    if m:
+        return int(m.group(1)), "`serve --level-cache`, its default"
+    return LEVEL_CACHE_CELLS, "`LEVEL_CACHE_CELLS`, `src/archive/levels.rs`"
+
+
 def level_tables(cli: Cli, archive: Path) -> list[dict]:
     """Each level file: its level, row groups and cells (rows), from the Parquet footers."""
     import pyarrow.parquet as pq
@@ -866,6 +881,9 @@ def main() -> int:
     p.add_argument("--run", default="run_0", help="the run the page zooms into")
     p.add_argument("--screenshot", type=Path, help="save the page's zoomed view of the run here (PNG)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--serve-arg", action="append", default=[], metavar="ARG",
+                   help="an extra argument for `serve` (repeat it; e.g. --serve-arg=--level-cache "
+                        "--serve-arg=262144)")
     p.add_argument("--out", type=Path, help="write the markdown report here too")
     args = p.parse_args()
 
@@ -875,12 +893,13 @@ def main() -> int:
     ensure_archive(archive, args.rows)
     inspected = cli.json("inspect", str(archive))
     ctx_levels = level_tables(cli, archive)
+    ctx_cache = server_level_cache(cli, args.serve_arg)
     stream = next(s for s in inspected["streams"] if s["id"] == STREAM)
     rows = stream["rows"]
     began = time.perf_counter()
 
     log = Path(tempfile.mkstemp(prefix="bench-serve-", suffix=".log")[1])
-    server = Server(cli_path, archive, log)
+    server = Server(cli_path, archive, log, args.serve_arg)
     note(f"serving {archive} at {server.url} (pid {server.proc.pid})")
     failures: list[str] = []
     ctx: dict = {}
@@ -963,6 +982,7 @@ def main() -> int:
         "archive": os.path.relpath(archive, ROOT) if archive.is_absolute() else str(archive),
         "rows": rows, "files": stream["files"], "level_files": stream["level_files"],
         "barriers": inspected["barriers"], "seed": args.seed, "level_tables": ctx_levels,
+        "level_cache": ctx_cache, "serve_args": "".join(" " + a for a in args.serve_arg),
         "single": summary(s1), "multi": {**summary(s50), "clients": args.clients,
                                           "capped": s50["capped"], "server_threads": s50["server_threads"]},
         "single_results": s1["results"], "multi_results": s50["results"],
