@@ -102,3 +102,49 @@ fn the_page_follows_a_writer_live_and_draws_a_floor_as_a_boundary() {
         "LIVE_FLOOR",
     );
 }
+
+/// `scripts/bench_serve.py` (the figures of docs/bench-serve.md) in a bounded form, so it
+/// cannot rot: a small archive, a few clients and requests, DuckDB on three of them, two
+/// zooms of the page. It exits 1 on any failed or over-budget answer or a DuckDB
+/// disagreement.
+#[test]
+fn the_serve_benchmark_runs_in_its_bounded_form() {
+    let py = python("selenium, duckdb");
+    let dir = scratch("bench-serve");
+    let archive = dir.path().join("a");
+    cli(&["demo", archive.to_str().expect("utf-8"), "--ticks", "3000"]);
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(&py)
+        .current_dir(root)
+        .arg(root.join("scripts/bench_serve.py"))
+        .arg("--archive")
+        .arg(&archive)
+        .args([
+            "--cli",
+            BIN,
+            "--clients",
+            "5",
+            "--requests",
+            "4",
+            "--single",
+            "10",
+        ])
+        .args([
+            "--warm", "2", "--duck", "3", "--zooms", "2", "--run", "run_1",
+        ])
+        .args(["--seconds", "60"])
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect("python runs");
+    let shown = process::show("bench_serve.py (bounded)", &out);
+    assert!(out.status.success(), "{shown}");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report.contains("| 50, concurrent") || report.contains("| 5, concurrent"),
+        "{shown}"
+    );
+    assert!(
+        report.contains("None: every answer was a 200 within its budget"),
+        "{shown}"
+    );
+}
