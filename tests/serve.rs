@@ -475,6 +475,11 @@ fn a_token_guards_the_api_and_other_addresses_need_one() {
     let bearer = format!("Bearer {token}");
     let allowed = get(&server.addr, "/api/streams", &[("Authorization", &bearer)]);
     assert_eq!(allowed.status, 200, "{}", allowed.text());
+    // ?access_token= is for /api/watch only (EventSource cannot set headers).
+    let watch = server.get("/api/watch?access_token=wrong-token-wrong-token");
+    assert_eq!(watch.status, 401);
+    let query = server.get(&format!("/api/streams?access_token={token}"));
+    assert_eq!(query.status, 401, "{}", query.text());
     // The page holds no data and loads without it.
     let page = server.get("/");
     assert_eq!(page.status, 200);
