@@ -303,3 +303,51 @@ fn the_contract_answers_buckets_and_statistics() {
         .expect_err("budget");
     assert!(matches!(refused, BeneathWindow::Unreadable(_)), "{refused}");
 }
+
+#[test]
+fn a_percentile_scan_stops_when_its_caller_stops_wanting_it_and_never_answers_part() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (rows, positions) = workload(2, 2, 400, 0);
+    let ladder = Ladder::new(10, 2, 2).expect("valid");
+    // Five barriers: each track's rows in several row groups.
+    let archive = archive_with(
+        dir.path(),
+        ladder,
+        &rows,
+        &positions,
+        &[300, 600, 900, 1200],
+    );
+    let p95 = Aggregate::percentile(95);
+    let whole = archive
+        .fold("capture", &[], Unbounded, Unbounded, p95)
+        .expect("p95");
+    let always = archive
+        .fold_while("capture", &[], Unbounded, Unbounded, p95, &|| true)
+        .expect("p95");
+    assert_eq!(format!("{whole:?}"), format!("{always:?}"));
+    // Wanted for the first two row groups only: the scan stops, with no answer.
+    let asked = std::cell::Cell::new(0);
+    let two = || {
+        asked.set(asked.get() + 1);
+        asked.get() <= 2
+    };
+    let stopped = archive.fold_while("capture", &[], Unbounded, Unbounded, p95, &two);
+    assert!(matches!(stopped, Err(ReadError::Abandoned)), "{stopped:?}");
+    assert_eq!(
+        asked.get(),
+        3,
+        "it asked before each row group and stopped at the first no"
+    );
+    // A level fold reads no raw row group: it never asks.
+    let mean = archive
+        .fold_while(
+            "capture",
+            &[],
+            Unbounded,
+            Unbounded,
+            Aggregate::Mean,
+            &|| false,
+        )
+        .expect("a level fold answers");
+    assert!(mean.answers[0].count > 0);
+}

@@ -1037,6 +1037,10 @@ pub enum ReadError {
         /// The same floor on the axis (for axis reads).
         axis: u64,
     },
+    /// The caller stopped wanting the answer (`Archive::fold_while`), and the read stopped
+    /// with it. Never an answer: nothing partial is handed back.
+    #[error("the read was abandoned: its caller no longer wanted the answer")]
+    Abandoned,
     /// The budget buys no bucket.
     #[error("a budget of {budget} points buys no bucket: each of the {fields} measured field(s) needs 4 points per bucket, so the budget must be at least {needed}")]
     Budget {

@@ -137,7 +137,9 @@ fn refusal(e: ReadError) -> BeneathWindow {
         // contract that skips the check gets here, and then hears exactly what was wrong.
         ReadError::BadSelection(m) => BeneathWindow::unreadable(m),
         ReadError::NotSurveyable { .. } => BeneathWindow::Unserved,
-        e @ ReadError::Budget { .. } => BeneathWindow::unreadable(e.to_string()),
+        e @ (ReadError::Budget { .. } | ReadError::Abandoned) => {
+            BeneathWindow::unreadable(e.to_string())
+        }
     }
 }
 

@@ -345,6 +345,21 @@ impl Archive {
         end: Bound<u64>,
         kind: Aggregate,
     ) -> Result<Folded, ReadError> {
+        self.fold_while(stream, track, start, end, kind, &|| true)
+    }
+
+    /// [`Archive::fold`] for a caller that may stop wanting the answer (a server whose client
+    /// went away): a percentile's raw scan asks `wanted` before each row group it reads and
+    /// stops with [`ReadError::Abandoned`] once it answers `false`.
+    pub fn fold_while(
+        &self,
+        stream: &str,
+        track: &[String],
+        start: Bound<u64>,
+        end: Bound<u64>,
+        kind: Aggregate,
+        wanted: &dyn Fn() -> bool,
+    ) -> Result<Folded, ReadError> {
         let (state, ladder, prefix) = self.surveyable(stream, track)?;
         let fields = state.decl.measured.clone();
         let tracks = super::read::select(state, &prefix);
@@ -438,7 +453,7 @@ impl Archive {
                 });
             }
             let mut values: Vec<Vec<f64>> = vec![Vec::new(); folded.fields.len()];
-            self.scan_axis(state, &tracks, lo, hi, |measured| {
+            self.scan_axis(state, &tracks, lo, hi, wanted, |measured| {
                 for (f, column) in measured.iter().enumerate() {
                     values[f].extend(column.iter().flatten());
                 }
@@ -453,13 +468,15 @@ impl Archive {
     }
 
     /// Hands `visit` the measured columns (as f64) of every stored row of the tracks whose
-    /// axis lies in `[lo, hi]`, reading only the row groups whose axis range overlaps.
+    /// axis lies in `[lo, hi]`, reading only the row groups whose axis range overlaps, while
+    /// `wanted` says the answer is still wanted.
     fn scan_axis(
         &self,
         state: &StreamState,
         tracks: &[(&TrackKey, &TrackState)],
         lo: u64,
         hi: u64,
+        wanted: &dyn Fn() -> bool,
         mut visit: impl FnMut(&[arrow::array::Float64Array]),
     ) -> Result<(), ReadError> {
         let axis_name = state.decl.axis.as_deref().unwrap_or_default();
@@ -472,6 +489,9 @@ impl Archive {
                 };
                 if a1 < lo || a0 > hi {
                     continue;
+                }
+                if !wanted() {
+                    return Err(ReadError::Abandoned);
                 }
                 let mut batch = open.read_group(g.file, file, g.group)?;
                 if a0 < lo || a1 > hi {

@@ -112,6 +112,7 @@ impl From<ReadError> for ApiError {
             e @ (ReadError::BadSelection(_) | ReadError::Budget { .. }) => {
                 ApiError::bad(e.to_string())
             }
+            e @ ReadError::Abandoned => ApiError::unreadable(e.to_string()),
         }
     }
 }
@@ -209,6 +210,33 @@ impl Params {
             from.map_or(Bound::Unbounded, Bound::Included),
             to.map_or(Bound::Unbounded, Bound::Excluded),
         ))
+    }
+}
+
+/// Whether the request is still wanted: false once the request's future was dropped (its
+/// client went away), which a blocking read checks between row groups.
+#[derive(Clone, Default)]
+pub(super) struct Wanted(Arc<std::sync::atomic::AtomicBool>);
+
+impl Wanted {
+    pub(super) fn still(&self) -> bool {
+        !self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Marks the request abandoned when dropped: hold it in the request's future.
+pub(super) struct Abandon(Wanted);
+
+impl Abandon {
+    pub(super) fn new() -> (Abandon, Wanted) {
+        let wanted = Wanted::default();
+        (Abandon(wanted.clone()), wanted)
+    }
+}
+
+impl Drop for Abandon {
+    fn drop(&mut self) {
+        (self.0).0.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -404,9 +432,12 @@ pub(super) async fn fold(State(shared): State<Arc<Shared>>, RawQuery(query): Raw
                     .map_err(|e| ApiError::unreadable(e.to_string()))?,
             )
         };
+        // A percentile scan stops between row groups once the client is gone.
+        let (_abandon, wanted) = Abandon::new();
         blocking(move || {
             let _permit = _permit;
-            let f = shared.read(|a| a.fold(&stream, &track, start, end, kind))?;
+            let still = || wanted.still();
+            let f = shared.read(|a| a.fold_while(&stream, &track, start, end, kind, &still))?;
             Ok(Json(f))
         })
         .await

@@ -2,14 +2,14 @@
 //! or streamed whole (CSV/Arrow without `limit`), read window by window so memory stays
 //! bounded however long the range.
 
-use super::api::{blocking, ApiError, Params};
+use super::api::{blocking, Abandon, ApiError, Params, Wanted};
 use super::Shared;
 use arrow::array::{Array, RecordBatch, UInt64Array};
 use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use series_archive::archive::{Archive, POSITION_COLUMN, SEQ_COLUMN};
+use series_archive::archive::{Archive, ReadError, POSITION_COLUMN, SEQ_COLUMN};
 use series_archive::Position;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -73,14 +73,26 @@ fn windows(
     out
 }
 
-fn read_window(
-    shared: &Shared,
-    stream: &str,
-    track: &[String],
-    (a, b): (u64, Option<u64>),
-) -> Result<RecordBatch, ApiError> {
-    let end = b.map_or(Bound::Unbounded, |b| Bound::Excluded(Position(b)));
-    shared.read(|archive| archive.read_rows(stream, track, Bound::Included(Position(a)), end))
+/// What a rows request reads: a selection of a stream, through the server's snapshots.
+struct Selection<'a> {
+    shared: &'a Shared,
+    stream: &'a str,
+    track: &'a [String],
+}
+
+impl Selection<'_> {
+    /// The read windows from `from` to `to` ([`windows`]), planned on the current snapshot.
+    fn windows(&self, from: u64, to: Option<u64>) -> Vec<(u64, Option<u64>)> {
+        windows(&self.shared.snapshot(), self.stream, self.track, from, to)
+    }
+
+    /// The rows of one window.
+    fn read(&self, (a, b): (u64, Option<u64>)) -> Result<RecordBatch, ApiError> {
+        let end = b.map_or(Bound::Unbounded, |b| Bound::Excluded(Position(b)));
+        self.shared.read(|archive| {
+            archive.read_rows(self.stream, self.track, Bound::Included(Position(a)), end)
+        })
+    }
 }
 
 fn u64s<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a UInt64Array, ApiError> {
@@ -228,21 +240,23 @@ fn content_type(format: Format) -> &'static str {
 
 /// One page: at most `limit` rows from the cursor, and where the next page starts.
 fn page(
-    shared: &Shared,
-    stream: &str,
-    track: &[String],
+    rows: &Selection,
+    wanted: &Wanted,
     start: Cursor,
     to: Option<u64>,
     limit: u64,
     format: Format,
 ) -> Result<(Vec<u8>, Option<Cursor>), ApiError> {
-    let plan = windows(&shared.snapshot(), stream, track, start.from, to);
+    let plan = rows.windows(start.from, to);
     let mut kept: Vec<RecordBatch> = Vec::new();
     let mut held = 0u64;
     let mut next = None;
     let mut schema = None;
     for (i, window) in plan.iter().enumerate() {
-        let mut batch = read_window(shared, stream, track, *window)?;
+        if !wanted.still() {
+            return Err(ReadError::Abandoned.into());
+        }
+        let mut batch = rows.read(*window)?;
         if i == 0 {
             batch = after(batch, start)?;
         }
@@ -347,9 +361,15 @@ pub(super) async fn rows(State(shared): State<Arc<Shared>>, RawQuery(query): Raw
         match (format, limit) {
             (Format::Json, _) | (_, Some(_)) => {
                 let limit = limit.unwrap_or(DEFAULT_LIMIT);
+                let (_abandon, wanted) = Abandon::new();
                 let (body, next) = blocking(move || {
                     let _permit = permit;
-                    page(&shared, &stream, &track, start, to, limit, format)
+                    let rows = Selection {
+                        shared: &shared,
+                        stream: &stream,
+                        track: &track,
+                    };
+                    page(&rows, &wanted, start, to, limit, format)
                 })
                 .await?;
                 let mut response = Body::from(body).into_response();
@@ -367,7 +387,12 @@ pub(super) async fn rows(State(shared): State<Arc<Shared>>, RawQuery(query): Raw
                 let (first_tx, first_rx) = tokio::sync::oneshot::channel::<Result<(), ApiError>>();
                 tokio::task::spawn_blocking(move || {
                     let _permit = permit;
-                    stream_all(&shared, &stream, &track, start, to, format, first_tx, &tx);
+                    let rows = Selection {
+                        shared: &shared,
+                        stream: &stream,
+                        track: &track,
+                    };
+                    stream_all(&rows, start, to, format, first_tx, &tx);
                 });
                 first_rx
                     .await
@@ -386,22 +411,20 @@ pub(super) async fn rows(State(shared): State<Arc<Shared>>, RawQuery(query): Raw
     answer.await.into_response()
 }
 
-#[allow(clippy::too_many_arguments)]
 fn stream_all(
-    shared: &Shared,
-    stream: &str,
-    track: &[String],
+    rows: &Selection,
     start: Cursor,
     to: Option<u64>,
     format: Format,
     first: tokio::sync::oneshot::Sender<Result<(), ApiError>>,
     tx: &tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
 ) {
-    let plan = windows(&shared.snapshot(), stream, track, start.from, to);
+    let stream = rows.stream;
+    let plan = rows.windows(start.from, to);
     let mut first = Some(first);
     let mut encoder: Option<Encoder> = None;
     for (i, window) in plan.into_iter().enumerate() {
-        let chunk = read_window(shared, stream, track, window).and_then(|batch| {
+        let chunk = rows.read(window).and_then(|batch| {
             let batch = if i == 0 { after(batch, start)? } else { batch };
             let encoder = match &mut encoder {
                 Some(e) => e,
