@@ -148,3 +148,46 @@ fn the_serve_benchmark_runs_in_its_bounded_form() {
         "{shown}"
     );
 }
+
+/// A stream whose axis is nanoseconds since the epoch (past 2^53, where JavaScript numbers
+/// round): the page's whole view must still ask for every row, to the newest.
+#[test]
+fn the_page_leaves_no_row_out_of_a_nanosecond_axis() {
+    let py = python("selenium");
+    let dir = scratch("browser-ns");
+    let archive = dir.path().join("a");
+    // Timestamps that are not doubles: the first rounds up (to 124 ns past it) and the
+    // newest down (to 53 ns before it), so a range built from rounded numbers leaves both out.
+    let csv = dir.path().join("ns.csv");
+    let rows: String = (0..5000u64)
+        .map(|i| {
+            let t = 1_767_225_600_123_456_900u64 + i * 1_000_000_007;
+            format!("host-{},{t},{}\n", i % 3, (i as f64 / 40.0).sin())
+        })
+        .collect();
+    std::fs::write(&csv, format!("host,ts,value\n{rows}")).expect("csv");
+    let a = archive.to_str().expect("utf-8");
+    cli(&[
+        "ingest",
+        a,
+        "--stream",
+        "ns",
+        "--track",
+        "host",
+        "--axis",
+        "ts",
+        "--ladder",
+        "1000000000,8,8",
+        "--seal-rows",
+        "1000",
+        csv.to_str().expect("utf-8"),
+    ]);
+    let server = Server::start(BIN, &archive, &[]);
+    let base = format!("http://{}", server.addr);
+    run_checker(
+        &py,
+        "tests/browser/exact_check.py",
+        &[OsStr::new(&base), OsStr::new("ns")],
+        "EXACT",
+    );
+}
