@@ -177,6 +177,33 @@ def check_draw(driver, base, token, what, summary, track=None):
     return v
 
 
+
+def run_in_browser(name, body, shot=None):
+    """Starts headless Chromium and answers `body(driver)`. A failed check, or selenium or the
+    network failing, is a failure (exit status 1, never a skip), with a screenshot at `shot`;
+    the browser is closed whatever happens."""
+    driver = profile = None
+    try:
+        driver, profile = start_browser()
+        return body(driver)
+    except CheckFailed as e:
+        if driver is not None and shot:
+            try:
+                driver.save_screenshot(shot)
+            except Exception:
+                pass
+        print(f"{name} FAILED: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:
+        print(f"{name} FAILED: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
+        return 1
+    finally:
+        if driver is not None:
+            driver.quit()
+        if profile:
+            shutil.rmtree(profile, ignore_errors=True)
+
+
 def main():
     if len(sys.argv) not in (3, 4):
         print(__doc__, file=sys.stderr)
@@ -186,130 +213,119 @@ def main():
     token = os.environ.get("SERIES_ARCHIVE_TOKEN", "")
     os.makedirs(out_dir, exist_ok=True)
     summary = {"draws": 0, "checked": []}
-    driver = profile = None
     try:
-        try:
-            with urllib.request.urlopen(base + "/", timeout=30) as res:
-                page = res.read().decode("utf-8", "replace")
-        except Exception as e:
-            raise CheckFailed(f"could not GET {base}/: {e}") from None
-        check("window.seriesView" in page, f"{base}/ does not serve the page")
-        driver, profile = start_browser()
-        driver.get(base + "/" + (f"#token={urllib.parse.quote(token)}" if token else ""))
-        check(driver.title == "series-archive", f"{base}/ is not the page (title {driver.title!r})")
-        check_draw(driver, base, token, "initial view", summary)
+        with urllib.request.urlopen(base + "/", timeout=30) as res:
+            page = res.read().decode("utf-8", "replace")
+    except Exception as e:
+        print(f"page check FAILED: could not GET {base}/: {e}", file=sys.stderr)
+        return 1
+    if "window.seriesView" not in page:
+        print(f"page check FAILED: {base}/ does not serve the page", file=sys.stderr)
+        return 1
+    return run_in_browser("page check", lambda driver: drive(driver, base, token, want, out_dir, summary),
+                          os.path.join(out_dir, "page-failed.png"))
 
-        from selenium.webdriver.common.by import By
 
-        if want is None:
-            roots = driver.execute_script(
-                "return [...document.querySelectorAll('#tracks .node')].map(n => JSON.parse(n.dataset.path))"
-                ".filter(p => p.length === 1);"
-            )
-            check(roots, "the track tree shows no root node")
-            first = roots[0]
+def drive(driver, base, token, want, out_dir, summary):
+    driver.get(base + "/" + (f"#token={urllib.parse.quote(token)}" if token else ""))
+    check(driver.title == "series-archive", f"{base}/ is not the page (title {driver.title!r})")
+    check_draw(driver, base, token, "initial view", summary)
+
+    from selenium.webdriver.common.by import By
+
+    if want is None:
+        roots = driver.execute_script(
+            "return [...document.querySelectorAll('#tracks .node')].map(n => JSON.parse(n.dataset.path))"
+            ".filter(p => p.length === 1);"
+        )
+        check(roots, "the track tree shows no root node")
+        first = roots[0]
+        children = driver.execute_script(
+            "const key = arguments[0]; return [...document.querySelectorAll('#tracks .node')]"
+            ".map(n => JSON.parse(n.dataset.path))"
+            ".filter(p => p.length === 2 && JSON.stringify(p.slice(0, 1)) === key);",
+            json.dumps(first),
+        )
+        node = find_node(driver, first)
+        leaf = "leaf" in node.find_element(By.CSS_SELECTOR, ".caret").get_attribute("class").split()
+        if not children and not leaf:
+            # Collapsed: open the root's caret.
+            node.find_element(By.CSS_SELECTOR, ".caret").click()
             children = driver.execute_script(
                 "const key = arguments[0]; return [...document.querySelectorAll('#tracks .node')]"
                 ".map(n => JSON.parse(n.dataset.path))"
                 ".filter(p => p.length === 2 && JSON.stringify(p.slice(0, 1)) === key);",
                 json.dumps(first),
             )
-            node = find_node(driver, first)
-            leaf = "leaf" in node.find_element(By.CSS_SELECTOR, ".caret").get_attribute("class").split()
-            if not children and not leaf:
-                # Collapsed: open the root's caret.
-                node.find_element(By.CSS_SELECTOR, ".caret").click()
-                children = driver.execute_script(
-                    "const key = arguments[0]; return [...document.querySelectorAll('#tracks .node')]"
-                    ".map(n => JSON.parse(n.dataset.path))"
-                    ".filter(p => p.length === 2 && JSON.stringify(p.slice(0, 1)) === key);",
-                    json.dumps(first),
-                )
-            want = children[0] if children else first
-        for depth in range(1, len(want)):
-            node = find_node(driver, want[:depth])
-            check(node is not None, f"the tree has no node {want[:depth]}")
-            if find_node(driver, want) is None:
-                node.find_element(By.CSS_SELECTOR, ".caret").click()
-        node = find_node(driver, want)
-        check(node is not None, f"the tree has no node with data-path {json.dumps(want)}")
-        node.click()
-        check_draw(driver, base, token, f"track {json.dumps(want)}", summary, track=want)
-        selected = driver.execute_script(
-            "return [...document.querySelectorAll('#tracks .node.selected')].map(n => n.dataset.path);"
-        )
-        check(
-            [json.loads(p) for p in selected] == [want],
-            f"the selected tree node is {selected}, expected {json.dumps(want)}",
-        )
-        check(f"track={urllib.parse.quote(want[0])}" in driver.execute_script("return location.hash"),
-              "the view is not in the URL hash")
+        want = children[0] if children else first
+    for depth in range(1, len(want)):
+        node = find_node(driver, want[:depth])
+        check(node is not None, f"the tree has no node {want[:depth]}")
+        if find_node(driver, want) is None:
+            node.find_element(By.CSS_SELECTOR, ".caret").click()
+    node = find_node(driver, want)
+    check(node is not None, f"the tree has no node with data-path {json.dumps(want)}")
+    node.click()
+    check_draw(driver, base, token, f"track {json.dumps(want)}", summary, track=want)
+    selected = driver.execute_script(
+        "return [...document.querySelectorAll('#tracks .node.selected')].map(n => n.dataset.path);"
+    )
+    check(
+        [json.loads(p) for p in selected] == [want],
+        f"the selected tree node is {selected}, expected {json.dumps(want)}",
+    )
+    check(f"track={urllib.parse.quote(want[0])}" in driver.execute_script("return location.hash"),
+          "the view is not in the URL hash")
 
-        for k in (1, 2):
-            driver.find_element(By.ID, "zoom-in").click()
-            check_draw(driver, base, token, f"zoom-in {k}", summary, track=want)
-        prev = summary["checked"][-2]
-        last = summary["checked"][-1]
-        w0 = int(prev["to"]) - int(prev["from"])
-        w1 = int(last["to"]) - int(last["from"])
-        check(abs(w1 * 2 - w0) <= max(2, w0 * 1e-9), f"zoom-in did not halve the view: width {w0} then {w1}")
+    for k in (1, 2):
+        driver.find_element(By.ID, "zoom-in").click()
+        check_draw(driver, base, token, f"zoom-in {k}", summary, track=want)
+    prev = summary["checked"][-2]
+    last = summary["checked"][-1]
+    w0 = int(prev["to"]) - int(prev["from"])
+    w1 = int(last["to"]) - int(last["from"])
+    check(abs(w1 * 2 - w0) <= max(2, w0 * 1e-9), f"zoom-in did not halve the view: width {w0} then {w1}")
 
-        # Every survey the browser sent stayed within the budget the plot buys.
-        v = view(driver)
-        limit = summary["budget_limit"]
-        urls = driver.execute_script(
-            "return performance.getEntriesByType('resource').map(e => e.name).filter(u => u.includes('/api/survey'));"
-        )
-        for u in urls:
-            b = int(urllib.parse.parse_qs(urllib.parse.urlparse(u).query)["budget"][0])
-            check(b <= limit, f"the browser asked for a budget of {b} (> {limit}): {u}")
-        check(
-            v["draws"] <= len(urls) <= v["draws"] + 3,
-            f"{len(urls)} survey requests for {v['draws']} draws: one survey per view expected",
-        )
+    # Every survey the browser sent stayed within the budget the plot buys.
+    v = view(driver)
+    limit = summary["budget_limit"]
+    urls = driver.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name).filter(u => u.includes('/api/survey'));"
+    )
+    for u in urls:
+        b = int(urllib.parse.parse_qs(urllib.parse.urlparse(u).query)["budget"][0])
+        check(b <= limit, f"the browser asked for a budget of {b} (> {limit}): {u}")
+    check(
+        v["draws"] <= len(urls) <= v["draws"] + 3,
+        f"{len(urls)} survey requests for {v['draws']} draws: one survey per view expected",
+    )
+    stats = driver.find_element(By.ID, "stats").text
+    status = driver.find_element(By.ID, "status").text
+    check("level" in status and "budget" in status, f"the status line reads {status!r}")
+    check(len(v["zoomToDraw"]) >= 2, f"zoomToDraw records {v['zoomToDraw']} for two zooms")
+    # Statistics arrive after the draw (percentiles may take a while): wait for them.
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline and "…" in stats:
+        time.sleep(0.1)
         stats = driver.find_element(By.ID, "stats").text
-        status = driver.find_element(By.ID, "status").text
-        check("level" in status and "budget" in status, f"the status line reads {status!r}")
-        check(len(v["zoomToDraw"]) >= 2, f"zoomToDraw records {v['zoomToDraw']} for two zooms")
-        # Statistics arrive after the draw (percentiles may take a while): wait for them.
-        deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline and "…" in stats:
-            time.sleep(0.1)
-            stats = driver.find_element(By.ID, "stats").text
-        check("…" not in stats and "refused" not in stats, f"the statistics panel reads {stats!r}")
+    check("…" not in stats and "refused" not in stats, f"the statistics panel reads {stats!r}")
 
-        shot = os.path.join(out_dir, "page.png")
-        check(driver.save_screenshot(shot), f"could not save {shot}")
-        # Script errors fail the check; refused requests (a 416 floor the page narrows past) are
-        # the network's, reported in the summary.
-        log = driver.get_log("browser")
-        severe = [e for e in log if e.get("level") == "SEVERE" and e.get("source") != "network"]
-        check(not severe, f"the page logged errors: {severe[:3]}")
-        refused = [e["message"] for e in log if e.get("level") == "SEVERE" and e.get("source") == "network"]
-        print(json.dumps({
-            "ok": True, "draws": v["draws"], "zoom_to_draw_ms": v["zoomToDraw"],
-            "survey_requests": len(urls), "budget_limit": limit, "plot_width": v["plot"]["width"],
-            "refused_requests": refused,
-            "checked": summary["checked"], "screenshot": shot,
-        }))
-        print(f"PAGE: ok: {len(summary['checked'])} draws equal the API's surveys, no request over a budget of {limit}")
-        return 0
-    except CheckFailed as e:
-        if driver is not None:
-            try:
-                driver.save_screenshot(os.path.join(out_dir, "page-failed.png"))
-            except Exception:
-                pass
-        print(f"page check FAILED: {e}", file=sys.stderr)
-        return 1
-    except Exception as e:  # selenium or the network failing is a failure, never a skip
-        print(f"page check FAILED: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
-        return 1
-    finally:
-        if driver is not None:
-            driver.quit()
-        if profile:
-            shutil.rmtree(profile, ignore_errors=True)
+    shot = os.path.join(out_dir, "page.png")
+    check(driver.save_screenshot(shot), f"could not save {shot}")
+    # Script errors fail the check; refused requests (a 416 floor the page narrows past) are
+    # the network's, reported in the summary.
+    log = driver.get_log("browser")
+    severe = [e for e in log if e.get("level") == "SEVERE" and e.get("source") != "network"]
+    check(not severe, f"the page logged errors: {severe[:3]}")
+    refused = [e["message"] for e in log if e.get("level") == "SEVERE" and e.get("source") == "network"]
+    print(json.dumps({
+        "ok": True, "draws": v["draws"], "zoom_to_draw_ms": v["zoomToDraw"],
+        "survey_requests": len(urls), "budget_limit": limit, "plot_width": v["plot"]["width"],
+        "refused_requests": refused,
+        "checked": summary["checked"], "screenshot": shot,
+    }))
+    print(f"PAGE: ok: {len(summary['checked'])} draws equal the API's surveys, no request over a budget of {limit}")
+    return 0
 
 
 def find_node(driver, path):

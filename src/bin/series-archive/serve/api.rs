@@ -98,11 +98,9 @@ impl From<ReadError> for ApiError {
                 e.retry = transient;
                 e
             }
-            e @ ReadError::Floor { .. } => {
-                let ReadError::Floor { tier, floor, axis } = e else {
-                    unreachable!("matched above")
-                };
-                ApiError::floor(floor.0, Some(axis), Some(tier), e.to_string())
+            ReadError::Floor { tier, floor, axis } => {
+                let message = ReadError::Floor { tier, floor, axis }.to_string();
+                ApiError::floor(floor.0, Some(axis), Some(tier), message)
             }
             e @ (ReadError::UnknownStream(_)
             | ReadError::NotSelected(_)
