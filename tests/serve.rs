@@ -323,6 +323,11 @@ fn refuses_with_the_refusals_own_status_and_message() {
         "{cli_says}"
     );
     assert!(cli_says.contains(&format!("axis {axis}")));
+    // The tree says where the refusals stand, as the archive computes them.
+    let run0 = &server.get("/api/streams").json()["streams"][0]["tree"][0];
+    assert_eq!(run0["path"], serde_json::json!(["run_0"]));
+    assert_eq!(run0["retired"], true);
+    assert_eq!(run0["survey_floor_axis"].as_u64(), Some(axis), "{run0}");
     let p95 = refusal(
         &server,
         "/api/fold?stream=capture&track=run_0&aggregate=p95",
@@ -331,6 +336,7 @@ fn refuses_with_the_refusals_own_status_and_message() {
         "floor",
     );
     assert!(p95["floor"].as_u64().is_some());
+    assert_eq!(run0["raw_floor_axis"], p95["axis"], "{run0}");
     refusal(
         &server,
         "/api/rows?stream=capture&track=run_0",
@@ -484,8 +490,9 @@ fn a_token_guards_the_api_and_other_addresses_need_one() {
     let page = server.get("/");
     assert_eq!(page.status, 200);
     assert!(
-        page.text().contains("<canvas") || page.text().contains("canvas"),
-        "the page"
+        page.text().contains("window.seriesView"),
+        "/ is not the page: {}",
+        page.text()
     );
 }
 

@@ -40,7 +40,7 @@ pub use levels::{Ladder, Plan};
 pub use repair::{Evidence, LostRecord, RepairPlan};
 pub use segment::{data_file_name, digest};
 pub use spec::{StreamSpec, MAX_STREAM_ID, POSITION_COLUMN, SEQ_COLUMN};
-pub use survey::{Folded, Survey};
+pub use survey::{Floors, Folded, Survey};
 
 use crate::contract::{BeneathWindow, Position, TrackKey};
 use arrow::array::RecordBatch;

@@ -61,14 +61,14 @@ fn lowest_start(tracks: &[(&TrackKey, &TrackState)], k: usize) -> u64 {
         .unwrap_or(0)
 }
 
-/// The refusal when no level at or above `from` holds the range: the lowest floor any of
-/// them offers (narrowing to it is answered).
-fn level_floor_refusal(
+/// The lowest floor, `(axis, position)`, any level at or above `from` offers the selected
+/// tracks: beneath it no such level holds cells for all of them.
+fn level_floor(
     tracks: &[(&TrackKey, &TrackState)],
     ladder: &levels::Ladder,
     from: usize,
-) -> ReadError {
-    let best = (from..ladder.levels as usize)
+) -> (u64, u64) {
+    (from..ladder.levels as usize)
         .map(|k| {
             let axis = lowest_start(tracks, k);
             let position = tracks
@@ -79,12 +79,43 @@ fn level_floor_refusal(
             (axis, position)
         })
         .min()
-        .unwrap_or((0, 0));
+        .unwrap_or((0, 0))
+}
+
+/// The refusal when no level at or above `from` holds the range: the lowest floor any of
+/// them offers (narrowing to it is answered).
+fn level_floor_refusal(
+    tracks: &[(&TrackKey, &TrackState)],
+    ladder: &levels::Ladder,
+    from: usize,
+) -> ReadError {
+    let (axis, position) = level_floor(tracks, ladder, from);
     ReadError::Floor {
         tier: "levels",
-        floor: crate::contract::Position(best.1),
-        axis: best.0,
+        floor: crate::contract::Position(position),
+        axis,
     }
+}
+
+/// The highest raw floor of the selected tracks: beneath it a raw scan is refused.
+fn raw_floor(tracks: &[(&TrackKey, &TrackState)]) -> crate::archive::manifest::RawFloor {
+    tracks
+        .iter()
+        .map(|(_, t)| t.raw)
+        .max_by_key(|f| f.axis)
+        .unwrap_or_default()
+}
+
+/// Where a selection's history stops being answered, on the axis (what a viewer draws as
+/// its floors): the refusals a survey, fold or percentile reaching beneath them meet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Floors {
+    /// Beneath it no level holds cells for every selected track: a survey or level fold
+    /// reaching beneath it is refused with this floor (0 for a stream without levels).
+    pub levels: u64,
+    /// Beneath it no raw row of some selected track is retained: a percentile reaching
+    /// beneath it is refused with this floor.
+    pub raw: u64,
 }
 
 /// The survey plan: the finest level that fits the budget and whose floor lies at or beneath
@@ -169,6 +200,22 @@ impl Archive {
         }
         let prefix = TrackKey::encode(track).map_err(|e| ReadError::BadSelection(e.to_string()))?;
         Ok((state, ladder, prefix))
+    }
+
+    /// The floors of the tracks of `stream` beneath `track` (labels, outermost first): the
+    /// axes a survey or level fold ([`Floors::levels`]) and a percentile ([`Floors::raw`])
+    /// reaching beneath are refused at, as their refusals compute them.
+    pub fn floors(&self, stream: &str, track: &[String]) -> Result<Floors, ReadError> {
+        let (state, _) = self.recorded(stream)?;
+        let prefix = TrackKey::encode(track).map_err(|e| ReadError::BadSelection(e.to_string()))?;
+        let tracks = super::read::select(state, &prefix);
+        Ok(Floors {
+            levels: state
+                .decl
+                .ladder
+                .map_or(0, |ladder| level_floor(&tracks, &ladder, 0).0),
+            raw: raw_floor(&tracks).axis,
+        })
     }
 
     /// Level `k`'s cells `first ..= last` of each selected track, merged in publish order.
@@ -434,11 +481,7 @@ impl Archive {
             }
             folded.span = Some([first * w, (last + 1).saturating_mul(w)]);
         } else {
-            let raw = tracks
-                .iter()
-                .map(|(_, t)| t.raw)
-                .max_by_key(|f| f.axis)
-                .unwrap_or_default();
+            let raw = raw_floor(&tracks);
             if raw.axis > lo {
                 return Err(ReadError::Floor {
                     tier: "raw",

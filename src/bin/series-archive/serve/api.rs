@@ -194,8 +194,8 @@ impl Params {
             .transpose()
     }
 
-    /// `from` and `to` as the range `[from, to)`; `to ≤ from` is refused.
-    pub(super) fn range(&self) -> Result<(Bound<u64>, Bound<u64>), ApiError> {
+    /// `from` and `to`, either absent; `to ≤ from` is refused.
+    pub(super) fn bounds(&self) -> Result<(Option<u64>, Option<u64>), ApiError> {
         let (from, to) = (self.number("from")?, self.number("to")?);
         if let (Some(f), Some(t)) = (from, to) {
             if t <= f {
@@ -204,6 +204,12 @@ impl Params {
                 )));
             }
         }
+        Ok((from, to))
+    }
+
+    /// [`Params::bounds`] as the range `[from, to)`.
+    pub(super) fn range(&self) -> Result<(Bound<u64>, Bound<u64>), ApiError> {
+        let (from, to) = self.bounds()?;
         Ok((
             from.map_or(Bound::Unbounded, Bound::Included),
             to.map_or(Bound::Unbounded, Bound::Excluded),
@@ -282,75 +288,60 @@ struct Streams {
     streams: Vec<StreamInfo>,
 }
 
-/// The tracks (key order, so every prefix is contiguous) beneath `path`, as tree nodes.
+/// The tracks (key order, so every prefix is contiguous) beneath a prefix of `depth`
+/// labels, as tree nodes; the floors are the archive's own ([`Archive::floors`]).
 fn nodes(
+    archive: &Archive,
+    stream: &str,
     tracks: &[&series_archive::archive::manifest::state::TrackState],
     depth: usize,
-    levels: usize,
-) -> Vec<Node> {
-    let mut out: Vec<Node> = Vec::new();
-    let mut i = 0;
-    while i < tracks.len() {
-        let Some(label) = tracks[i].labels.get(depth) else {
-            i += 1;
+) -> Result<Vec<Node>, ReadError> {
+    let mut out = Vec::new();
+    for group in tracks.chunk_by(|a, b| a.labels.get(depth) == b.labels.get(depth)) {
+        let Some(label) = group[0].labels.get(depth) else {
             continue;
         };
-        let j = i + tracks[i..]
-            .iter()
-            .take_while(|t| t.labels.get(depth) == Some(label))
-            .count();
-        let group = &tracks[i..j];
-        // Beneath it no level holds cells for all of them: the lowest over levels of the
-        // highest floor among the tracks (what a survey refuses beneath).
-        let survey_floor_axis = (0..levels.max(1))
-            .map(|k| {
-                group
-                    .iter()
-                    .map(|t| t.level_floor(k).axis)
-                    .max()
-                    .unwrap_or(0)
-            })
-            .min()
-            .unwrap_or(0);
+        let path = group[0].labels[..=depth].to_vec();
+        let floors = archive.floors(stream, &path)?;
         out.push(Node {
             label: label.clone(),
-            path: tracks[i].labels[..=depth].to_vec(),
             rows: group.iter().map(|t| t.rows).sum(),
             tracks: group.len(),
             first_axis: group.iter().filter_map(|t| t.origin_axis).min(),
             last_axis: group.iter().filter_map(|t| t.last_axis).max(),
-            survey_floor_axis,
-            raw_floor_axis: group.iter().map(|t| t.raw.axis).max().unwrap_or(0),
+            survey_floor_axis: floors.levels,
+            raw_floor_axis: floors.raw,
             retired: group.iter().all(|t| t.whole),
-            children: nodes(group, depth + 1, levels),
+            children: nodes(archive, stream, group, depth + 1)?,
+            path,
         });
-        i = j;
     }
-    out
+    Ok(out)
 }
 
-fn describe(archive: &Archive) -> Streams {
-    let state = archive.state();
-    Streams {
-        at: Summary::of(archive),
-        streams: state
-            .streams
-            .iter()
-            .map(|(id, s)| {
-                let tracks: Vec<_> = s.tracks.values().collect();
-                StreamInfo {
-                    id: id.clone(),
-                    axis: s.decl.axis.clone(),
-                    measured: s.decl.measured.clone(),
-                    track: s.decl.track.clone(),
-                    ladder: s.decl.ladder,
-                    rows: tracks.iter().map(|t| t.rows).sum(),
-                    watermark: s.watermark.0,
-                    tree: nodes(&tracks, 0, s.decl.ladder.map_or(0, |l| l.levels as usize)),
-                }
+fn describe(archive: &Archive) -> Result<Streams, ReadError> {
+    let streams = archive
+        .state()
+        .streams
+        .iter()
+        .map(|(id, s)| {
+            let tracks: Vec<_> = s.tracks.values().collect();
+            Ok(StreamInfo {
+                id: id.clone(),
+                axis: s.decl.axis.clone(),
+                measured: s.decl.measured.clone(),
+                track: s.decl.track.clone(),
+                ladder: s.decl.ladder,
+                rows: tracks.iter().map(|t| t.rows).sum(),
+                watermark: s.watermark.0,
+                tree: nodes(archive, id, &tracks, 0)?,
             })
-            .collect(),
-    }
+        })
+        .collect::<Result<_, ReadError>>()?;
+    Ok(Streams {
+        at: Summary::of(archive),
+        streams,
+    })
 }
 
 /// `GET /api/streams`.
@@ -360,7 +351,7 @@ pub(super) async fn streams(
 ) -> Response {
     let answer = async {
         Params::parse(query.as_deref(), &[])?;
-        blocking(move || Ok(Json(describe(&*shared.refresh()?)))).await
+        blocking(move || Ok(Json(describe(&*shared.refresh()?)?))).await
     };
     answer.await.into_response()
 }

@@ -4,8 +4,8 @@
 //! replaces it when a writer commits: a task looks for a moved manifest every
 //! [`REFRESH`], and a read that finds a file its snapshot named deleted, or a stream it does
 //! not know, reopens and reads again as the CLI does. Reads run on tokio's blocking pool;
-//! raw scans (rows, percentiles) take a permit of [`RAW_SCANS`] so they cannot starve the
-//! surveys a page waits on. The API: `docs/serve.md`.
+//! raw scans (a percentile's, one read window of rows) each take one of [`RAW_SCANS`]
+//! permits, so at most that many run at once; surveys take none. The API: `docs/serve.md`.
 
 mod api;
 mod rows;
@@ -82,6 +82,7 @@ struct Shared {
     token: Option<String>,
     max_budget: usize,
     raw: Arc<tokio::sync::Semaphore>,
+    reopening: std::sync::Mutex<()>,
 }
 
 impl Shared {
@@ -93,7 +94,13 @@ impl Shared {
     }
 
     /// Reopens when a writer moved the manifest since the snapshot was opened (blocking).
+    /// One reopen at a time: requests that find the manifest moved together wait for it and
+    /// take its snapshot.
     fn refresh(&self) -> Result<Arc<Archive>, api::ApiError> {
+        if !self.snapshot().manifest_moved() {
+            return Ok(self.snapshot());
+        }
+        let _one = self.reopening.lock().unwrap_or_else(|p| p.into_inner());
         let snapshot = self.snapshot();
         if !snapshot.manifest_moved() {
             return Ok(snapshot);
@@ -178,6 +185,7 @@ pub fn run(options: Options) -> Result<(), Failure> {
         token,
         max_budget,
         raw: Arc::new(tokio::sync::Semaphore::new(RAW_SCANS)),
+        reopening: std::sync::Mutex::new(()),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -86,9 +86,13 @@ impl Selection<'_> {
         windows(&self.shared.snapshot(), self.stream, self.track, from, to)
     }
 
-    /// The rows of one window.
+    /// The rows of one window, read under a raw-scan permit (held for the read, not while
+    /// the answer waits on a slow client). Runs on the blocking pool.
     fn read(&self, (a, b): (u64, Option<u64>)) -> Result<RecordBatch, ApiError> {
         let end = b.map_or(Bound::Unbounded, |b| Bound::Excluded(Position(b)));
+        let _permit = tokio::runtime::Handle::current()
+            .block_on(self.shared.raw.acquire())
+            .map_err(|e| ApiError::unreadable(e.to_string()))?;
         self.shared.read(|archive| {
             archive.read_rows(self.stream, self.track, Bound::Included(Position(a)), end)
         })
@@ -127,20 +131,20 @@ fn after(batch: RecordBatch, cursor: Cursor) -> Result<RecordBatch, ApiError> {
 /// Turns batches into the response's bytes.
 enum Encoder {
     Json(Vec<RecordBatch>),
-    Csv { header: bool },
-    Arrow(Box<arrow::ipc::writer::StreamWriter<Vec<u8>>>),
+    Csv {
+        header: bool,
+    },
+    /// The writer starts at the first batch, with the schema of what is answered.
+    Arrow(Option<Box<arrow::ipc::writer::StreamWriter<Vec<u8>>>>),
 }
 
 impl Encoder {
-    fn new(format: Format, schema: &arrow::datatypes::Schema) -> Result<Encoder, ApiError> {
-        Ok(match format {
+    fn new(format: Format) -> Encoder {
+        match format {
             Format::Json => Encoder::Json(Vec::new()),
             Format::Csv => Encoder::Csv { header: true },
-            Format::Arrow => Encoder::Arrow(Box::new(
-                arrow::ipc::writer::StreamWriter::try_new(Vec::new(), &shown(schema))
-                    .map_err(|e| ApiError::unreadable(format!("encoding Arrow IPC: {e}")))?,
-            )),
-        })
+            Format::Arrow => Encoder::Arrow(None),
+        }
     }
 
     /// The bytes of `batch` (JSON keeps the batches for [`Encoder::finish`]).
@@ -165,6 +169,13 @@ impl Encoder {
                 Ok(out)
             }
             Encoder::Arrow(w) => {
+                let w = match w {
+                    Some(w) => w,
+                    None => w.insert(Box::new(
+                        arrow::ipc::writer::StreamWriter::try_new(Vec::new(), &batch.schema())
+                            .map_err(fail)?,
+                    )),
+                };
                 w.write(batch).map_err(fail)?;
                 Ok(std::mem::take(w.get_mut()))
             }
@@ -211,23 +222,13 @@ impl Encoder {
                 Ok(out)
             }
             Encoder::Csv { .. } => Ok(Vec::new()),
-            Encoder::Arrow(mut w) => {
+            Encoder::Arrow(None) => Ok(Vec::new()),
+            Encoder::Arrow(Some(mut w)) => {
                 w.finish().map_err(fail)?;
                 Ok(w.into_inner().map_err(fail)?)
             }
         }
     }
-}
-
-/// The schema of what is answered: the stream's columns and `_position`.
-fn shown(schema: &arrow::datatypes::Schema) -> arrow::datatypes::Schema {
-    let fields: Vec<_> = schema
-        .fields()
-        .iter()
-        .filter(|f| f.name() != SEQ_COLUMN)
-        .cloned()
-        .collect();
-    arrow::datatypes::Schema::new(fields)
 }
 
 fn content_type(format: Format) -> &'static str {
@@ -251,7 +252,6 @@ fn page(
     let mut kept: Vec<RecordBatch> = Vec::new();
     let mut held = 0u64;
     let mut next = None;
-    let mut schema = None;
     for (i, window) in plan.iter().enumerate() {
         if !wanted.still() {
             return Err(ReadError::Abandoned.into());
@@ -260,7 +260,6 @@ fn page(
         if i == 0 {
             batch = after(batch, start)?;
         }
-        schema.get_or_insert_with(|| batch.schema());
         let room = limit - held;
         if (batch.num_rows() as u64) > room {
             let at = room as usize;
@@ -283,12 +282,10 @@ fn page(
             break;
         }
     }
-    let schema = schema.ok_or_else(|| ApiError::unreadable("no window was read"))?;
-    let mut encoder = Encoder::new(format, &schema)?;
+    // Every window read is kept (an empty one too), so even an empty page carries the
+    // columns.
+    let mut encoder = Encoder::new(format);
     let mut out = Vec::new();
-    if kept.is_empty() {
-        kept.push(RecordBatch::new_empty(schema));
-    }
     for b in &kept {
         out.extend(encoder.encode(b)?);
     }
@@ -305,17 +302,11 @@ pub(super) async fn rows(State(shared): State<Arc<Shared>>, RawQuery(query): Raw
         )?;
         let stream = p.stream()?;
         let track = p.track();
-        let (from, to) = (p.number("from")?.unwrap_or(0), p.number("to")?);
+        let (from, to) = p.bounds()?;
         let start = Cursor {
-            from,
+            from: from.unwrap_or(0),
             seq: p.number("seq")?.unwrap_or(0),
         };
-        if to.is_some_and(|t| t <= from) {
-            return Err(ApiError::bad(format!(
-                "to {} is not above from {from}; the range is [from, to)",
-                to.unwrap_or(0)
-            )));
-        }
         let format = match p.get("format").unwrap_or("json") {
             "json" => Format::Json,
             "csv" => Format::Csv,
@@ -335,12 +326,6 @@ pub(super) async fn rows(State(shared): State<Arc<Shared>>, RawQuery(query): Raw
                 "limit {l} is above the {MAX_LIMIT} rows one page answers; page with from = next_from"
             )));
         }
-        let permit = shared
-            .raw
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|e| ApiError::unreadable(e.to_string()))?;
         let headers = |next: Option<Cursor>| {
             let mut h = vec![(
                 header::CONTENT_TYPE,
@@ -363,7 +348,6 @@ pub(super) async fn rows(State(shared): State<Arc<Shared>>, RawQuery(query): Raw
                 let limit = limit.unwrap_or(DEFAULT_LIMIT);
                 let (_abandon, wanted) = Abandon::new();
                 let (body, next) = blocking(move || {
-                    let _permit = permit;
                     let rows = Selection {
                         shared: &shared,
                         stream: &stream,
@@ -386,7 +370,6 @@ pub(super) async fn rows(State(shared): State<Arc<Shared>>, RawQuery(query): Raw
                 let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
                 let (first_tx, first_rx) = tokio::sync::oneshot::channel::<Result<(), ApiError>>();
                 tokio::task::spawn_blocking(move || {
-                    let _permit = permit;
                     let rows = Selection {
                         shared: &shared,
                         stream: &stream,
@@ -422,14 +405,10 @@ fn stream_all(
     let stream = rows.stream;
     let plan = rows.windows(start.from, to);
     let mut first = Some(first);
-    let mut encoder: Option<Encoder> = None;
+    let mut encoder = Encoder::new(format);
     for (i, window) in plan.into_iter().enumerate() {
         let chunk = rows.read(window).and_then(|batch| {
             let batch = if i == 0 { after(batch, start)? } else { batch };
-            let encoder = match &mut encoder {
-                Some(e) => e,
-                None => encoder.insert(Encoder::new(format, &batch.schema())?),
-            };
             encoder.encode(&batch)
         });
         match (chunk, first.take()) {
@@ -454,15 +433,13 @@ fn stream_all(
             }
         }
     }
-    if let Some(encoder) = encoder {
-        match encoder.finish(None) {
-            Ok(bytes) if !bytes.is_empty() => {
-                let _ = tx.blocking_send(Ok(Bytes::from(bytes)));
-            }
-            Ok(_) => {}
-            Err(e) => {
-                let _ = tx.blocking_send(Err(std::io::Error::other(e.message().to_owned())));
-            }
+    match encoder.finish(None) {
+        Ok(bytes) if !bytes.is_empty() => {
+            let _ = tx.blocking_send(Ok(Bytes::from(bytes)));
+        }
+        Ok(_) => {}
+        Err(e) => {
+            let _ = tx.blocking_send(Err(std::io::Error::other(e.message().to_owned())));
         }
     }
 }
