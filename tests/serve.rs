@@ -581,3 +581,16 @@ fn a_stream_that_fails_midway_breaks_the_transfer_never_ends_short() {
     assert_eq!(page.status, 503, "{}", page.text());
     assert_eq!(page.json()["error"], "unreadable");
 }
+
+#[test]
+fn serve_and_demo_each_say_what_they_do() {
+    for (command, says) in [
+        ("serve", "Serve the archive's reads over HTTP"),
+        ("demo", "Run a synthetic capture workload"),
+    ] {
+        let out = cli(&[command, "--help"]);
+        let help = String::from_utf8_lossy(&out.stdout);
+        let first = help.lines().next().unwrap_or_default();
+        assert!(first.starts_with(says), "{command} --help begins {first:?}");
+    }
+}

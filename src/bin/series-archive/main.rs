@@ -358,31 +358,13 @@ enum Command {
         #[arg(long, value_name = "AGE", value_parser = series_archive::archive::lifecycle::parse_duration)]
         purge_older_than: Option<std::time::Duration>,
     },
-    /// Run a synthetic capture workload (runs × probes, sealed on a cadence) and read it back.
     /// Serve the archive's reads over HTTP: a JSON API (streams, survey, fold, rows, watch)
     /// and a history viewer page at `/`.
     ///
     /// Read-only, beside any writer: it never takes the writer's lock and sees each barrier
     /// as it commits. Binds to loopback unless given --token. The API: docs/serve.md.
-    Serve {
-        /// The archive directory.
-        archive: PathBuf,
-        /// The address to listen on (port 0: the system chooses; the line printed says
-        /// which).
-        #[arg(long, default_value = "127.0.0.1:8080")]
-        listen: std::net::SocketAddr,
-        /// Require `Authorization: Bearer TOKEN` on every API request (needed to listen
-        /// anywhere but loopback; at least 16 characters).
-        #[arg(long, env = "SERIES_ARCHIVE_TOKEN", hide_env_values = true)]
-        token: Option<String>,
-        /// The largest survey budget answered (points); larger is refused with 413.
-        #[arg(long, default_value_t = 1 << 20)]
-        max_budget: usize,
-        /// Decoded level cells kept for surveys (about 100 bytes each), across commits: enough
-        /// to hold a large stream's finest level whole.
-        #[arg(long, default_value_t = 1 << 20)]
-        level_cache: usize,
-    },
+    Serve(serve::Options),
+    /// Run a synthetic capture workload (runs × probes, sealed on a cadence) and read it back.
     Demo {
         /// The archive directory (created, or appended to when it already holds the demo).
         dir: PathBuf,
@@ -592,19 +574,7 @@ fn main() -> ExitCode {
             archive,
             purge_older_than,
         } => lifecycle::quarantine(&archive, purge_older_than),
-        Command::Serve {
-            archive,
-            listen,
-            token,
-            max_budget,
-            level_cache,
-        } => serve::run(serve::Options {
-            archive,
-            listen,
-            token,
-            max_budget,
-            level_cache,
-        }),
+        Command::Serve(options) => serve::run(options),
         Command::Demo {
             dir,
             runs,
@@ -650,7 +620,7 @@ pub(crate) fn progress(total: u64, what: &str, units: &str) -> ProgressBar {
 }
 
 pub(crate) fn read_only(archive: &Path) -> Result<Archive, Failure> {
-    Ok(Archive::open(archive, Config::new().read_only(true))?)
+    Ok(open_read_only(archive, &Config::new())?)
 }
 
 /// An empty answer for a selection that names no track is true, but it is also what a typo
@@ -701,7 +671,7 @@ pub(crate) fn reading<T>(
     loop {
         attempt += 1;
         let last = attempt == READ_ATTEMPTS;
-        let opened = open_read_only(archive, &Config::new())?;
+        let opened = read_only(archive)?;
         match read(&opened) {
             Err(ReadError::Stored(e))
                 if e.kind == StoredErrorKind::Missing && !last && opened.manifest_moved() =>

@@ -36,17 +36,24 @@ const MAX_QUERY: usize = 8 * 1024;
 const PAGE: &str = include_str!("page/index.html");
 
 /// What `serve` was asked for.
+#[derive(clap::Args)]
 pub struct Options {
     /// The archive directory.
-    pub archive: PathBuf,
-    /// Where to listen.
-    pub listen: SocketAddr,
-    /// The bearer token every `/api/` request must carry, if any.
-    pub token: Option<String>,
-    /// The largest survey budget answered.
-    pub max_budget: usize,
-    /// Decoded level cells kept, shared by every snapshot.
-    pub level_cache: usize,
+    archive: PathBuf,
+    /// The address to listen on (port 0: the system chooses; the line printed says which).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Require `Authorization: Bearer TOKEN` on every API request (needed to listen anywhere
+    /// but loopback; at least 16 characters).
+    #[arg(long, env = "SERIES_ARCHIVE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// The largest survey budget answered (points); larger is refused with 413.
+    #[arg(long, default_value_t = 1 << 20)]
+    max_budget: usize,
+    /// Decoded level cells kept for surveys (about 100 bytes each), across commits: enough to
+    /// hold a large stream's finest level whole.
+    #[arg(long, default_value_t = 1 << 20)]
+    level_cache: usize,
 }
 
 /// Where the archive stands: sent to `/api/watch` subscribers on every commit.
