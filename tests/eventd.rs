@@ -16,9 +16,19 @@ use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use tempfile::TempDir;
 use tree::{listing, tree};
 
 const PY: &str = "msgpack, pyarrow";
+
+/// A scratch directory named `name` holding `metrics.db` generated with `args`, and the path
+/// of an archive (not yet made) beside it.
+fn setup(name: &str, args: &[&str]) -> (TempDir, PathBuf, PathBuf) {
+    let dir = scratch(name);
+    let db = generate(dir.path(), "metrics.db", args);
+    let archive = dir.path().join("archive");
+    (dir, db, archive)
+}
 
 /// Generates an eventd database with `scripts/gen_eventd.py`.
 fn generate(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
@@ -34,12 +44,28 @@ fn generate(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
     db
 }
 
-fn import(db: &Path, archive: &Path, extra: &[&str]) -> std::process::Output {
-    Command::new(BIN)
+/// A copy of `db` named `name` beside it, edited with `sql`.
+fn edited(db: &Path, name: &str, sql: &str) -> PathBuf {
+    let copy = db.with_file_name(name);
+    std::fs::copy(db, &copy).expect("copy");
+    Connection::open(&copy)
+        .and_then(|c| c.execute_batch(sql))
+        .expect("edit the copy");
+    copy
+}
+
+fn import_command(db: &Path, archive: &Path, extra: &[&str]) -> Command {
+    let mut command = Command::new(BIN);
+    command
         .arg("import-eventd")
         .arg(db)
         .arg(archive)
-        .args(extra)
+        .args(extra);
+    command
+}
+
+fn import(db: &Path, archive: &Path, extra: &[&str]) -> std::process::Output {
+    import_command(db, archive, extra)
         .output()
         .expect("series-archive runs")
 }
@@ -69,13 +95,7 @@ fn check(db: &Path, archive: &Path, folds: &str) -> String {
 /// second run finds nothing new and adds nothing.
 #[test]
 fn an_eventd_store_is_imported_exactly_and_its_rollups_equal_the_folds() {
-    let dir = scratch("eventd-whole");
-    let db = generate(
-        dir.path(),
-        "metrics.db",
-        &["--samples", "60000", "--seed", "3"],
-    );
-    let archive = dir.path().join("archive");
+    let (_dir, db, archive) = setup("eventd-whole", &["--samples", "60000", "--seed", "3"]);
     let said = imported(&db, &archive, &["--seal-rows", "5000"]);
     assert!(said.contains("imported 60000 samples"), "{said}");
     check(&db, &archive, "60");
@@ -97,10 +117,8 @@ fn an_eventd_store_is_imported_exactly_and_its_rollups_equal_the_folds() {
 /// folds are checked only where the samples are still there.
 #[test]
 fn rollups_outlive_the_samples_eventd_deleted() {
-    let dir = scratch("eventd-retired");
-    let db = generate(
-        dir.path(),
-        "metrics.db",
+    let (_dir, db, archive) = setup(
+        "eventd-retired",
         &[
             "--samples",
             "40000",
@@ -110,7 +128,6 @@ fn rollups_outlive_the_samples_eventd_deleted() {
             "0.5",
         ],
     );
-    let archive = dir.path().join("archive");
     imported(&db, &archive, &[]);
     check(&db, &archive, "40");
 }
@@ -119,20 +136,10 @@ fn rollups_outlive_the_samples_eventd_deleted() {
 /// resumes where the archive stands, and the whole is exact, with no sample twice.
 #[test]
 fn a_killed_import_resumes_where_it_stopped_without_duplicates() {
-    let dir = scratch("eventd-kill");
-    let db = generate(
-        dir.path(),
-        "metrics.db",
-        &["--samples", "80000", "--seed", "7"],
-    );
-    let archive = dir.path().join("archive");
+    let (_dir, db, archive) = setup("eventd-kill", &["--samples", "80000", "--seed", "7"]);
     let mut resumed = Vec::new();
     for kill_after in [3usize, 4] {
-        let mut child = Command::new(BIN)
-            .arg("import-eventd")
-            .arg(&db)
-            .arg(&archive)
-            .args(["--seal-rows", "2000", "--no-compact"])
+        let mut child = import_command(&db, &archive, &["--seal-rows", "2000", "--no-compact"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -173,42 +180,50 @@ fn a_killed_import_resumes_where_it_stopped_without_duplicates() {
     check(&db, &archive, "30");
 }
 
+/// Runs an import that must be refused before anything is touched: exit 1, stderr naming each
+/// of `needles` and saying nothing was imported, and the archive byte for byte as it was (or
+/// still not there).
+fn refused(db: &Path, archive: &Path, needles: &[&str]) {
+    let before = archive.exists().then(|| tree(archive));
+    let out = import(db, archive, &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        show("import-eventd", &out)
+    );
+    for n in needles {
+        assert!(err.contains(n), "stderr lacks {n:?}:\n{err}");
+    }
+    assert!(err.contains("nothing was imported"), "{err}");
+    match before {
+        Some(before) => {
+            let after = tree(archive);
+            assert!(
+                after == before,
+                "a refused import changed the archive:\n{}\nwas\n{}",
+                listing(&after),
+                listing(&before)
+            );
+        }
+        None => assert!(!archive.exists(), "a refused import created the archive"),
+    }
+}
+
 /// Whatever the archive could not hold is refused before anything is touched: an unknown
-/// schema version, a damaged histogram sample, a sample older than what the archive already
-/// imported of its series. Samples newer than the archive are imported, exactly those.
+/// schema version, a missing column, a damaged histogram sample, a sample of no series or with
+/// a boot id that is not 16 bytes, a label with a control character, two series of one
+/// identity, two series whose rollups would share a track, a sample or rollup older than what
+/// the archive already imported of its track, another database. Samples newer than the
+/// archive are imported, exactly those.
 #[test]
 fn bad_databases_are_refused_and_new_samples_are_appended() {
-    let dir = scratch("eventd-refuse");
-    let db = generate(
-        dir.path(),
-        "metrics.db",
-        &["--samples", "20000", "--seed", "9"],
-    );
-    let edited = |name: &str, sql: &str| -> PathBuf {
-        let copy = dir.path().join(name);
-        std::fs::copy(&db, &copy).expect("copy");
-        Connection::open(&copy)
-            .and_then(|c| c.execute_batch(sql))
-            .expect("edit the copy");
-        copy
-    };
-    let refused = |db: &Path, archive: &Path, needles: &[&str]| {
-        let out = import(db, archive, &[]);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(
-            out.status.code(),
-            Some(1),
-            "{}",
-            show("import-eventd", &out)
-        );
-        for n in needles {
-            assert!(err.contains(n), "stderr lacks {n:?}:\n{err}");
-        }
-        assert!(err.contains("nothing was imported"), "{err}");
-    };
+    let (dir, db, archive) = setup("eventd-refuse", &["--samples", "20000", "--seed", "9"]);
 
     let fresh = dir.path().join("fresh");
     let v2 = edited(
+        &db,
         "v2.db",
         "UPDATE metadata SET value = '2' WHERE key = 'schema_version'",
     );
@@ -217,7 +232,21 @@ fn bad_databases_are_refused_and_new_samples_are_appended() {
         &fresh,
         &["v2.db", "schema version \"2\"", "version \"1\" only"],
     );
+    let no_column = edited(
+        &db,
+        "no_column.db",
+        "DROP INDEX idx_rollups_series_function_window; ALTER TABLE rollups DROP COLUMN window_seconds",
+    );
+    refused(
+        &no_column,
+        &fresh,
+        &[
+            "no_column.db",
+            "table rollups lacks column(s) window_seconds",
+        ],
+    );
     let damaged = edited(
+        &db,
         "damaged.db",
         "UPDATE samples SET histogram_data = x'81a3666f6f01' WHERE id = (SELECT min(s.id) FROM samples s JOIN series e ON e.id = s.series_id WHERE e.type = 2)",
     );
@@ -227,17 +256,46 @@ fn bad_databases_are_refused_and_new_samples_are_appended() {
         &["damaged.db", "histogram_data", "MessagePack"],
     );
     let orphan = edited(
+        &db,
         "orphan.db",
         "PRAGMA foreign_keys = OFF; INSERT INTO samples (series_id, boot_id, timestamp, value) VALUES (99999, zeroblob(16), 5, 1.0)",
     );
     refused(&orphan, &fresh, &["1 sample(s) belong to no series"]);
-    assert!(!fresh.exists(), "a refused import created the archive");
+    let short_boot = edited(
+        &db,
+        "short_boot.db",
+        "UPDATE samples SET boot_id = x'00' WHERE id = (SELECT min(id) FROM samples)",
+    );
+    refused(
+        &short_boot,
+        &fresh,
+        &["1 sample(s) have a boot_id that is not 16 bytes"],
+    );
+    let control = edited(
+        &db,
+        "control.db",
+        "UPDATE series SET labels = labels || char(7) WHERE id = (SELECT min(id) FROM series WHERE type = 1)",
+    );
+    refused(&control, &fresh, &["control.db", "control character"]);
+    let twins = edited(
+        &db,
+        "twins.db",
+        "INSERT INTO series (name, labels, type, label_hash) SELECT name, labels, type, label_hash FROM series WHERE type = 1 ORDER BY id LIMIT 1",
+    );
+    refused(&twins, &fresh, &["twins.db", "has the same identity"]);
+    // A gauge of a counter's name and labels, both with rollups: one rollups track.
+    let shared = edited(
+        &db,
+        "shared.db",
+        "INSERT INTO series (name, labels, type, label_hash) SELECT name, labels, 1, label_hash FROM series WHERE type = 0 AND id IN (SELECT series_id FROM rollups) ORDER BY id LIMIT 1; \
+         INSERT INTO rollups (series_id, function, window_seconds, window_start, value) VALUES (last_insert_rowid(), 'max', 60, 0, 1.0)",
+    );
+    refused(&shared, &fresh, &["shared.db", "would share one track"]);
 
-    let archive = dir.path().join("archive");
     imported(&db, &archive, &[]);
-    let before = tree(&archive);
     // A sample eventd accepted late, older than the archive's newest of its series.
     let late = edited(
+        &db,
         "late.db",
         "INSERT INTO samples (series_id, boot_id, timestamp, value) SELECT series_id, boot_id, timestamp - 1, 42.0 FROM samples WHERE series_id = (SELECT min(id) FROM series WHERE type = 1) ORDER BY timestamp DESC LIMIT 1",
     );
@@ -246,15 +304,11 @@ fn bad_databases_are_refused_and_new_samples_are_appended() {
         &archive,
         &["late.db", "1 sample(s) at or before", "gauge"],
     );
-    assert_eq!(
-        listing(&tree(&archive)),
-        listing(&before),
-        "a refused import changed the archive"
-    );
     // eventd deleted the older half of a series' samples (its retention) and then took one
     // stamped before the archive's newest: the counts alone would balance, the ledger's
     // sample id does not.
     let masked = edited(
+        &db,
         "masked.db",
         "DELETE FROM samples WHERE series_id = (SELECT min(id) FROM series WHERE type = 0) AND timestamp < (SELECT avg(timestamp) FROM samples WHERE series_id = (SELECT min(id) FROM series WHERE type = 0)); \
          INSERT INTO samples (series_id, boot_id, timestamp, value) SELECT series_id, boot_id, timestamp - 1, 7.0 FROM samples WHERE series_id = (SELECT min(id) FROM series WHERE type = 0) ORDER BY timestamp DESC LIMIT 1",
@@ -266,14 +320,25 @@ fn bad_databases_are_refused_and_new_samples_are_appended() {
     );
     // A sample stamped before anything the archive ever held of its series.
     let early = edited(
+        &db,
         "early.db",
         "INSERT INTO samples (series_id, boot_id, timestamp, value) SELECT series_id, boot_id, timestamp - 1000, 7.0 FROM samples WHERE series_id = (SELECT min(id) FROM series WHERE type = 1) ORDER BY timestamp LIMIT 1",
     );
     refused(&early, &archive, &["early.db", "at or before", "gauge"]);
-    assert_eq!(
-        listing(&tree(&archive)),
-        listing(&before),
-        "a refused import changed the archive"
+    // A second rollup of a window the archive already holds: the import resumes each rollup
+    // track after its newest window, so it would be left out.
+    let rerolled = edited(
+        &db,
+        "rerolled.db",
+        "INSERT INTO rollups (series_id, function, window_seconds, window_start, value) SELECT series_id, function, window_seconds, window_start, value + 1 FROM rollups ORDER BY id LIMIT 1",
+    );
+    refused(
+        &rerolled,
+        &archive,
+        &[
+            "rerolled.db",
+            "1 min rollup(s) over 60 s starting at or before",
+        ],
     );
     // Another eventd's database (another seed: the same series, other timestamps) is refused,
     // not merged into these tracks.
@@ -283,14 +348,10 @@ fn bad_databases_are_refused_and_new_samples_are_appended() {
         &["--samples", "20000", "--seed", "10"],
     );
     refused(&other, &archive, &["other.db", "imported from another one"]);
-    assert_eq!(
-        listing(&tree(&archive)),
-        listing(&before),
-        "a refused import changed the archive"
-    );
     // Samples after the archive's newest (ten days on, past every rollup window): exactly
     // those are added.
     let grown = edited(
+        &db,
         "grown.db",
         "INSERT INTO samples (series_id, boot_id, timestamp, value, histogram_data) SELECT series_id, boot_id, max(timestamp) + 864000000000000, value, histogram_data FROM samples GROUP BY series_id",
     );
@@ -306,16 +367,12 @@ fn bad_databases_are_refused_and_new_samples_are_appended() {
 
     // eventd deleted everything of one counter up to past the archive's newest sample of it,
     // then took one more: the run says the archive has a gap there and appends that sample.
-    let gapped = dir.path().join("gapped.db");
-    std::fs::copy(&grown, &gapped).expect("copy");
-    Connection::open(&gapped)
-        .and_then(|c| {
-            c.execute_batch(
-                "INSERT INTO samples (series_id, boot_id, timestamp, value) SELECT series_id, boot_id, max(timestamp) + 1000, 1.0 FROM samples WHERE series_id = (SELECT min(id) FROM series WHERE type = 0); \
-                 DELETE FROM samples WHERE series_id = (SELECT min(id) FROM series WHERE type = 0) AND timestamp < (SELECT max(timestamp) FROM samples WHERE series_id = (SELECT min(id) FROM series WHERE type = 0))",
-            )
-        })
-        .expect("edit the copy");
+    let gapped = edited(
+        &grown,
+        "gapped.db",
+        "INSERT INTO samples (series_id, boot_id, timestamp, value) SELECT series_id, boot_id, max(timestamp) + 1000, 1.0 FROM samples WHERE series_id = (SELECT min(id) FROM series WHERE type = 0); \
+         DELETE FROM samples WHERE series_id = (SELECT min(id) FROM series WHERE type = 0) AND timestamp < (SELECT max(timestamp) FROM samples WHERE series_id = (SELECT min(id) FROM series WHERE type = 0))",
+    );
     let said = imported(&gapped, &archive, &[]);
     assert!(
         said.contains("warning:")

@@ -25,6 +25,7 @@ import bisect
 import json
 import math
 import sqlite3
+import struct
 import subprocess
 import sys
 import tempfile
@@ -40,12 +41,8 @@ FOLD = {"min": "min", "max": "max", "sum": "sum", "count": "count", "avg": "mean
 
 
 def boundaries_of(blob: bytes) -> list[float]:
-    import struct
-
     (n,) = struct.unpack_from("<I", blob)
     return list(struct.unpack_from(f"<{n}d", blob, 4))
-
-
 
 
 def uuid_text(b: bytes) -> str:

@@ -161,6 +161,16 @@ fn rollup_schema() -> SchemaRef {
 
 const ROLLUPS: &str = "rollups";
 
+/// The track labels of a series' rollups of one function and window width.
+fn rollup_track(s: &Series, function: &str, window: i64) -> Vec<String> {
+    vec![
+        s.name.clone(),
+        s.labels.clone(),
+        function.to_owned(),
+        window.to_string(),
+    ]
+}
+
 /// One row of `series`.
 struct Series {
     id: i64,
@@ -328,7 +338,10 @@ pub fn import(req: Request) -> Result<(), Failure> {
     }
     let mut archive = Archive::open(req.archive, lifecycle::with_cold(config)?)?;
     for q in &archive.recovery().quarantined {
-        eprintln!("recovery: moved a leftover into quarantine (kept as {q})");
+        eprintln!(
+            "recovery: moved {} into quarantine (kept as {q})",
+            crate::quarantined_from(q)
+        );
     }
     eprintln!(
         "{}: {} series ({} counters, {} gauges, {} histograms), {} samples, {} rollups; schema version {SCHEMA_VERSION}; checked in {:.2?}",
@@ -488,7 +501,7 @@ fn preflight(conn: &Connection, req: &Request) -> Result<Plan, Failure> {
     };
 
     let (resume, already) = match &recorded {
-        Some(existing) => resume_points(conn, db, &series, existing)?,
+        Some(existing) => resume_points(conn, db, &series, &rollup_keys, existing)?,
         None => (HashMap::new(), 0),
     };
     let rollup_resume = recorded
@@ -514,19 +527,20 @@ fn preflight(conn: &Connection, req: &Request) -> Result<Plan, Failure> {
 }
 
 /// Where each series' track stands in `existing` (its newest timestamp), and the samples the
-/// archive holds; refuses samples the archive can no longer take and an archive imported
-/// from another database.
+/// archive holds; refuses samples and rollups the archive can no longer take and an archive
+/// imported from another database.
 fn resume_points(
     conn: &Connection,
     db: &Path,
     series: &[Series],
+    rollup_keys: &HashMap<i64, usize>,
     existing: &Archive,
 ) -> Result<(HashMap<i64, u64>, u64), Failure> {
     let sql = |e: rusqlite::Error| refuse(db, e);
     let mut resume: HashMap<i64, u64> = HashMap::new();
     let mut already = 0u64;
-    // Where each track stands: its lowest timestamp ever, its first live and newest
-    // timestamps, and the samples it holds.
+    // Where a track stands: its lowest axis ever, its first live and newest axis, and the
+    // rows it holds.
     let stands = |stream: &str, track: &[String]| -> Option<(u64, u64, u64, u64)> {
         let state = existing.state().streams.get(stream)?;
         let key = series_archive::TrackKey::encode(track).ok()?;
@@ -541,9 +555,10 @@ fn resume_points(
     let mut oldest = conn
         .prepare("SELECT min(timestamp) FROM samples WHERE series_id = ?1")
         .map_err(sql)?;
-    let mut late = Vec::new();
+    // (series id, what) of rows the archive cannot take any more.
+    let mut late: Vec<(i64, String)> = Vec::new();
     for s in series {
-        let Some((origin, first, last, rows)) = stands(s.kind.stream(), &s.track()) else {
+        let Some(stand @ (_, _, last, rows)) = stands(s.kind.stream(), &s.track()) else {
             continue;
         };
         let mut n = |from: u64, to: u64| -> Result<u64, Failure> {
@@ -572,15 +587,14 @@ fn resume_points(
                 ),
             }
         }
-        // Samples the archive cannot take any more: stamped before anything it ever held of
-        // the series, or more than it holds up to its newest.
-        let before = if origin > 0 { n(0, origin - 1)? } else { 0 };
-        let held = n(first, last)?;
-        if before > 0 || held > rows {
-            late.push(format!(
-                "{}: {} sample(s) at or before {last}, the newest timestamp the archive holds of it",
-                s.shown(),
-                before + held.saturating_sub(rows)
+        let cannot = unappendable(stand, n)?;
+        if cannot > 0 {
+            late.push((
+                s.id,
+                format!(
+                    "{}: {cannot} sample(s) at or before {last}, the newest timestamp the archive holds of it",
+                    s.shown(),
+                ),
             ));
         }
         resume.insert(s.id, last);
@@ -602,27 +616,87 @@ fn resume_points(
             }
         }
         for (sid, n) in found {
+            if late.iter().any(|(id, _)| *id == sid) {
+                continue;
+            }
             if let Some(s) = series.iter().find(|s| s.id == sid) {
-                let line = format!(
-                    "{}: {n} sample(s) written after an earlier import began, stamped at or before the newest the archive holds of it",
-                    s.shown()
-                );
-                if !late.iter().any(|l| l.starts_with(&s.shown())) {
-                    late.push(line);
-                }
+                late.push((
+                    sid,
+                    format!(
+                        "{}: {n} sample(s) written after an earlier import began, stamped at or before the newest the archive holds of it",
+                        s.shown()
+                    ),
+                ));
             }
         }
     }
+    // Rollups the same way, per rollup track: the import skips every window at or before the
+    // track's newest, so one eventd wrote there since must be refused, not left out.
+    let mut rollups = conn
+        .prepare(
+            "SELECT count(*) FROM rollups WHERE series_id = ?1 AND function = ?2 \
+             AND window_seconds = ?3 AND window_start >= ?4 AND window_start <= ?5",
+        )
+        .map_err(sql)?;
+    let tracks: Vec<(i64, String, i64)> = {
+        let mut stmt = conn
+            .prepare("SELECT DISTINCT series_id, function, window_seconds FROM rollups")
+            .map_err(sql)?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .map_err(sql)?;
+        rows.collect::<Result<_, _>>().map_err(sql)?
+    };
+    for (sid, function, window) in tracks {
+        let Some(s) = rollup_keys.get(&sid).map(|&i| &series[i]) else {
+            continue;
+        };
+        let Some(stand @ (_, _, last, _)) = stands(ROLLUPS, &rollup_track(s, &function, window))
+        else {
+            continue;
+        };
+        let n = |from: u64, to: u64| -> Result<u64, Failure> {
+            rollups
+                .query_row((sid, &function, window, from as i64, to as i64), |r| {
+                    r.get::<_, i64>(0)
+                })
+                .map(|n| n as u64)
+                .map_err(sql)
+        };
+        let cannot = unappendable(stand, n)?;
+        if cannot > 0 {
+            late.push((
+                sid,
+                format!(
+                    "{}: {cannot} {function} rollup(s) over {window} s starting at or before {last}, the newest window the archive holds of them",
+                    s.shown(),
+                ),
+            ));
+        }
+    }
     if !late.is_empty() {
+        let lines: Vec<&str> = late.iter().map(|(_, l)| l.as_str()).collect();
         return Err(refuse(
             db,
             format!(
-                "eventd holds samples older than what this archive already imported of their series, which cannot be appended (a track's timestamps never go back):\n  {}\nimport this database into a new archive instead",
-                late.join("\n  ")
+                "eventd holds samples or rollups older than what this archive already imported of their track, which cannot be appended (a track's axis never goes back):\n  {}\nimport this database into a new archive instead",
+                lines.join("\n  ")
             ),
         ));
     }
     Ok((resume, already))
+}
+
+/// How many rows of a track the database holds that the archive can no longer take: those
+/// before anything it ever held of the track, and those beyond the rows it holds from its
+/// first live axis to its newest. `stand` is the track's (lowest axis ever, first live axis,
+/// newest axis, rows); `n(from, to)` counts the database's rows of the track in `[from, to]`.
+fn unappendable(
+    (origin, first, last, rows): (u64, u64, u64, u64),
+    mut n: impl FnMut(u64, u64) -> Result<u64, Failure>,
+) -> Result<u64, Failure> {
+    let before = if origin > 0 { n(0, origin - 1)? } else { 0 };
+    Ok(before + n(first, last)?.saturating_sub(rows))
 }
 
 /// The largest sample id any earlier run recorded in the ledger.
@@ -1196,9 +1270,8 @@ impl Reader {
         resume: &HashMap<i64, u64>,
     ) -> Result<u64, Failure> {
         let sql = |e: rusqlite::Error| stopped(db, e);
-        let mut batches: BTreeMap<Kind, Samples> =
-            Kind::ALL.iter().map(|&k| (k, Samples::new(k))).collect();
-        let pending = |b: &BTreeMap<Kind, Samples>| b.values().map(|s| s.len).sum::<usize>();
+        // One builder per kind, indexed by it.
+        let mut batches = Kind::ALL.map(Samples::new);
         let mut query = conn
             .prepare(
                 "SELECT id, boot_id, timestamp, value, histogram_data FROM samples \
@@ -1219,15 +1292,11 @@ impl Reader {
                     .as_blob()
                     .map_err(|e| sql(e.into()))?;
                 let timestamp = row.get::<_, i64>(2).map_err(sql)? as u64;
-                if last != Some(timestamp) && self.due(pending(&batches)) {
-                    for b in batches.values_mut() {
-                        let batch = b.finish()?;
-                        self.rows(b.kind.stream(), batch)?;
-                    }
-                    self.seal()?;
+                if last != Some(timestamp) && self.due(batches.iter().map(|b| b.len).sum()) {
+                    self.seal_samples(&mut batches)?;
                 }
                 last = Some(timestamp);
-                let batch = batches.get_mut(&s.kind).ok_or("a kind without its batch")?;
+                let batch = &mut batches[s.kind as usize];
                 batch.push_head(&track, timestamp, boot);
                 match s.kind {
                     Kind::Counter | Kind::Gauge => {
@@ -1247,17 +1316,20 @@ impl Reader {
                 }
                 imported += 1;
                 if batch.len >= BATCH_ROWS {
-                    let full = batch.finish()?;
-                    self.rows(s.kind.stream(), full)?;
+                    self.rows(s.kind.stream(), batch.finish()?)?;
                 }
             }
         }
-        for b in batches.values_mut() {
-            let batch = b.finish()?;
-            self.rows(b.kind.stream(), batch)?;
-        }
-        self.seal()?;
+        self.seal_samples(&mut batches)?;
         Ok(imported)
+    }
+
+    /// Sends every sample stream's rows built so far and ends a barrier there.
+    fn seal_samples(&mut self, batches: &mut [Samples; 3]) -> Result<(), Failure> {
+        for b in batches {
+            self.rows(b.kind.stream(), b.finish()?)?;
+        }
+        self.seal()
     }
 
     /// Every rollup past its rollup track's newest window; answers how many.
@@ -1281,9 +1353,10 @@ impl Reader {
         let mut b = RollupRows::default();
         let mut total = 0u64;
         let mut open = 0u64;
-        // The rollup track being read, (series, function, window), and its newest window start
-        // in the archive.
-        let mut current: Option<((i64, String, i64), Option<u64>)> = None;
+        // The rollup track being read, (series, function, window), its newest window start in
+        // the archive, and the window start of its last row sent.
+        let mut current: Option<(i64, String, i64)> = None;
+        let mut resume: Option<u64> = None;
         let mut last_start: Option<u64> = None;
         while let Some(row) = rows.next().map_err(sql)? {
             let series_id: i64 = row.get(0).map_err(sql)?;
@@ -1312,40 +1385,27 @@ impl Reader {
             }
             let same = current
                 .as_ref()
-                .is_some_and(|((id, f, w), _)| *id == series_id && *f == function && *w == window);
+                .is_some_and(|(id, f, w)| *id == series_id && *f == function && *w == window);
             if !same {
-                let labels = [
-                    s.name.clone(),
-                    s.labels.clone(),
-                    function.clone(),
-                    window.to_string(),
-                ];
-                let resume = newest.get(labels.as_slice()).copied();
-                current = Some(((series_id, function.clone(), window), resume));
+                resume = newest.get(&rollup_track(s, &function, window)).copied();
+                current = Some((series_id, function.clone(), window));
                 last_start = None;
             }
-            if current
-                .as_ref()
-                .and_then(|(_, r)| *r)
-                .is_some_and(|r| start <= r)
-            {
+            if resume.is_some_and(|r| start <= r) {
                 continue;
             }
             if last_start != Some(start) && self.due(b.len) {
-                let batch = b.finish()?;
-                self.rows(ROLLUPS, batch)?;
+                self.rows(ROLLUPS, b.finish()?)?;
                 self.seal()?;
             }
             last_start = Some(start);
             b.push(s, &function, window, start, value);
             total += 1;
             if b.len >= BATCH_ROWS {
-                let batch = b.finish()?;
-                self.rows(ROLLUPS, batch)?;
+                self.rows(ROLLUPS, b.finish()?)?;
             }
         }
-        let batch = b.finish()?;
-        self.rows(ROLLUPS, batch)?;
+        self.rows(ROLLUPS, b.finish()?)?;
         self.seal()?;
         Ok((total, open))
     }
@@ -1390,5 +1450,40 @@ impl RollupRows {
                 Arc::new(self.value.finish()),
             ],
         )?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ladder_base_is_nanoseconds_or_a_duration() {
+        for (text, base) in [
+            ("60000000000,8,8", 60_000_000_000),
+            ("250ms,8,8", 250_000_000),
+            ("60s,8,8", 60_000_000_000),
+            ("5m,8,8", 300_000_000_000),
+            ("1h,8,8", 3_600_000_000_000),
+        ] {
+            let ladder = parse_ladder(text).expect(text);
+            assert_eq!((ladder.base, ladder.factor, ladder.levels), (base, 8, 8));
+        }
+        assert_eq!(parse_ladder("60s,8,8").ok(), Some(LADDER));
+        for bad in ["60s", "1d,8,8", "s,8,8"] {
+            assert!(parse_ladder(bad).is_err(), "{bad} was taken");
+        }
+    }
+
+    #[test]
+    fn a_boundaries_blob_is_a_count_then_that_many_f64() {
+        let mut blob = 2u32.to_le_bytes().to_vec();
+        blob.extend(0.5f64.to_le_bytes());
+        blob.extend(10.0f64.to_le_bytes());
+        let b = decode_boundaries(&blob).expect("decodes");
+        assert_eq!(b, [0.5, 10.0]);
+        assert_eq!(boundaries_text(&b), "0.5,10.0");
+        assert!(decode_boundaries(&blob[..blob.len() - 1]).is_err());
+        assert!(decode_boundaries(&blob[..3]).is_err());
     }
 }
