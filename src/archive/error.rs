@@ -49,6 +49,18 @@ pub enum ArchiveError {
         /// How many valid records were found after it.
         following: usize,
     },
+    /// No valid record follows the manifest's trusted prefix, but the archive holds evidence
+    /// that records past it were acknowledged (or the failing bytes are not what an
+    /// interrupted append leaves): damage, not a torn tail.
+    #[error("manifest {path} is damaged at byte {offset}: {why}; dropping what follows would throw away acknowledged records, so this archive will not be opened for writing and reads refuse it — restore the manifest from a backup, or run `series-archive repair` to see what the evidence holds (it keeps the evidence)")]
+    DamagedTail {
+        /// The manifest generation file.
+        path: PathBuf,
+        /// Where the trusted prefix ends.
+        offset: u64,
+        /// What the evidence shows.
+        why: String,
+    },
     /// The manifest holds a record that passed its checksum but cannot be understood.
     #[error("manifest {path} at byte {offset}: {message}")]
     CorruptManifest {

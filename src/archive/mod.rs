@@ -7,6 +7,7 @@
 //! rows    ──► catalog key-range scan ─► row groups ─► verify digests ─► decode ─► merge by _seq
 //! ```
 
+pub mod beyond;
 pub mod clock;
 pub mod cold;
 mod commit;
@@ -58,6 +59,9 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 pub(crate) const MANIFEST_DIR: &str = "manifest";
+/// How many times a read-only open replays again when it found evidence past the trusted
+/// prefix and the manifest moved meanwhile (a writer committing beside it).
+const READ_ONLY_ATTEMPTS: usize = 8;
 /// A barrier of at least this many rows encodes its data file and its level partials on two
 /// threads; a smaller one is not worth the thread.
 const PARALLEL_SEAL_ROWS: usize = 16 * 1024;
@@ -88,6 +92,11 @@ pub struct Recovery {
     pub damaged_at: Option<u64>,
     /// The damaged generation file, relative to the root, when `damaged_at` is set.
     pub damaged_path: Option<String>,
+    /// What shows the manifest damaged, in words, when `damaged_at` is set.
+    pub damage: Option<String>,
+    /// The evidence of acknowledged records past the trusted prefix, when the tail alone
+    /// looked torn or clean (see `docs/format.md`, "Replay").
+    pub beyond: Option<beyond::Beyond>,
     /// The generation started by the repair, if one was.
     pub repaired_generation: Option<u64>,
     /// Objects under the cold tier that no record named (an upload cut off before its
@@ -344,66 +353,112 @@ impl Archive {
                 moved.push(self.keep_as_evidence(&quarantine, &path)?);
             }
         }
-        let generations: Vec<(u64, PathBuf)> = durable::list_files(&manifest_dir)?
-            .into_iter()
-            .filter_map(|p| generation_of(&p).map(|g| (g, p)))
-            .collect();
-        let evidence = durable::walk_files(&quarantine_root)?;
-        let highest_generation_ever = generations
-            .iter()
-            .map(|(g, _)| *g)
-            .chain(evidence.iter().filter_map(|p| generation_of(p)))
-            .max()
-            .unwrap_or(0);
-        let Some((current, current_path)) = generations.last().cloned() else {
-            let data = durable::walk_files(&self.root.join(STREAMS_DIR))?;
-            if !data.is_empty() {
-                return Err(ArchiveError::NoManifest {
-                    path: self.root.clone(),
-                });
+        // A read-only open beside a writer can list the directory after the writer committed
+        // past what it replayed: evidence counts only when the manifest did not move meanwhile.
+        let mut attempt = 0;
+        let (generations, highest_generation_ever, current, current_path, replayed, beyond) = loop {
+            attempt += 1;
+            let generations: Vec<(u64, PathBuf)> = durable::list_files(&manifest_dir)?
+                .into_iter()
+                .filter_map(|p| generation_of(&p).map(|g| (g, p)))
+                .collect();
+            let evidence = durable::walk_files(&quarantine_root)?;
+            let highest_generation_ever = generations
+                .iter()
+                .map(|(g, _)| *g)
+                .chain(evidence.iter().filter_map(|p| generation_of(p)))
+                .max()
+                .unwrap_or(0);
+            let Some((current, current_path)) = generations.last().cloned() else {
+                let data = durable::walk_files(&self.root.join(STREAMS_DIR))?;
+                if !data.is_empty() {
+                    return Err(ArchiveError::NoManifest {
+                        path: self.root.clone(),
+                    });
+                }
+                let mut state = State::default();
+                let mut log = None;
+                if !read_only {
+                    let generation = highest_generation_ever + 1;
+                    state.generation = generation;
+                    state.next_name = 1;
+                    log = Some(LogWriter::create(
+                        &self.root.join(TMP_DIR),
+                        &manifest_dir,
+                        generation,
+                        &state,
+                        &self.config.faults,
+                    )?);
+                }
+                self.recovery.quarantined = moved.iter().map(|p| relative(&self.root, p)).collect();
+                return Ok((state, log, highest_generation_ever));
+            };
+            let replayed = log::replay(&current_path, current)?;
+            // Read for every tail: past damage it is what `repair` shows.
+            let beyond = beyond::beyond(&self.root, &replayed.state, current, &evidence)?;
+            let moved_on = || {
+                let newest = durable::list_files(&manifest_dir)
+                    .ok()
+                    .and_then(|files| files.iter().filter_map(|p| generation_of(p)).max());
+                newest != Some(current)
+                    || std::fs::metadata(&current_path)
+                        .map_or(true, |m| m.len() != replayed.file_len)
+            };
+            if beyond.is_some() && read_only && attempt < READ_ONLY_ATTEMPTS && moved_on() {
+                continue;
             }
-            let mut state = State::default();
-            let mut log = None;
-            if !read_only {
-                let generation = highest_generation_ever + 1;
-                state.generation = generation;
-                state.next_name = 1;
-                log = Some(LogWriter::create(
-                    &self.root.join(TMP_DIR),
-                    &manifest_dir,
-                    generation,
-                    &state,
-                    &self.config.faults,
-                )?);
-            }
-            self.recovery.quarantined = moved.iter().map(|p| relative(&self.root, p)).collect();
-            return Ok((state, log, highest_generation_ever));
+            break (
+                generations,
+                highest_generation_ever,
+                current,
+                current_path,
+                replayed,
+                beyond,
+            );
         };
-        let replayed = log::replay(&current_path, current)?;
         let mut state = replayed.state;
         self.replayed = Some((current, replayed.trusted_len));
-        match replayed.tail {
-            Tail::Clean => {}
-            Tail::Torn { offset } => self.recovery.torn_tail_at = Some(offset),
-            // `repair`: the damaged tail is handled as a torn one — a new generation from the
-            // trusted prefix, the damaged generation kept whole as evidence.
-            Tail::Damaged { offset, .. } if !read_only && self.config.repair => {
+        // The damage, if any: where the trusted prefix ends, why, and how many valid records
+        // follow.
+        let shown = beyond.as_ref().map(|b| b.why.join("; "));
+        self.recovery.beyond = beyond;
+        let damage = match (&replayed.tail, shown) {
+            (Tail::Damaged { offset, following }, _) => Some((
+                *offset,
+                format!("a record fails its check and {following} valid record(s) follow it"),
+                Some(*following),
+            )),
+            (Tail::Broken { offset, why }, _) => Some((*offset, why.clone(), None)),
+            (tail, Some(why)) => Some((tail.offset().unwrap_or(replayed.trusted_len), why, None)),
+            (Tail::Torn { offset }, None) => {
+                self.recovery.torn_tail_at = Some(*offset);
+                None
+            }
+            (_, None) => None,
+        };
+        if let Some((offset, why, following)) = damage {
+            if !read_only && self.config.repair {
+                // `repair`: the damaged tail is handled as a torn one — a new generation from
+                // the trusted prefix, the damaged generation kept whole as evidence.
                 tracing::warn!(manifest = %current_path.display(), offset, "repair: starting a new generation from the trusted prefix");
                 self.recovery.torn_tail_at = Some(offset);
-                self.recovery.damaged_at = Some(offset);
-                self.recovery.damaged_path = Some(relative(&self.root, &current_path));
-            }
-            Tail::Damaged { offset, following } => {
-                if !read_only {
-                    return Err(ArchiveError::DamagedManifest {
+            } else if !read_only {
+                return Err(match following {
+                    Some(following) => ArchiveError::DamagedManifest {
                         path: current_path,
                         offset,
                         following,
-                    });
-                }
-                self.recovery.damaged_at = Some(offset);
-                self.recovery.damaged_path = Some(relative(&self.root, &current_path));
+                    },
+                    None => ArchiveError::DamagedTail {
+                        path: current_path,
+                        offset,
+                        why,
+                    },
+                });
             }
+            self.recovery.damaged_at = Some(offset);
+            self.recovery.damaged_path = Some(relative(&self.root, &current_path));
+            self.recovery.damage = Some(why);
         }
         if read_only {
             return Ok((state, None, highest_generation_ever));
@@ -808,7 +863,8 @@ impl Archive {
         match self.recovery.unrepaired_damage() {
             None => Ok(()),
             Some(offset) => Err(StoredError::corrupt(format!(
-                "the manifest is damaged at byte {offset} with valid records after the damage, so the archive may hold more than its trusted prefix names; nothing is served from it (`series-archive repair` keeps the evidence and starts a new generation)"
+                "the manifest is damaged at byte {offset} ({}), so the archive may hold more than its trusted prefix names; nothing is served from it (`series-archive repair` shows what the evidence holds and starts a new generation, keeping it)",
+                self.recovery.damage.as_deref().unwrap_or("valid records follow the damage")
             ))
             .into()),
         }
@@ -939,8 +995,9 @@ impl Archive {
         let mut damaged = Vec::new();
         if let Some(offset) = self.recovery.unrepaired_damage() {
             damaged.push(format!(
-                "manifest {}: a record fails its check at byte {offset} and valid records follow it (what they claim is not served; see `series-archive repair`)",
-                self.recovery.damaged_path.as_deref().unwrap_or("(current generation)")
+                "manifest {}: damaged at byte {offset}: {} (what follows is not served; see `series-archive repair`)",
+                self.recovery.damaged_path.as_deref().unwrap_or("(current generation)"),
+                self.recovery.damage.as_deref().unwrap_or("a record fails its check and valid records follow it")
             ));
         }
         for (i, file) in files.iter().enumerate() {

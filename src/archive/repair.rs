@@ -10,9 +10,9 @@
 //! whole, and every file that only the lost records named. Nothing is deleted.
 
 use super::manifest::frame::{self, Decoded};
-use super::manifest::log::{self, Tail};
+use super::manifest::log;
 use super::manifest::{Leftover, Record};
-use super::{durable, relative, Archive, ArchiveError, Result, MANIFEST_DIR, STREAMS_DIR};
+use super::{durable, relative, Archive, ArchiveError, Result, STREAMS_DIR};
 use serde::Serialize;
 use std::path::Path;
 
@@ -38,6 +38,14 @@ pub struct RepairPlan {
     pub bytes_after_damage: u64,
     /// The valid records after the damage, whose claims the repaired archive will not make.
     pub lost: Vec<LostRecord>,
+    /// What shows the manifest damaged, in words.
+    pub why: String,
+    /// Data files holding rows past the trusted prefix (relative paths): the rows of
+    /// acknowledged records the manifest lost, kept readable as plain Parquet.
+    pub beyond_files: Vec<String>,
+    /// Delta commits naming files the trusted prefix does not (`<stream>/rows@<version>:
+    /// NAME`): evidence that their manifest records were acknowledged.
+    pub delta_commits: Vec<String>,
     /// Files under `streams/` the trusted prefix does not name, with their sizes: a repair
     /// moves them into `.quarantine/` (the rows of lost barriers stay readable there as plain
     /// Parquet).
@@ -88,24 +96,29 @@ impl Archive {
     /// it with a writable open under [`crate::archive::Config::repair`].
     pub fn repair_plan(root: impl AsRef<Path>) -> Result<Option<RepairPlan>> {
         let root = root.as_ref();
-        let manifest_dir = root.join(MANIFEST_DIR);
-        let Some(current) = durable::list_files(&manifest_dir)?
-            .into_iter()
-            .filter_map(|p| {
-                let g = log::parse_generation(p.file_name()?.to_str()?)?;
-                Some((g, p))
-            })
-            .max_by_key(|(g, _)| *g)
+        // The same classification a read-only open makes (see `docs/format.md`, "Replay").
+        let opened = Archive::open(root, super::Config::new().read_only(true))?;
+        let recovery = opened.recovery();
+        let (Some(offset), Some(generation)) = (recovery.damaged_at, recovery.damaged_path.clone())
         else {
-            return Err(ArchiveError::NoManifest {
-                path: root.to_path_buf(),
-            });
-        };
-        let (generation, path) = current;
-        let replayed = log::replay(&path, generation)?;
-        let Tail::Damaged { offset, .. } = replayed.tail else {
             return Ok(None);
         };
+        let path = root.join(&generation);
+        let replayed = log::replay(
+            &path,
+            log::parse_generation(
+                path.file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or_default(),
+            )
+            .unwrap_or_default(),
+        )?;
+        let (beyond_files, delta_commits) = recovery
+            .beyond
+            .as_ref()
+            .map(|b| (b.files.clone(), b.delta_commits.clone()))
+            .unwrap_or_default();
+        let why = recovery.damage.clone().unwrap_or_default();
         let bytes = std::fs::read(&path).map_err(ArchiveError::io("read manifest", &path))?;
         let lost = frame::valid_records_after(&bytes, offset as usize)
             .into_iter()
@@ -139,8 +152,11 @@ impl Archive {
             quarantined.push((rel, len));
         }
         Ok(Some(RepairPlan {
-            generation: relative(root, &path),
+            generation,
             damaged_at: offset,
+            why,
+            beyond_files,
+            delta_commits,
             trusted_records: replayed.records,
             bytes_after_damage: bytes.len() as u64 - offset,
             lost,

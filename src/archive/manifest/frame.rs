@@ -94,6 +94,107 @@ pub fn decode(bytes: &[u8], offset: usize) -> Decoded<'_> {
     }
 }
 
+/// What the bytes after the last record that passed its check look like, when no record
+/// passing its check follows them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TailShape {
+    /// What an interrupted append can leave: a prefix of one frame (its header fields sane as
+    /// far as they go, its payload cut before the end of its JSON object), or bytes of which
+    /// a range reads as zeros (a power cut before the append was synced).
+    Torn,
+    /// What no interrupted append leaves: a record that was once whole, damaged since.
+    Damaged(String),
+}
+
+/// Classifies `rest`, the bytes from the first failing offset to the end of the generation,
+/// when no record passing its check follows. An append writes a frame front to back and is
+/// acknowledged only after its sync, so an unacknowledged record is cut short or (under a
+/// power cut) partly zeroed; a whole-length frame whose checksum fails, a header field no
+/// writer writes, or a payload whose JSON object is complete though the length field asks
+/// for more, was written whole and damaged since.
+pub fn classify_tail(rest: &[u8]) -> TailShape {
+    let zeroed =
+        rest.iter().take(4).any(|&b| b == 0) || rest.iter().skip(HEADER_LEN).any(|&b| b == 0);
+    if zeroed {
+        // serde_json never writes a NUL byte, and the magic holds none: only a power cut
+        // before the sync (the file's length made durable, its data not) zeroes them.
+        return TailShape::Torn;
+    }
+    if rest.len() > HEADER_LEN
+        && serde_json::from_slice::<serde_json::Value>(&rest[HEADER_LEN..]).is_ok()
+    {
+        // The payload is whole, up to the end of the file: the header is what was written
+        // with it, unless a power cut zeroed some of its bytes before the sync.
+        let payload = &rest[HEADER_LEN..];
+        // A range of at least two bytes zeroed, and nothing else changed: a single byte
+        // gone to zero is what a flipped bit leaves too, and is damage.
+        let zeroed_header = (OLDEST_VERSION..=FORMAT_VERSION).any(|v| {
+            let written = encode_version(v, payload);
+            let differ = written.iter().zip(rest).filter(|(w, r)| w != r).count();
+            written.len() == rest.len()
+                && differ >= 2
+                && written.iter().zip(rest).all(|(w, r)| w == r || *r == 0)
+        });
+        if zeroed_header {
+            return TailShape::Torn;
+        }
+        return TailShape::Damaged(format!(
+            "a whole record ({} bytes, its JSON complete) fails its checksum",
+            rest.len()
+        ));
+    }
+    let magic = rest.len().min(4);
+    if rest[..magic] != MAGIC[..magic] {
+        return TailShape::Damaged(format!(
+            "the {} byte(s) there do not start a record (no `SAmr` header)",
+            rest.len()
+        ));
+    }
+    if rest.len() >= 6 {
+        let version = u16::from_le_bytes([rest[4], rest[5]]);
+        if !(OLDEST_VERSION..=FORMAT_VERSION).contains(&version) {
+            return TailShape::Damaged(format!(
+                "the record there names format version {version}, which no writer of this archive writes"
+            ));
+        }
+    }
+    if rest.len() >= 8 && rest[6..8] != [0, 0] {
+        return TailShape::Damaged("the record's reserved header bytes are not zero".into());
+    }
+    if rest.len() < 12 {
+        return TailShape::Torn;
+    }
+    let len = u32::from_le_bytes([rest[8], rest[9], rest[10], rest[11]]);
+    if len > MAX_PAYLOAD {
+        return TailShape::Damaged(format!(
+            "the record's length field says {len} bytes, above the largest record ({MAX_PAYLOAD})"
+        ));
+    }
+    let whole = HEADER_LEN + len as usize;
+    if rest.len() >= whole {
+        return TailShape::Damaged(format!(
+            "a whole record ({whole} bytes{}) fails its checksum",
+            if rest.len() > whole {
+                format!(", then {} byte(s) more", rest.len() - whole)
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if rest.len() > HEADER_LEN {
+        let present = &rest[HEADER_LEN..];
+        let mut values =
+            serde_json::Deserializer::from_slice(present).into_iter::<serde_json::Value>();
+        if let Some(Ok(_)) = values.next() {
+            return TailShape::Damaged(format!(
+                "the record's length field asks for {len} bytes, but a complete record of {} byte(s) is there",
+                values.byte_offset()
+            ));
+        }
+    }
+    TailShape::Torn
+}
+
 /// Offsets after `from` at which a record passing its check starts: evidence that a failed
 /// record sits in the middle of the log rather than at its torn end.
 pub fn valid_records_after(bytes: &[u8], from: usize) -> Vec<usize> {

@@ -28,7 +28,8 @@ pub fn parse_generation(name: &str) -> Option<u64> {
 pub enum Tail {
     /// Every byte belongs to a record that passed its check.
     Clean,
-    /// A record fails its check at `offset` and nothing valid follows: a torn write.
+    /// A record fails its check at `offset`, nothing valid follows, and the bytes are what
+    /// an interrupted append leaves (see [`frame::classify_tail`]): a torn write.
     Torn {
         /// Where the failing bytes start.
         offset: u64,
@@ -40,6 +41,27 @@ pub enum Tail {
         /// Valid records found after it.
         following: usize,
     },
+    /// A record fails its check at `offset` and nothing valid follows, but the bytes are
+    /// not what an interrupted append leaves: a record written whole and damaged since, so
+    /// it may have been acknowledged.
+    Broken {
+        /// Where the failing bytes start.
+        offset: u64,
+        /// What the bytes show, in words.
+        why: String,
+    },
+}
+
+impl Tail {
+    /// Where the trusted prefix ends, if anything follows it.
+    pub fn offset(&self) -> Option<u64> {
+        match self {
+            Tail::Clean => None,
+            Tail::Torn { offset } | Tail::Damaged { offset, .. } | Tail::Broken { offset, .. } => {
+                Some(*offset)
+            }
+        }
+    }
 }
 
 /// The result of replaying one generation.
@@ -53,6 +75,8 @@ pub struct Replayed {
     pub trusted_len: u64,
     /// How the log ended.
     pub tail: Tail,
+    /// The generation's length in bytes when it was read.
+    pub file_len: u64,
 }
 
 /// Replays the generation file at `path`.
@@ -80,8 +104,14 @@ pub fn replay(path: &Path, generation: u64) -> Result<Replayed> {
             Decoded::Failed => {
                 let following = frame::valid_records_after(&bytes, offset).len();
                 break if following == 0 {
-                    Tail::Torn {
-                        offset: offset as u64,
+                    match frame::classify_tail(&bytes[offset..]) {
+                        frame::TailShape::Torn => Tail::Torn {
+                            offset: offset as u64,
+                        },
+                        frame::TailShape::Damaged(why) => Tail::Broken {
+                            offset: offset as u64,
+                            why,
+                        },
                     }
                 } else {
                     Tail::Damaged {
@@ -124,6 +154,7 @@ pub fn replay(path: &Path, generation: u64) -> Result<Replayed> {
         records,
         trusted_len: offset as u64,
         tail,
+        file_len: bytes.len() as u64,
     })
 }
 

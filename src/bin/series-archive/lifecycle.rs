@@ -342,19 +342,40 @@ pub(crate) fn repair(archive: &Path, yes: bool) -> Result<(), Failure> {
         return Ok(());
     };
     out!(
-        "manifest {} fails its check at byte {}: {} record(s) before it are trusted, {} byte(s) from there on are not",
+        "manifest {} is damaged at byte {}: {} record(s) before it are trusted, {} byte(s) from there on are not",
         plan.generation,
         plan.damaged_at,
         plan.trusted_records,
         plan.bytes_after_damage
     );
+    out!("what shows it: {}", plan.why);
     if plan.lost.is_empty() {
         out!("  no valid record follows the damage");
     }
-    out!(
-        "valid records after the damage, whose claims the repaired archive will not make ({}):",
-        plan.lost.len()
-    );
+    if !plan.beyond_files.is_empty() {
+        out!(
+            "data files holding rows of acknowledged records the manifest lost ({}), kept readable in .quarantine/ as plain Parquet:",
+            plan.beyond_files.len()
+        );
+        for path in &plan.beyond_files {
+            out!("  {path}");
+        }
+    }
+    if !plan.delta_commits.is_empty() {
+        out!(
+            "Delta commits naming files the trusted prefix does not ({}); a Delta commit is written only after its record is durable:",
+            plan.delta_commits.len()
+        );
+        for commit in &plan.delta_commits {
+            out!("  {commit}");
+        }
+    }
+    if !plan.lost.is_empty() {
+        out!(
+            "valid records after the damage, whose claims the repaired archive will not make ({}):",
+            plan.lost.len()
+        );
+    }
     for lost in &plan.lost {
         out!("  at byte {}: {}", lost.offset, lost.what);
     }

@@ -1201,7 +1201,7 @@ fn inspect(archive: &Path, json: bool) -> Result<(), Failure> {
         }
     }
     if let Some(at) = d.recovery.damaged_at {
-        out!("manifest: DAMAGED at byte {at} of {}, with valid records after it; the counts above are the trusted prefix only, every read is refused (exit 3) and `verify` exits 4 — `series-archive repair` keeps the evidence and starts a new generation", d.recovery.damaged_path.as_deref().unwrap_or("the current generation"));
+        out!("manifest: DAMAGED at byte {at} of {} ({}); the counts above are the trusted prefix only, every read is refused (exit 3) and `verify` exits 4 — `series-archive repair` shows what the evidence holds, keeps it and starts a new generation", d.recovery.damaged_path.as_deref().unwrap_or("the current generation"), d.recovery.damage.as_deref().unwrap_or("valid records follow the damage"));
     } else if let Some(at) = d.recovery.torn_tail_at {
         out!("manifest: torn tail at byte {at} (a writable open will repair it)");
     }
@@ -1216,7 +1216,8 @@ fn verify(archive: &Path) -> Result<(), Failure> {
         Err(
             e @ (ArchiveError::CorruptManifest { .. }
             | ArchiveError::NoManifest { .. }
-            | ArchiveError::DamagedManifest { .. }),
+            | ArchiveError::DamagedManifest { .. }
+            | ArchiveError::DamagedTail { .. }),
         ) => {
             out!("DAMAGED {e}");
             return Err(Failure {
