@@ -297,3 +297,136 @@ print("ok", t.num_rows)
     assert!(!compacted.contains("error"), "{compacted}");
     assert!(ok(&moto, &["verify", a]).starts_with("ok: "));
 }
+
+/// `verify` checks a cold object's length (one HEAD), as it checks a local file's: two bytes
+/// appended to an offloaded object are damage, even though every recorded range still reads
+/// back whole. With the tier unreachable it says so once, naming the tier, reports every cold
+/// file unverified without asking the tier again (one request timeout in all, not one per
+/// file), and exits 3.
+#[test]
+fn verify_checks_a_cold_objects_length_and_fails_fast_when_the_tier_is_unreachable() {
+    let dir = process::scratch("cli-tiers-verify");
+    let moto = s3::Moto::start(&["cli-verify"]);
+    let archive = dir.path().join("archive");
+    let a = archive.to_str().expect("utf-8");
+    let input = csv(dir.path());
+    ok(
+        &moto,
+        &[
+            "ingest",
+            a,
+            "--stream",
+            "capture",
+            "--track",
+            "run,probe",
+            "--axis",
+            "ordinal",
+            "--seal-rows",
+            "400",
+            "--no-compact",
+            &input,
+        ],
+    );
+    let cold = "s3://cli-verify/site-b";
+    ok(
+        &moto,
+        &["offload", a, "--cold", cold, "--local-budget", "0"],
+    );
+    assert!(ok(&moto, &["verify", a]).starts_with("ok: "));
+    let urls: Vec<String> = ok(&moto, &["files", a, "--stream", "capture"])
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(urls.len(), 5, "{urls:?}");
+
+    // The tier unreachable: an endpoint on loopback that takes connections and never
+    // answers, so every request runs into its timeout (3 s here; 60 s by default).
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let nowhere = format!("http://{}", silent.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        let held: Vec<_> = silent.incoming().take(64).collect();
+        std::thread::sleep(std::time::Duration::from_secs(120));
+        drop(held);
+    });
+    let began = std::time::Instant::now();
+    let out = Command::new(process::BIN)
+        .args(["verify", a])
+        .envs(moto.env())
+        .env("AWS_ENDPOINT", &nowhere)
+        .env("SERIES_ARCHIVE_COLD_TIMEOUT", "3")
+        .env_remove("SERIES_ARCHIVE_LOG")
+        .output()
+        .expect("run verify");
+    let took = began.elapsed();
+    let shown = process::show("verify with the tier unreachable", &out);
+    println!("{shown}(took {took:?})");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{shown}");
+    assert!(
+        took < std::time::Duration::from_secs(9),
+        "verify took {took:?} for 5 cold files with a 3 s request timeout (one timeout, not five):\n{shown}"
+    );
+    let unverified: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("UNVERIFIED "))
+        .collect();
+    assert_eq!(unverified.len(), 5, "{shown}");
+    for url in &urls {
+        assert!(
+            unverified.iter().any(|l| l.contains(url.as_str())),
+            "{url} is not reported:\n{shown}"
+        );
+    }
+    let unreachable = format!("the cold tier {cold} is unreachable");
+    assert_eq!(
+        stdout.matches(&unreachable).count(),
+        1,
+        "the tier is named unreachable once:\n{shown}"
+    );
+    assert!(!stdout.contains("DAMAGED"), "{shown}");
+
+    // Two bytes appended to one offloaded object: damaged, exit 4, naming it and its sizes.
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let store = moto.store("cli-verify");
+    let victim = urls[2].clone();
+    let key = object_store::path::Path::from(
+        victim
+            .strip_prefix("s3://cli-verify/")
+            .expect("in the bucket"),
+    );
+    let length = rt.block_on(async {
+        use object_store::ObjectStoreExt;
+        let mut bytes = store
+            .get(&key)
+            .await
+            .expect("get")
+            .bytes()
+            .await
+            .expect("bytes")
+            .to_vec();
+        let length = bytes.len();
+        bytes.extend_from_slice(b"\n\n");
+        store
+            .put(&key, object_store::PutPayload::from(bytes))
+            .await
+            .expect("put");
+        length
+    });
+    let out = sa(&moto, &["verify", a]);
+    let shown = process::show("verify after two bytes appended", &out);
+    assert_eq!(out.status.code(), Some(4), "{shown}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let damaged: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("DAMAGED "))
+        .collect();
+    assert_eq!(damaged.len(), 1, "{shown}");
+    assert!(
+        damaged[0].contains(&victim)
+            && damaged[0].contains(&format!(
+                "{} bytes in the cold tier, the manifest recorded {length}",
+                length + 2
+            )),
+        "{shown}"
+    );
+}

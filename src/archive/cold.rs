@@ -21,6 +21,12 @@ pub const MULTIPART_THRESHOLD: usize = 16 << 20;
 pub const PART_SIZE: usize = 8 << 20;
 /// How long one request may take before it is abandoned as a transient failure.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// The environment variable that sets [`DEFAULT_TIMEOUT`] for tiers opened from a URL
+/// ([`ColdTier::from_url`]: the command line's, and those the manifest records), in seconds.
+pub const TIMEOUT_ENV: &str = "SERIES_ARCHIVE_COLD_TIMEOUT";
+/// How [`Archive::verify`](super::Archive::verify) begins what it reports of a cold file it
+/// could not check because its tier did not answer: not damage, and not verified.
+pub const UNVERIFIED: &str = "UNVERIFIED";
 
 /// Why a cold-tier request failed, and whether trying again may help.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -190,7 +196,23 @@ impl ColdTier {
                 )))
             }
         };
-        ColdTier::new(store, &prefix, url)
+        let tier = ColdTier::new(store, &prefix, url)?;
+        Ok(match std::env::var(TIMEOUT_ENV) {
+            Ok(text) => {
+                let seconds = text
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| s.is_finite() && *s > 0.0)
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "{TIMEOUT_ENV}={text:?} is not a positive number of seconds"
+                        ))
+                    })?;
+                tier.with_timeout(Duration::from_secs_f64(seconds))
+            }
+            Err(_) => tier,
+        })
     }
 
     /// Sets how long one request may take.
@@ -364,6 +386,17 @@ impl ColdTier {
         })
     }
 
+    /// The object's size in bytes (one HEAD).
+    pub fn size(&self, relative: &str) -> Result<u64, ColdError> {
+        let location = self.location(relative);
+        let store = self.store.clone();
+        self.requests.gets.fetch_add(1, Ordering::Relaxed);
+        self.run(
+            format!("look up {}", self.object_url(relative)),
+            async move { store.head(&location).await.map(|meta| meta.size) },
+        )
+    }
+
     /// Deletes the object (already absent is fine).
     pub fn delete(&self, relative: &str) -> Result<(), ColdError> {
         let location = self.location(relative);
@@ -404,5 +437,83 @@ impl ColdTier {
                     .collect())
             },
         )
+    }
+}
+
+/// What `verify` learned of the cold tiers so far: those that did not answer, so that each
+/// is asked once and every other file in it is reported unverified at once, not after a
+/// timeout each.
+#[derive(Debug, Default)]
+pub(crate) struct Reach {
+    /// Tier URLs that failed to answer.
+    unreachable: Vec<String>,
+}
+
+/// Verifies one committed file for [`Archive::verify`](super::Archive::verify): a local one
+/// as before (length, footer and every row group digest); a cold one first by its size in
+/// the tier (one HEAD: an object longer or shorter than the manifest records is damaged,
+/// even where the recorded ranges still read back whole), then its digests. A tier that does
+/// not answer (a timeout, a refused connection, a server error) is reported once, naming it,
+/// and every file in it as [`UNVERIFIED`], without asking it again.
+pub(crate) fn verify_file(
+    store: &super::store::Store,
+    file: &super::manifest::record::SegmentFile,
+    reach: &mut Reach,
+) -> Result<(), super::store::StoredError> {
+    use super::store::{StoredError, StoredErrorKind};
+    let whole = || super::segment::OpenSegment::open(store, file).and_then(|s| s.verify_all());
+    let Some(url) = file.cold.as_deref() else {
+        return whole();
+    };
+    let tier_url = url
+        .strip_suffix(file.path.as_str())
+        .map(|t| t.trim_end_matches('/'))
+        .unwrap_or(url)
+        .to_owned();
+    let unverified = |tier: &str, why: String| {
+        StoredError::new(
+            StoredErrorKind::Unavailable,
+            format!("{UNVERIFIED} {url}: not verified: {why}; run `verify` again once the cold tier {tier} answers"),
+        )
+    };
+    if reach.unreachable.contains(&tier_url) {
+        return Err(unverified(
+            &tier_url,
+            "its cold tier did not answer (above)".into(),
+        ));
+    }
+    let tier = store.tier_for(url, &file.path).map_err(|e| {
+        StoredError::new(
+            StoredErrorKind::Io,
+            format!("{url}: its cold tier cannot be opened: {e}"),
+        )
+    })?;
+    let mut unreachable = |e: &dyn std::fmt::Display| {
+        reach.unreachable.push(tier_url.clone());
+        unverified(
+            &tier_url,
+            format!("the cold tier {tier_url} is unreachable ({e}); every other file in it is reported unverified without asking it again"),
+        )
+    };
+    match tier.size(&file.path) {
+        Ok(size) if size != file.bytes => {
+            return Err(StoredError::corrupt(format!(
+                "{url}: {size} bytes in the cold tier, the manifest recorded {}",
+                file.bytes
+            )))
+        }
+        Ok(_) => {}
+        Err(e) if e.transient => return Err(unreachable(&e)),
+        Err(e) if e.missing => {
+            return Err(StoredError::new(
+                StoredErrorKind::Missing,
+                format!("{url} (named by the manifest) is not in the cold tier: {e}"),
+            ))
+        }
+        Err(e) => return Err(StoredError::new(StoredErrorKind::Io, format!("{url}: {e}"))),
+    }
+    match whole() {
+        Err(e) if e.kind == StoredErrorKind::Unavailable => Err(unreachable(&e)),
+        other => other,
     }
 }

@@ -989,7 +989,8 @@ impl Archive {
     }
 
     /// Verifies every digest of every committed file; `progress(done, total)` after each
-    /// file. Answers what is damaged (empty when everything verifies).
+    /// file. Answers what is damaged (empty when everything verifies), and, each beginning
+    /// [`cold::UNVERIFIED`], the cold files whose tier did not answer (`cold::verify_file`).
     pub fn verify(&self, mut progress: impl FnMut(usize, usize)) -> Vec<String> {
         let files: Vec<&SegmentFile> = self.commit.state().live_files().collect();
         let mut damaged = Vec::new();
@@ -1000,10 +1001,11 @@ impl Archive {
                 self.recovery.damage.as_deref().unwrap_or("a record fails its check and valid records follow it")
             ));
         }
+        let mut reach = cold::Reach::default();
         for (i, file) in files.iter().enumerate() {
             // `verify` reads every byte again: no cached footer stands in for the file's.
             self.store.forget(file.name);
-            let check = segment::OpenSegment::open(&self.store, file).and_then(|s| s.verify_all());
+            let check = cold::verify_file(&self.store, file, &mut reach);
             if let Err(e) = check {
                 damaged.push(e.what);
             }

@@ -1240,8 +1240,23 @@ fn verify(archive: &Path) -> Result<(), Failure> {
         out!("ok: {total} file(s), every row group and footer digest verified; the manifest replays whole");
         Ok(())
     } else {
+        // A cold file whose tier did not answer is neither damaged nor verified (exit 3 when
+        // nothing else is found: retry once the tier answers).
+        let unverified = |d: &&String| d.starts_with(series_archive::archive::cold::UNVERIFIED);
         for d in &damaged {
-            out!("DAMAGED {d}");
+            if unverified(&d) {
+                out!("{d}");
+            } else {
+                out!("DAMAGED {d}");
+            }
+        }
+        let (unverified, damaged): (Vec<&String>, Vec<&String>) =
+            damaged.iter().partition(unverified);
+        if damaged.is_empty() {
+            return Err(Failure {
+                code: 3,
+                message: format!("{} cold file(s) not verified: their tier did not answer; nothing verified was found damaged", unverified.len()),
+            });
         }
         Err(Failure {
             code: 4,
