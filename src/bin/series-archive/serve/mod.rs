@@ -5,9 +5,12 @@
 //! [`REFRESH`], and a read that finds a file its snapshot named deleted, or a stream it does
 //! not know, reopens and reads again as the CLI does. Reads run on tokio's blocking pool;
 //! raw scans (a percentile's, one read window of rows) each take one of [`RAW_SCANS`]
-//! permits, so at most that many run at once; surveys take none. The API: `docs/serve.md`.
+//! permits, so at most that many run at once; surveys take none. Connections are served by
+//! [`conn`]: a deadline for each request head, a cap on open connections, the token checked
+//! before any work. The API: `docs/serve.md`.
 
 mod api;
+mod conn;
 mod rows;
 
 use crate::Failure;
@@ -54,6 +57,40 @@ pub struct Options {
     /// hold a large stream's finest level whole.
     #[arg(long, default_value_t = 1 << 20)]
     level_cache: usize,
+    /// Connections open at once (lowered to fit the open-file limit). A connection past it
+    /// closes the oldest one still waiting for a request head; when every open one is
+    /// answering a request, the new one is answered 503.
+    #[arg(long, default_value_t = 512)]
+    max_connections: usize,
+    /// How long a connection may take to send a request's head (line and headers), and may
+    /// stay idle between requests, before it is closed: seconds, or with a unit (500ms, 10s).
+    #[arg(long, default_value = "10s", value_parser = parse_timeout)]
+    header_timeout: Duration,
+}
+
+/// `--header-timeout`: seconds, or a number with `ms` or `s`.
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let parsed = if let Some(ms) = t.strip_suffix("ms") {
+        ms.trim().parse::<u64>().ok().map(Duration::from_millis)
+    } else {
+        t.strip_suffix('s')
+            .unwrap_or(t)
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(Duration::from_secs_f64)
+    };
+    match parsed {
+        Some(d) if d >= Duration::from_millis(100) => Ok(d),
+        Some(_) => Err(format!(
+            "{text:?} is under 100 ms: no client could send a request in it"
+        )),
+        None => Err(format!(
+            "{text:?} is not a duration (write 10, 10s or 500ms)"
+        )),
+    }
 }
 
 /// Where the archive stands: sent to `/api/watch` subscribers on every commit.
@@ -165,6 +202,8 @@ pub fn run(options: Options) -> Result<(), Failure> {
         token,
         max_budget,
         level_cache,
+        max_connections,
+        header_timeout,
     } = options;
     if !listen.ip().is_loopback() && token.is_none() {
         return Err(format!(
@@ -174,6 +213,9 @@ pub fn run(options: Options) -> Result<(), Failure> {
     }
     if token.as_deref().is_some_and(|t| t.len() < 16) {
         return Err("--token must be at least 16 characters".into());
+    }
+    if max_connections == 0 {
+        return Err("--max-connections 0 would answer nobody: it must be at least 1".into());
     }
     if max_budget < 4 {
         return Err(
@@ -198,10 +240,16 @@ pub fn run(options: Options) -> Result<(), Failure> {
         .enable_all()
         .build()
         .map_err(|e| format!("starting the server's runtime: {e}"))?;
-    runtime.block_on(serve(shared, listen, archive))
+    let limits = conn::Limits::fitted(max_connections, header_timeout);
+    runtime.block_on(serve(shared, listen, archive, limits))
 }
 
-async fn serve(shared: Arc<Shared>, listen: SocketAddr, archive: PathBuf) -> Result<(), Failure> {
+async fn serve(
+    shared: Arc<Shared>,
+    listen: SocketAddr,
+    archive: PathBuf,
+    limits: conn::Limits,
+) -> Result<(), Failure> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| format!("--listen {listen}: {e}"))?;
@@ -227,14 +275,18 @@ async fn serve(shared: Arc<Shared>, listen: SocketAddr, archive: PathBuf) -> Res
         .nest("/api", api)
         .with_state(shared.clone());
     let stopping = shared.clone();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
+    conn::serve(
+        listener,
+        app,
+        limits,
+        shared.stopping.subscribe(),
+        async move {
             stop_signal().await;
             // Live pages hold /api/watch open: end those streams, or the server waits on them.
             stopping.stopping.send_replace(true);
-        })
-        .await
-        .map_err(|e| format!("serving: {e}"))?;
+        },
+    )
+    .await;
     refresher.abort();
     eprintln!("stopped serving {}", archive.display());
     Ok(())
@@ -280,12 +332,17 @@ async fn refresh_loop(shared: Arc<Shared>) {
 async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
     let query = request.uri().query().map_or(0, str::len);
     if query > MAX_QUERY {
-        return api::ApiError::new(
+        let mut refused = api::ApiError::new(
             StatusCode::URI_TOO_LONG,
             "too_large",
             format!("the query string is {query} bytes; at most {MAX_QUERY} are answered"),
         )
         .into_response();
+        refused.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+        return refused;
     }
     if let Some(token) = &shared.token {
         let bearer = request
@@ -315,6 +372,11 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
             refused.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
                 header::HeaderValue::from_static("Bearer"),
+            );
+            // No second try on this connection: a client without the token holds none open.
+            refused.headers_mut().insert(
+                header::CONNECTION,
+                header::HeaderValue::from_static("close"),
             );
             return refused;
         }
