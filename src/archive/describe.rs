@@ -110,6 +110,26 @@ pub struct QuarantinedFile {
     pub bytes: u64,
 }
 
+/// The Delta tables of stream `s` that a reader can open: a stream kept without levels has
+/// no levels table, and a table whose log was never written because it holds no file is not
+/// there either. Naming them would send every Delta reader to a table that does not exist.
+fn existing_tables(
+    s: &super::manifest::state::StreamState,
+    tables: Vec<DeltaDescription>,
+) -> Vec<DeltaDescription> {
+    tables
+        .into_iter()
+        .filter(|d| !(d.table == super::delta::Table::Levels.dir() && s.decl.ladder.is_none()))
+        .filter(|d| {
+            !d.level
+                || d.files > 0
+                || std::path::Path::new(&d.path)
+                    .join(super::delta::LOG_DIR)
+                    .is_dir()
+        })
+        .collect()
+}
+
 impl Archive {
     /// Describes the archive's durable contents.
     pub fn describe(&self) -> Result<Description> {
@@ -176,7 +196,7 @@ impl Archive {
                         retired: t.whole,
                     })
                     .collect(),
-                delta: delta.remove(&s.decl.id).unwrap_or_default(),
+                delta: existing_tables(s, delta.remove(&s.decl.id).unwrap_or_default()),
             })
             .collect();
         Ok(Description {

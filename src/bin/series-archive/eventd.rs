@@ -326,6 +326,7 @@ pub fn import(req: Request) -> Result<(), Failure> {
         counts,
         specs,
         rollup_keys,
+        rollup_layout,
         resume,
         rollup_resume,
         already,
@@ -354,6 +355,9 @@ pub fn import(req: Request) -> Result<(), Failure> {
         counts.rollups,
         began.elapsed()
     );
+    if let Some(said) = rollup_layout.said() {
+        eprintln!("{said}");
+    }
     if already > 0 {
         eprintln!("resuming: the archive already holds {already} of the samples");
     }
@@ -375,12 +379,20 @@ pub fn import(req: Request) -> Result<(), Failure> {
                 seal_rows: usize::try_from(req.seal_rows).unwrap_or(usize::MAX),
                 since_cut: 0,
             };
-            let (series, resume, rollup_keys) = (&series, &resume, &rollup_keys);
+            let (series, resume, rollup_keys, layout) =
+                (&series, &resume, &rollup_keys, &rollup_layout);
             let producer = scope.spawn(move || -> Result<(u64, (u64, u64)), Failure> {
                 let mut reader = reader;
                 let samples = reader.samples(&conn, db, series, resume)?;
-                let rollups =
-                    reader.rollups(&conn, db, series, rollup_keys, &rollup_resume, newest)?;
+                let rollups = reader.rollups(
+                    &conn,
+                    db,
+                    series,
+                    rollup_keys,
+                    layout,
+                    &rollup_resume,
+                    newest,
+                )?;
                 Ok((samples, rollups))
             });
             let consumed = sealer.consume(rx);
@@ -416,6 +428,8 @@ struct Plan {
     counts: Counts,
     specs: Vec<StreamSpec>,
     rollup_keys: HashMap<i64, usize>,
+    /// How `rollups` is read: its row order's tiebreak and its `window_start` unit.
+    rollup_layout: RollupLayout,
     /// Each series' track's newest timestamp in the archive.
     resume: HashMap<i64, u64>,
     /// Each rollup track's newest window start in the archive, by its labels.
@@ -487,6 +501,7 @@ fn preflight(conn: &Connection, req: &Request) -> Result<Plan, Failure> {
             .with_ladder(None),
     );
     let rollup_keys = check_rollups(conn, db, &series)?;
+    let rollup_layout = RollupLayout::of(conn, db)?;
     let (max_id, newest): (i64, i64) = conn
         .query_row(
             "SELECT coalesce(max(id), 0), coalesce(max(timestamp), 0) FROM samples",
@@ -501,7 +516,7 @@ fn preflight(conn: &Connection, req: &Request) -> Result<Plan, Failure> {
     };
 
     let (resume, already) = match &recorded {
-        Some(existing) => resume_points(conn, db, &series, &rollup_keys, existing)?,
+        Some(existing) => resume_points(conn, db, &series, &rollup_keys, &rollup_layout, existing)?,
         None => (HashMap::new(), 0),
     };
     let rollup_resume = recorded
@@ -519,6 +534,7 @@ fn preflight(conn: &Connection, req: &Request) -> Result<Plan, Failure> {
         counts,
         specs,
         rollup_keys,
+        rollup_layout,
         resume,
         rollup_resume,
         already,
@@ -534,6 +550,7 @@ fn resume_points(
     db: &Path,
     series: &[Series],
     rollup_keys: &HashMap<i64, usize>,
+    layout: &RollupLayout,
     existing: &Archive,
 ) -> Result<(HashMap<i64, u64>, u64), Failure> {
     let sql = |e: rusqlite::Error| refuse(db, e);
@@ -632,11 +649,13 @@ fn resume_points(
     }
     // Rollups the same way, per rollup track: the import skips every window at or before the
     // track's newest, so one eventd wrote there since must be refused, not left out.
+    // The archive's window starts are nanoseconds; the database's in its own unit.
     let mut rollups = conn
-        .prepare(
+        .prepare(&format!(
             "SELECT count(*) FROM rollups WHERE series_id = ?1 AND function = ?2 \
-             AND window_seconds = ?3 AND window_start >= ?4 AND window_start <= ?5",
-        )
+             AND window_seconds = ?3 AND window_start * {scale} >= ?4 AND window_start * {scale} <= ?5",
+            scale = layout.unit.nanoseconds()
+        ))
         .map_err(sql)?;
     let tracks: Vec<(i64, String, i64)> = {
         let mut stmt = conn
@@ -755,24 +774,200 @@ impl Ledger {
     }
 }
 
+/// A `window_start` at or above this is nanoseconds since the epoch; every one below it (and
+/// above 0) is seconds. As nanoseconds, 10^12 is 16 min 40 s into 1970, before any eventd
+/// ran; as seconds it is past the year 33 000. A table holding both is refused.
+const SECONDS_BELOW: i64 = 1_000_000_000_000;
+
+/// The unit of `rollups.window_start`, decided from the data by [`SECONDS_BELOW`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WindowUnit {
+    Nanoseconds,
+    Seconds,
+}
+
+impl WindowUnit {
+    fn nanoseconds(self) -> i64 {
+        match self {
+            WindowUnit::Nanoseconds => 1,
+            WindowUnit::Seconds => 1_000_000_000,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            WindowUnit::Nanoseconds => "nanoseconds",
+            WindowUnit::Seconds => "seconds",
+        }
+    }
+
+    /// A window start in this unit as nanoseconds since the epoch (the archive's axis);
+    /// `None` before 1970 or past what the axis holds.
+    fn to_ns(self, start: i64) -> Option<u64> {
+        u64::try_from(start.checked_mul(self.nanoseconds())?).ok()
+    }
+}
+
+/// How `rollups` is read: the column that keeps rows of one window in a stable order, and
+/// the unit of `window_start`.
+#[derive(Clone, Debug)]
+struct RollupLayout {
+    /// `rowid` (or its other names, when a column takes one), or `None` for a table
+    /// declared `WITHOUT ROWID`, whose primary key orders its rows.
+    tiebreak: Option<&'static str>,
+    unit: WindowUnit,
+    /// The smallest and largest non-zero window start, when there is one.
+    span: Option<(i64, i64)>,
+}
+
+impl RollupLayout {
+    /// Reads the table's shape and decides the unit from its window starts; refuses a table
+    /// whose window starts are in both units.
+    fn of(conn: &Connection, db: &Path) -> Result<RollupLayout, Failure> {
+        let sql = |e: rusqlite::Error| refuse(db, e);
+        let columns: Vec<String> = column(conn, db, "PRAGMA table_info(rollups)", 1)?;
+        // SQLite's rowid has three names; a column of that name hides it.
+        let tiebreak = ["rowid", "_rowid_", "oid"].into_iter().find(|name| {
+            !columns.iter().any(|c| c.eq_ignore_ascii_case(name))
+                && conn
+                    .prepare(&format!("SELECT {name} FROM rollups LIMIT 0"))
+                    .is_ok()
+        });
+        let span: Option<(i64, i64)> = conn
+            .query_row(
+                "SELECT min(window_start), max(window_start) FROM rollups WHERE window_start > 0",
+                [],
+                |r| Ok(r.get::<_, Option<i64>>(0)?.zip(r.get::<_, Option<i64>>(1)?)),
+            )
+            .map_err(sql)?;
+        let unit = match span {
+            None => WindowUnit::Nanoseconds,
+            Some((_, high)) if high < SECONDS_BELOW => WindowUnit::Seconds,
+            Some((low, _)) if low >= SECONDS_BELOW => WindowUnit::Nanoseconds,
+            Some((low, high)) => {
+                return Err(refuse(
+                    db,
+                    format!(
+                        "table rollups: column window_start holds {low}, which reads as seconds since the epoch (every start below 10^12 does), and {high}, which reads as nanoseconds; expected one unit throughout (nanoseconds like samples.timestamp, or seconds)"
+                    ),
+                ))
+            }
+        };
+        if let Some((_, high)) = span {
+            if unit.to_ns(high).is_none() {
+                return Err(refuse(
+                    db,
+                    format!(
+                        "table rollups: column window_start holds {high} seconds, past what a nanosecond timestamp holds (the year 2262); expected a window start since the epoch"
+                    ),
+                ));
+            }
+        }
+        Ok(RollupLayout {
+            tiebreak,
+            unit,
+            span,
+        })
+    }
+
+    /// `, rowid` for an `ORDER BY`, or nothing.
+    fn tiebreak(&self) -> String {
+        self.tiebreak.map(|t| format!(", {t}")).unwrap_or_default()
+    }
+
+    /// What the run says about the unit it decided, when there are rollups to decide it by.
+    fn said(&self) -> Option<String> {
+        let (low, high) = self.span?;
+        Some(match self.unit {
+            WindowUnit::Seconds => format!(
+                "rollups: window_start is read as seconds since the epoch (every one, {low} to {high}, is below 10^12; as nanoseconds they would all fall in 1970's first 17 minutes) and stored as nanoseconds"
+            ),
+            WindowUnit::Nanoseconds => format!(
+                "rollups: window_start is read as nanoseconds since the epoch (every one, {low} to {high}, is at least 10^12)"
+            ),
+        })
+    }
+}
+
 /// Refuses rollups no track could hold: a window that is not a non-negative integer, a width
 /// that is not a positive integer, a value that is not a number, a function that is not text
-/// or holds a control character.
+/// or holds a control character. A row is named by what it holds (eventd's `rollups` has no
+/// identifier a person would know it by), and the refusal says which column holds what,
+/// and what was expected.
 fn check_rollup_values(conn: &Connection, db: &Path) -> Result<(), Failure> {
     let sql = |e: rusqlite::Error| refuse(db, e);
-    let bad: Option<i64> = conn
+    // (column, the condition that makes it wrong, what was expected)
+    let checks = [
+        (
+            "window_start",
+            "typeof(window_start) != 'integer' OR window_start < 0",
+            "a non-negative integer: the window's start since the epoch, in nanoseconds (like samples.timestamp) or seconds",
+        ),
+        (
+            "window_seconds",
+            "typeof(window_seconds) != 'integer' OR window_seconds <= 0",
+            "a positive integer: the window's width in seconds",
+        ),
+        (
+            "value",
+            "typeof(value) NOT IN ('real', 'integer')",
+            "a number",
+        ),
+        ("function", "typeof(function) != 'text'", "text (min, max, sum, count, avg, …)"),
+    ];
+    let any: Vec<String> = checks.iter().map(|(_, c, _)| format!("({c})")).collect();
+    let found = conn
         .query_row(
-            "SELECT min(id) FROM rollups WHERE typeof(window_start) != 'integer' OR window_start < 0 \
-             OR typeof(window_seconds) != 'integer' OR window_seconds <= 0 \
-             OR typeof(value) NOT IN ('real', 'integer') OR typeof(function) != 'text'",
+            &format!(
+                "SELECT quote(series_id) || coalesce(' (' || (SELECT name || '{{' || labels || '}}' FROM series WHERE series.id = rollups.series_id) || ')', ''), \
+                 quote(function), quote(window_seconds), quote(window_start), quote(value), \
+                 {} FROM rollups WHERE {} LIMIT 1",
+                checks
+                    .iter()
+                    .map(|(_, c, _)| format!("coalesce({c}, 1)"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                any.join(" OR ")
+            ),
             [],
-            |r| r.get(0),
+            |r| {
+                let shown: Vec<String> = (0..5).map(|i| r.get(i)).collect::<Result<_, _>>()?;
+                let wrong: Vec<bool> = (0..checks.len())
+                    .map(|i| r.get::<_, i64>(5 + i).map(|w| w != 0))
+                    .collect::<Result<_, _>>()?;
+                Ok((shown, wrong))
+            },
         )
+        .optional()
         .map_err(sql)?;
-    if let Some(id) = bad {
+    if let Some((shown, wrong)) = found {
+        let column_value = |name: &str| match name {
+            "function" => &shown[1],
+            "window_seconds" => &shown[2],
+            "window_start" => &shown[3],
+            _ => &shown[4],
+        };
+        let what: Vec<String> = checks
+            .iter()
+            .zip(&wrong)
+            .filter(|(_, w)| **w)
+            .map(|((column, _, expected), _)| {
+                format!(
+                    "column {column} holds {}, expected {expected}",
+                    column_value(column)
+                )
+            })
+            .collect();
         return Err(refuse(
             db,
-            format!("rollup {id} has a window, width, value or function no track can hold (window_start and window_seconds are integers, value a number, function text)"),
+            format!(
+                "table rollups: the rollup of series {} (function {}, window_seconds {}, window_start {}): {}",
+                shown[0],
+                shown[1],
+                shown[2],
+                shown[3],
+                what.join("; ")
+            ),
         ));
     }
     for function in column::<String>(conn, db, "SELECT DISTINCT function FROM rollups", 0)? {
@@ -806,10 +1001,22 @@ fn check_schema(conn: &Connection, db: &Path) -> Result<(), Failure> {
         column(conn, db, &format!("PRAGMA table_info({table})"), 1)
     };
     let has = columns("metadata")?;
-    if !(has.iter().any(|c| c == "key") && has.iter().any(|c| c == "value")) {
+    if has.is_empty() {
         return Err(refuse(
             db,
-            "no metadata(key, value) table: not an eventd metric store",
+            "there is no table metadata: an eventd metric store keeps its schema version in metadata(key, value), so this is not one",
+        ));
+    }
+    if let Some(lacks) = ["key", "value"]
+        .into_iter()
+        .find(|n| !has.iter().any(|c| c == n))
+    {
+        return Err(refuse(
+            db,
+            format!(
+                "table metadata has no column {lacks} (it has: {}); expected metadata(key, value), where eventd keeps its schema version",
+                has.join(", ")
+            ),
         ));
     }
     let version: Option<String> = conn
@@ -830,48 +1037,81 @@ fn check_schema(conn: &Connection, db: &Path) -> Result<(), Failure> {
             ),
             ))
         }
-        None => return Err(refuse(db, "metadata holds no schema_version")),
+        None => {
+            return Err(refuse(
+                db,
+                format!("table metadata has no row with key 'schema_version'; expected one holding {SCHEMA_VERSION:?}, the eventd schema this importer reads"),
+            ))
+        }
     }
-    for (table, needed) in [
+    // Each table the importer reads, the columns it reads there, and what each holds.
+    let tables: [(&str, &[(&str, &str)]); 3] = [
         (
             "series",
-            &["id", "name", "labels", "type", "boundaries"][..],
+            &[
+                ("id", "the series' identifier"),
+                ("name", "the metric name"),
+                ("labels", "the canonical label string"),
+                ("type", "0 counter, 1 gauge, 2 histogram"),
+                ("boundaries", "a histogram's boundary blob"),
+            ],
         ),
         (
             "samples",
             &[
-                "id",
-                "series_id",
-                "boot_id",
-                "timestamp",
-                "value",
-                "histogram_data",
-            ][..],
+                (
+                    "id",
+                    "the sample's identifier, the tiebreak of one timestamp",
+                ),
+                ("series_id", "its series"),
+                ("boot_id", "16 bytes"),
+                ("timestamp", "nanoseconds since the epoch"),
+                ("value", "a number"),
+                ("histogram_data", "a histogram's MessagePack sample"),
+            ],
         ),
         (
             "rollups",
             &[
-                "series_id",
-                "function",
-                "window_seconds",
-                "window_start",
-                "value",
-            ][..],
+                ("series_id", "its series"),
+                ("function", "min, max, sum, count, avg, …"),
+                ("window_seconds", "the window's width in seconds"),
+                ("window_start", "the window's start since the epoch"),
+                ("value", "a number"),
+            ],
         ),
-    ] {
+    ];
+    for (table, needed) in tables {
         let has = columns(table)?;
+        let expected = || {
+            needed
+                .iter()
+                .map(|(c, what)| format!("{c} ({what})"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if has.is_empty() {
+            return Err(refuse(
+                db,
+                format!(
+                    "there is no table {table}; an eventd metric store (schema version {SCHEMA_VERSION}) has one, and the importer reads its columns {}",
+                    expected()
+                ),
+            ));
+        }
         let missing: Vec<&str> = needed
             .iter()
-            .copied()
+            .map(|(c, _)| *c)
             .filter(|n| !has.iter().any(|c| c == n))
             .collect();
         if !missing.is_empty() {
             return Err(refuse(
                 db,
                 format!(
-                    "table {table} lacks column(s) {} (it has: {})",
+                    "table {table} lacks column(s) {} (it has: {}); the importer reads {}",
                     missing.join(", "),
-                    has.join(", ")
+                    has.join(", "),
+                    expected()
                 ),
             ));
         }
@@ -1339,15 +1579,17 @@ impl Reader {
         db: &Path,
         series: &[Series],
         keys: &HashMap<i64, usize>,
+        layout: &RollupLayout,
         newest: &HashMap<Vec<String>, u64>,
         now: u64,
     ) -> Result<(u64, u64), Failure> {
         let sql = |e: rusqlite::Error| stopped(db, e);
         let mut stmt = conn
-            .prepare(
+            .prepare(&format!(
                 "SELECT series_id, function, window_seconds, window_start, value FROM rollups \
-                 ORDER BY series_id, function, window_seconds, window_start, id",
-            )
+                 ORDER BY series_id, function, window_seconds, window_start{}",
+                layout.tiebreak()
+            ))
             .map_err(sql)?;
         let mut rows = stmt.query([]).map_err(sql)?;
         let mut b = RollupRows::default();
@@ -1370,10 +1612,14 @@ impl Reader {
                     format!("rollups of series {series_id}, which does not exist"),
                 )
             })?;
-            let start = u64::try_from(start).map_err(|_| {
+            let start = layout.unit.to_ns(start).ok_or_else(|| {
                 stopped(
                     db,
-                    format!("a rollup of {} starts at {start}, before 1970", s.shown()),
+                    format!(
+                        "a rollup of {} starts at {start} ({}), which is no time since the epoch in nanoseconds",
+                        s.shown(),
+                        layout.unit.name()
+                    ),
                 )
             })?;
             // A window eventd's newest sample has not passed may still change: it waits for
