@@ -22,6 +22,7 @@ pub mod lifecycle;
 pub mod manifest;
 pub(crate) mod read;
 mod repair;
+pub mod restore;
 mod segment;
 mod series;
 pub mod spec;
@@ -99,6 +100,9 @@ pub struct Recovery {
     pub beyond: Option<beyond::Beyond>,
     /// The generation started by the repair, if one was.
     pub repaired_generation: Option<u64>,
+    /// Barriers the repair restored from their files (see `restore.rs`), as
+    /// `(barrier, files)`.
+    pub restored: Vec<(u64, Vec<String>)>,
     /// Objects under the cold tier that no record named (an upload cut off before its
     /// record), removed by this open.
     pub cold_orphans_removed: Vec<String>,
@@ -442,6 +446,25 @@ impl Archive {
                 // the trusted prefix, the damaged generation kept whole as evidence.
                 tracing::warn!(manifest = %current_path.display(), offset, "repair: starting a new generation from the trusted prefix");
                 self.recovery.torn_tail_at = Some(offset);
+                // The lost barriers whose files prove themselves come back; the rest stays
+                // evidence.
+                let (restored, stopped) =
+                    restore::restorable(&self.root, &state, self.config.compaction.group_rows)?;
+                for barrier in restored {
+                    state
+                        .apply(&Record::Barrier(barrier.record.clone()))
+                        .map_err(|e| {
+                            ArchiveError::Internal(format!(
+                                "a restored barrier does not apply: {e}"
+                            ))
+                        })?;
+                    self.recovery
+                        .restored
+                        .push((barrier.record.barrier, barrier.files));
+                }
+                for why in stopped {
+                    tracing::warn!(%why, "repair: not restored");
+                }
             } else if !read_only {
                 return Err(match following {
                     Some(following) => ArchiveError::DamagedManifest {

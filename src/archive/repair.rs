@@ -46,6 +46,11 @@ pub struct RepairPlan {
     /// Delta commits naming files the trusted prefix does not (`<stream>/rows@<version>:
     /// NAME`): evidence that their manifest records were acknowledged.
     pub delta_commits: Vec<String>,
+    /// Lost barriers whose files prove themselves (see `restore.rs`): a repair restores them
+    /// into the new generation, in words.
+    pub restorable: Vec<String>,
+    /// Why restoring stops where it does, per stream, when files are left.
+    pub not_restored: Vec<String>,
     /// Files under `streams/` the trusted prefix does not name, with their sizes: a repair
     /// moves them into `.quarantine/` (the rows of lost barriers stay readable there as plain
     /// Parquet).
@@ -119,6 +124,29 @@ impl Archive {
             .map(|b| (b.files.clone(), b.delta_commits.clone()))
             .unwrap_or_default();
         let why = recovery.damage.clone().unwrap_or_default();
+        let (restored, not_restored) = super::restore::restorable(
+            root,
+            opened.state(),
+            super::Config::new().compaction.group_rows,
+        )?;
+        let restored_files: std::collections::BTreeSet<&str> = restored
+            .iter()
+            .flat_map(|b| b.files.iter().map(String::as_str))
+            .collect();
+        let restorable = restored
+            .iter()
+            .map(|b| {
+                let s = &b.record.streams[0];
+                format!(
+                    "barrier {}: stream {} through position {} ({} rows in {})",
+                    b.record.barrier,
+                    s.stream,
+                    s.watermark,
+                    b.rows,
+                    b.files.join(" and ")
+                )
+            })
+            .collect();
         let bytes = std::fs::read(&path).map_err(ArchiveError::io("read manifest", &path))?;
         let lost = frame::valid_records_after(&bytes, offset as usize)
             .into_iter()
@@ -143,7 +171,7 @@ impl Archive {
         let mut quarantined = Vec::new();
         for file in durable::walk_files(&root.join(STREAMS_DIR))? {
             let rel = relative(root, &file);
-            if leftover(&rel) != Leftover::Evidence {
+            if leftover(&rel) != Leftover::Evidence || restored_files.contains(rel.as_str()) {
                 continue;
             }
             let len = std::fs::metadata(&file)
@@ -157,6 +185,8 @@ impl Archive {
             why,
             beyond_files,
             delta_commits,
+            restorable,
+            not_restored,
             trusted_records: replayed.records,
             bytes_after_damage: bytes.len() as u64 - offset,
             lost,

@@ -352,9 +352,21 @@ pub(crate) fn repair(archive: &Path, yes: bool) -> Result<(), Failure> {
     if plan.lost.is_empty() {
         out!("  no valid record follows the damage");
     }
+    if !plan.restorable.is_empty() {
+        out!(
+            "lost barriers whose files prove themselves (encoded again from their rows, byte for byte), restored into the new generation ({}):",
+            plan.restorable.len()
+        );
+        for barrier in &plan.restorable {
+            out!("  {barrier}");
+        }
+    }
+    for why in &plan.not_restored {
+        out!("not restored: {why}");
+    }
     if !plan.beyond_files.is_empty() {
         out!(
-            "data files holding rows of acknowledged records the manifest lost ({}), kept readable in .quarantine/ as plain Parquet:",
+            "data files holding rows of acknowledged records the manifest lost ({}):",
             plan.beyond_files.len()
         );
         for path in &plan.beyond_files {
@@ -381,7 +393,7 @@ pub(crate) fn repair(archive: &Path, yes: bool) -> Result<(), Failure> {
     }
     let bytes: u64 = plan.quarantined.iter().map(|(_, b)| b).sum();
     out!(
-        "files no trusted record names, moved into .quarantine/ ({}, {bytes} bytes):",
+        "files no trusted or restored record names, moved into .quarantine/ ({}, {bytes} bytes):",
         plan.quarantined.len()
     );
     for (path, len) in &plan.quarantined {
@@ -395,8 +407,9 @@ pub(crate) fn repair(archive: &Path, yes: bool) -> Result<(), Failure> {
     let repaired = Archive::open(archive, Config::new().repair(true))?;
     let recovery = repaired.recovery();
     out!(
-        "repaired: manifest generation {} starts from the trusted prefix; {} file(s) kept in quarantine",
+        "repaired: manifest generation {} starts from the trusted prefix and {} restored barrier(s); {} file(s) kept in quarantine",
         recovery.repaired_generation.unwrap_or(repaired.state().generation),
+        recovery.restored.len(),
         recovery.quarantined.len()
     );
     Ok(())
