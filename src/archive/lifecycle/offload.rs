@@ -100,6 +100,7 @@ impl Archive {
                 "no cold tier is declared (Config::cold, or --cold URL on the command line)",
             )
         })?;
+        self.refuse_a_tier_that_lost_objects(&tier)?;
         let mut plans = Vec::new();
         for (id, stream) in &self.commit.state().streams {
             let Some(policy) = policy.or_else(|| self.config.offload.get(id)) else {
@@ -159,6 +160,41 @@ impl Archive {
             reports.push(report);
         }
         Ok(reports)
+    }
+
+    /// Refuses to add to a tier that lost objects this archive's manifest names there: the
+    /// rows they hold are unreadable already, and moving more files onto that tier would put
+    /// more of the archive where it is being lost. One listing of the prefix.
+    fn refuse_a_tier_that_lost_objects(&self, tier: &ColdTier) -> Result<()> {
+        let named: Vec<(&str, &str)> = self
+            .commit
+            .state()
+            .live_files()
+            .filter_map(|f| Some((f.path.as_str(), f.cold.as_deref()?)))
+            .filter(|(_, url)| tier.relative(url).is_some())
+            .collect();
+        if named.is_empty() {
+            return Ok(());
+        }
+        let listed: std::collections::BTreeSet<String> = tier
+            .list(super::super::STREAMS_DIR)
+            .map_err(|e| ArchiveError::Cold(e.to_string()))?
+            .into_iter()
+            .map(|(relative, _)| relative)
+            .collect();
+        let missing: Vec<&str> = named
+            .iter()
+            .filter(|(_, url)| tier.relative(url).is_some_and(|r| !listed.contains(r)))
+            .map(|(_, url)| *url)
+            .collect();
+        if let Some(first) = missing.first() {
+            return Err(ArchiveError::Cold(format!(
+                "the cold tier {} lost {} object(s) this archive's manifest names there (first: {first}); their rows are unreadable, so offload adds nothing to it — run `series-archive verify`, and put the objects back (or repair the tier) first",
+                tier.url(),
+                missing.len()
+            )));
+        }
+        Ok(())
     }
 
     /// Uploads one file and confirms the object is whole: every digest read back.
