@@ -388,10 +388,12 @@ pub fn import(req: Request) -> Result<(), Failure> {
                     &conn,
                     db,
                     series,
-                    rollup_keys,
-                    layout,
-                    &rollup_resume,
-                    newest,
+                    Rollups {
+                        keys: rollup_keys,
+                        layout,
+                        newest: &rollup_resume,
+                        now: newest,
+                    },
                 )?;
                 Ok((samples, rollups))
             });
@@ -1578,10 +1580,12 @@ impl Reader {
         conn: &Connection,
         db: &Path,
         series: &[Series],
-        keys: &HashMap<i64, usize>,
-        layout: &RollupLayout,
-        newest: &HashMap<Vec<String>, u64>,
-        now: u64,
+        Rollups {
+            keys,
+            layout,
+            newest,
+            now,
+        }: Rollups,
     ) -> Result<(u64, u64), Failure> {
         let sql = |e: rusqlite::Error| stopped(db, e);
         let mut stmt = conn
@@ -1655,6 +1659,17 @@ impl Reader {
         self.seal()?;
         Ok((total, open))
     }
+}
+
+/// What the rollups reader needs besides the database and the series.
+struct Rollups<'a> {
+    /// The series with rollups, by id, as indexes into the series.
+    keys: &'a HashMap<i64, usize>,
+    layout: &'a RollupLayout,
+    /// Each rollup track's newest window start in the archive, by its labels.
+    newest: &'a HashMap<Vec<String>, u64>,
+    /// eventd's newest sample: a window not yet past it may still change.
+    now: u64,
 }
 
 /// Rollup rows being built.
