@@ -408,8 +408,19 @@ impl Archive {
                     || std::fs::metadata(&current_path)
                         .map_or(true, |m| m.len() != replayed.file_len)
             };
-            if beyond.is_some() && read_only && attempt < READ_ONLY_ATTEMPTS && moved_on() {
-                continue;
+            let mut beyond = beyond;
+            if beyond.is_some() && read_only && moved_on() {
+                if attempt < READ_ONLY_ATTEMPTS {
+                    continue;
+                }
+                // A writer kept committing through every attempt: the files past this
+                // replay are its new barriers. A live writer holds an archive whose open
+                // refused damage, so the evidence is not evidence of loss.
+                tracing::debug!(
+                    attempt,
+                    "the manifest kept moving; evidence past the prefix is a live writer's"
+                );
+                beyond = None;
             }
             break (
                 generations,
