@@ -103,6 +103,34 @@ fn delta_adds(log: &Path) -> Vec<(u64, u64)> {
     added
 }
 
+/// The data files of stream `id` in place that `state` does not name, with names at or
+/// above its `next_name` (a barrier or compaction past it wrote them), in name order, as
+/// `(name, path, path relative to the root)`.
+pub(crate) fn orphans_past(
+    root: &Path,
+    state: &State,
+    id: &str,
+) -> Result<Vec<(u64, std::path::PathBuf, String)>> {
+    let rows_dir = root.join(STREAMS_DIR).join(id).join("rows");
+    let files = match durable::list_files(&rows_dir) {
+        Ok(files) => files,
+        Err(_) if !rows_dir.is_dir() => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let leftover = state.leftovers();
+    let mut out: Vec<_> = files
+        .into_iter()
+        .filter_map(|path| {
+            let name = segment::parse_data_file_name(path.file_name()?.to_str()?)?;
+            let rel = relative(root, &path);
+            (name >= state.next_name && leftover(&rel) == Leftover::Evidence)
+                .then_some((name, path, rel))
+        })
+        .collect();
+    out.sort_by_key(|(name, _, _)| *name);
+    Ok(out)
+}
+
 /// Reads the evidence under `root` against `state`, the trusted prefix of generation
 /// `generation`. `evidence` lists every file under `.quarantine/`. `None` when everything
 /// beyond the prefix is what one interrupted append can leave.
@@ -153,23 +181,7 @@ pub(crate) fn beyond(
         let mut new_rows: BTreeMap<u64, (String, Option<(u64, u64)>)> = BTreeMap::new();
         // Data files in place that the prefix does not name, above its names.
         let mut orphans = 0usize;
-        let files = match durable::list_files(&rows_dir) {
-            Ok(files) => files,
-            Err(_) if !rows_dir.is_dir() => Vec::new(),
-            Err(e) => return Err(e),
-        };
-        for path in files {
-            let Some(name) = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(segment::parse_data_file_name)
-            else {
-                continue;
-            };
-            let rel = relative(root, &path);
-            if name < state.next_name || leftover(&rel) != Leftover::Evidence {
-                continue;
-            }
+        for (name, path, rel) in orphans_past(root, state, &stream)? {
             orphans += 1;
             let span = seq_span(&path);
             // A compaction in flight rewrites rows the prefix names: below `next_seq`.

@@ -11,9 +11,9 @@
 //! fails any of these ends its stream's chain: it and everything after it stay evidence (a
 //! repair quarantines them). See `docs/format.md`, "Repair".
 
-use super::manifest::{Barrier, BarrierStream, Leftover, Record, SegmentFile, State};
+use super::manifest::{Barrier, BarrierStream, Record, SegmentFile, State};
 use super::segment::{self, TrackRows};
-use super::{levels, relative, stored_schema, Result, STREAMS_DIR};
+use super::{levels, stored_schema, Result, STREAMS_DIR};
 use arrow::array::{Array, RecordBatch, StringArray, UInt64Array};
 use arrow::compute::cast;
 use arrow::datatypes::DataType;
@@ -39,26 +39,11 @@ pub(crate) fn restorable(
     state: &State,
     group_rows: usize,
 ) -> Result<(Vec<RestoredBarrier>, Vec<String>)> {
-    let leftover = state.leftovers();
     // Candidate data files, by name across streams (names are claimed in barrier order).
     let mut candidates = Vec::new();
     for id in state.streams.keys() {
-        let dir = root.join(STREAMS_DIR).join(id).join("rows");
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let Some(name) = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(segment::parse_data_file_name)
-            else {
-                continue;
-            };
-            if name >= state.next_name && leftover(&relative(root, &path)) == Leftover::Evidence {
-                candidates.push((name, id.clone()));
-            }
+        for (name, _, _) in super::beyond::orphans_past(root, state, id)? {
+            candidates.push((name, id.clone()));
         }
     }
     candidates.sort();
@@ -199,17 +184,19 @@ fn rebuild(
                 .into(),
         );
     }
-    let file = SegmentFile {
+    // The entry a barrier records for a file it wrote.
+    let entry = |name: u64, path: String, len: usize, footer, groups| SegmentFile {
         name,
-        path: rel.clone(),
-        bytes: bytes.len() as u64,
+        path,
+        bytes: len as u64,
         barrier: state.barriers + 1,
         sealed_at_ns,
         footer,
-        groups: entries,
+        groups,
         cold: None,
         run: None,
     };
+    let file = entry(name, rel.clone(), bytes.len(), footer, entries);
     let mut files = vec![rel];
     let mut next_name = name + 1;
     let levels =
@@ -229,17 +216,7 @@ fn rebuild(
                 }
                 next_name += 1;
                 files.push(rel.clone());
-                Some(SegmentFile {
-                    name: name + 1,
-                    path: rel,
-                    bytes: found.len() as u64,
-                    barrier: state.barriers + 1,
-                    sealed_at_ns,
-                    footer,
-                    groups: entries,
-                    cold: None,
-                    run: None,
-                })
+                Some(entry(name + 1, rel, found.len(), footer, entries))
             }
         };
     let rows = file.groups.iter().map(|g| g.rows).sum();
