@@ -60,8 +60,10 @@ impl Lifetimes {
 }
 
 /// Opens an existing archive; a writable open with the `--cold` tier, whose orphan objects
-/// (uploads no record names) it removes and reports.
+/// (uploads no record names) it removes and reports. A command that writes runs to its end
+/// when its standard output fails, and fails then (`output::defer_failures`).
 fn open(archive: &Path, config: Config) -> Result<Archive, Failure> {
+    crate::output::defer_failures();
     if !archive.join("manifest").is_dir() {
         return Err(format!(
             "{} is not an archive (no manifest directory)",

@@ -4,15 +4,16 @@
 //! 3 a refusal of the serving contract (`unserved`, `floor`, `unreadable`); 4 `verify` found
 //! damage.
 
-/// Prints a line to standard output; a closed pipe (`| head`) ends the program quietly
-/// instead of panicking.
+/// Prints a line to standard output. A failed write never passes for success: a reader
+/// ends at once (exit 141 quietly for a closed pipe, `| head`; exit 1 naming the error
+/// otherwise), a writer runs to its end and then fails saying what it did (`output::line`).
 macro_rules! out {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        if writeln!(std::io::stdout(), $($t)*).is_err() {
-            std::process::exit(0);
-        }
-    }};
+    () => {
+        $crate::output::line(format_args!(""))
+    };
+    ($($t:tt)*) => {
+        $crate::output::line(format_args!($($t)*))
+    };
 }
 
 mod demo;
@@ -597,7 +598,8 @@ fn main() -> ExitCode {
             }
         }
     }
-    match result {
+    // A write to standard output that failed in a writer (deferred) fails the run now.
+    match output::settle(result) {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
             eprintln!("series-archive: {}", f.message);
@@ -706,6 +708,9 @@ fn ingest(
         compact,
         memory: spool_memory,
     } = cadence;
+    // A barrier line that cannot be printed must not stop the ingest between barriers (a
+    // rerun would store the committed rows twice): it finishes, then fails saying so.
+    output::defer_failures();
     let ladder_given = ladder.is_some();
     let ladder = match ladder {
         None => Some(series_archive::archive::Ladder::ORDINAL),
@@ -913,6 +918,18 @@ fn ingest(
     if compact {
         maintain(&mut archive)?;
     }
+    if let Some((e, lines)) = output::take_failure() {
+        return Err(format!(
+            "writing to standard output failed after {lines} barrier line(s): {e}; the ingest went on and finished: all {total} rows are durable (stream {stream:?} through position {}; `inspect` shows it){}",
+            archive.watermark(stream).0,
+            if columns.position.is_none() {
+                " — do not ingest these files again: their rows would be stored twice, at new positions"
+            } else {
+                ""
+            }
+        )
+        .into());
+    }
     Ok(())
 }
 
@@ -942,6 +959,8 @@ pub(crate) fn maintain(archive: &mut Archive) -> Result<(), Failure> {
 
 /// Prints each stream of a durable barrier as one line, above the progress bar.
 pub(crate) fn print_barrier(r: &series_archive::archive::BarrierReport, bar: &ProgressBar) {
+    // The barrier is durable whether or not its line can be printed: a writer goes on.
+    output::defer_failures();
     for s in &r.streams {
         bar.suspend(|| {
             out!(
