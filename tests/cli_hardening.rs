@@ -1,16 +1,21 @@
 //! The command line under hostile conditions (issue 23), run as a user runs it: standard
-//! output that fails (a full disk, `/dev/full`, a reader that closed the pipe) and an output
-//! path that is a dangling symbolic link into the archive.
+//! output that fails (a full disk, `/dev/full`, a reader that closed the pipe), an output path
+//! that is a dangling symbolic link into the archive, a CSV thousands of columns wide, and
+//! input that used to be converted instead of refused.
 
 #[path = "common/process.rs"]
 mod process;
 #[path = "common/tree.rs"]
 mod tree;
 
+use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, UInt64Array};
+use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use parquet::arrow::ArrowWriter;
 use process::{scratch, BIN};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 
 /// What a run of the binary did.
 struct Out {
@@ -367,4 +372,364 @@ fn output_through_a_dangling_link_into_the_archive_is_refused() {
     .expect(0, "rows --out through a link outside the archive");
     let written = std::fs::read_to_string(&target).expect("the link's target");
     assert_eq!(written.lines().count(), 1 + 800);
+}
+
+/// The largest resident set (bytes) of any child this test process has waited for, from
+/// `getrusage(RUSAGE_CHILDREN)`: the kernel's own peak, which polling `/proc` could miss.
+/// Every other child of this test binary is an ordinary small command, so it bounds the
+/// child measured from above.
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+fn peak_rss_of_children() -> u64 {
+    /// `struct rusage` on 64-bit Linux: two `struct timeval`, then 14 `long`s, the first of
+    /// which is `ru_maxrss` in KiB.
+    #[repr(C)]
+    struct Rusage {
+        utime: [i64; 2],
+        stime: [i64; 2],
+        maxrss: i64,
+        rest: [i64; 13],
+    }
+    extern "C" {
+        fn getrusage(who: i32, usage: *mut Rusage) -> i32;
+    }
+    const RUSAGE_CHILDREN: i32 = -1;
+    let mut usage = Rusage {
+        utime: [0; 2],
+        stime: [0; 2],
+        maxrss: 0,
+        rest: [0; 13],
+    };
+    // SAFETY: `usage` is a valid, writable `struct rusage` for the duration of the call.
+    let rc = unsafe { getrusage(RUSAGE_CHILDREN, &mut usage) };
+    assert_eq!(rc, 0, "getrusage: {}", std::io::Error::last_os_error());
+    u64::try_from(usage.maxrss).expect("a size") * 1024
+}
+
+/// A CSV of one data row and `columns` columns: `run`, `ordinal`, then measured integers.
+fn wide_csv(dir: &Path, columns: usize) -> PathBuf {
+    let mut header = vec!["run".to_owned(), "ordinal".to_owned()];
+    let mut row = vec!["r0".to_owned(), "1".to_owned()];
+    for i in 0..columns - 2 {
+        header.push(format!("c{i}"));
+        row.push(i.to_string());
+    }
+    let path = dir.join(format!("wide-{columns}.csv"));
+    std::fs::write(&path, format!("{}\n{}\n", header.join(","), row.join(","))).expect("write");
+    path
+}
+
+/// A one-row CSV 10 000 columns wide (about 60 KB) ingests with memory that follows what it
+/// holds, not batch rows × columns: the readers' batches are sized by columns. Before, one
+/// such row took 10 GB (2 000 columns 2 GB; 100 000 aborted allocating 52 GB). One column
+/// more than a stream may hold (10 000) is refused naming the file and the count, with
+/// nothing written. Measured (debug build): peak 320 MB, most of it the Parquet writer's
+/// per-column state at the seal.
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+#[test]
+fn a_wide_csv_ingests_with_bounded_memory_and_wider_is_refused() {
+    const BOUND: u64 = 640 << 20;
+    let dir = scratch("cli-hardening-wide");
+    let root = dir.path().join("archive");
+    let wide = wide_csv(dir.path(), 10_000);
+    let ingest = |input: &Path| {
+        sa([
+            OsStr::new("ingest"),
+            root.as_os_str(),
+            OsStr::new("--stream"),
+            OsStr::new("wide"),
+            OsStr::new("--track"),
+            OsStr::new("run"),
+            OsStr::new("--axis"),
+            OsStr::new("ordinal"),
+            input.as_os_str(),
+        ])
+    };
+    ingest(&wide).expect(0, "a 10 000-column row");
+    let peak = peak_rss_of_children();
+    println!("peak RSS of the 10 000-column ingest: {} MiB", peak >> 20);
+    assert!(
+        peak <= BOUND,
+        "the 10 000-column ingest peaked at {} MiB (bound {} MiB)",
+        peak >> 20,
+        BOUND >> 20
+    );
+    let out = run("inspect", &root, &["--json"]).expect(0, "inspect");
+    let d: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    assert_eq!(d["streams"][0]["rows"], 1);
+    assert_eq!(
+        d["streams"][0]["columns"].as_array().map(Vec::len),
+        Some(10_000)
+    );
+
+    let before = data(&root);
+    let wider = wide_csv(dir.path(), 10_001);
+    ingest(&wider).expect(1, "10 001 columns").stderr_has(
+        &["wide-10001.csv", "10001 columns", "at most 10000"],
+        "wider",
+    );
+    unchanged(&before, &root, "a refused wide file");
+    let fresh = dir.path().join("fresh");
+    sa([
+        OsStr::new("ingest"),
+        fresh.as_os_str(),
+        OsStr::new("--stream"),
+        OsStr::new("wide"),
+        OsStr::new("--track"),
+        OsStr::new("run"),
+        OsStr::new("--axis"),
+        OsStr::new("ordinal"),
+        wider.as_os_str(),
+    ])
+    .expect(1, "10 001 columns, new archive");
+    assert!(!fresh.exists(), "a refused first file creates no archive");
+}
+
+/// Writes one batch as Parquet with arrow's own writer.
+fn write_parquet(path: &Path, columns: Vec<(&str, ArrayRef)>) {
+    let fields: Vec<Field> = columns
+        .iter()
+        .map(|(n, c)| Field::new(*n, c.data_type().clone(), false))
+        .collect();
+    let batch = RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns.into_iter().map(|(_, c)| c).collect(),
+    )
+    .expect("batch");
+    let mut w = ArrowWriter::try_new(
+        std::fs::File::create(path).expect("create"),
+        batch.schema(),
+        None,
+    )
+    .expect("writer");
+    w.write(&batch).expect("write");
+    w.close().expect("close");
+}
+
+/// Input that the readers used to convert silently is refused naming file, row and column,
+/// and the archive is left byte for byte as it was: a JSON string `"7"` or `true` into a
+/// number column, `7.5` into an integer column past the inference window (truncated to 7),
+/// `1e400` (stored as infinity) in JSON and CSV, a Parquet text column into an integer
+/// column, a Parquet `Timestamp(ns)` into the UInt64 axis, an empty header name, a 0-byte
+/// or header-only file for an existing stream, and `retire --track` naming no track.
+#[test]
+fn input_that_would_be_changed_is_refused_and_nothing_is_written() {
+    let dir = scratch("cli-hardening-input");
+    let root = archive(dir.path());
+    let before = data(&root);
+    let bad = dir.path().join("bad");
+    std::fs::create_dir(&bad).expect("mkdir");
+    // The archive holds ordinal 0..199 per track; 1000 and up are ahead of every track.
+    let line = |o: u64, value: &str, noise: &str| {
+        format!(r#"{{"run":"run_0","probe":"p0","ordinal":{o},"value":{value},"noise":{noise}}}"#)
+    };
+    let two = |value: &str, noise: &str| {
+        format!("{}\n{}\n", line(1000, "1", "0.5"), line(1001, value, noise))
+    };
+    // 10 001 good rows, past the 10 000 the columns are inferred from, then `last`.
+    let late = |value: &str, noise: &str| {
+        let mut text: String = (0..10_001)
+            .map(|i| line(1000 + i, "1", "0.5") + "\n")
+            .collect();
+        text.push_str(&line(20_000, value, noise));
+        text.push('\n');
+        text
+    };
+    let at_1 = ["row 1 (line 2)"];
+    let cases: Vec<(&str, String, Vec<&str>)> = vec![
+        (
+            "string-int.jsonl",
+            two(r#""7""#, "0.5"),
+            vec![at_1[0], "column \"value\"", "\"7\"", "JSON string"],
+        ),
+        (
+            "string-float.jsonl",
+            two("1", r#""2.5""#),
+            vec![at_1[0], "column \"noise\"", "JSON string"],
+        ),
+        (
+            "bool-int.jsonl",
+            two("true", "0.5"),
+            vec![at_1[0], "column \"value\"", "JSON boolean"],
+        ),
+        (
+            "all-bool.jsonl",
+            line(1001, "1", "true") + "\n",
+            vec!["row 0 (line 1)", "column \"noise\"", "JSON boolean"],
+        ),
+        (
+            "string-late.jsonl",
+            late(r#""7""#, "0.5"),
+            vec!["row 10001 (line 10002)", "column \"value\"", "JSON string"],
+        ),
+        (
+            "fraction-late.jsonl",
+            late("7.5", "0.5"),
+            vec![
+                "row 10001 (line 10002)",
+                "column \"value\"",
+                "7.5 is not an integer",
+            ],
+        ),
+        (
+            "huge.jsonl",
+            two("1", "1e400"),
+            vec![at_1[0], "column \"noise\"", "out of range"],
+        ),
+        (
+            "huge-late.jsonl",
+            late("1", "1e400"),
+            vec!["row 10001 (line 10002)", "column \"noise\"", "out of range"],
+        ),
+        (
+            "huge.csv",
+            "run,probe,ordinal,value,noise\nrun_0,p0,1000,1,0.5\nrun_0,p0,1001,1,1e400\n"
+                .to_owned(),
+            vec![
+                "row 1 (line 3)",
+                "column \"noise\"",
+                "\"1e400\"",
+                "infinity",
+            ],
+        ),
+        (
+            "empty-name.csv",
+            "run,probe,ordinal,value,noise,\nrun_0,p0,1000,1,0.5,3\n".to_owned(),
+            vec!["column 6 (of 6) has no name"],
+        ),
+        ("empty.csv", String::new(), vec!["no rows"]),
+        (
+            "header-only.csv",
+            "run,probe,ordinal,value,noise\n".to_owned(),
+            vec!["no rows"],
+        ),
+    ];
+    // Every case is tried on a fresh copy (an accepted one changes the archive), and every
+    // miss listed.
+    let mut missed = Vec::new();
+    let mut attempt = |name: &str, path: &Path, needles: &[&str]| {
+        let copy = dir.path().join(format!("copy-{name}"));
+        tree::copy_tree(&root, &copy);
+        let before = data(&copy);
+        let out = sa(ingest_args(&copy, path, &[]));
+        let shown = path.display().to_string();
+        let named = needles
+            .iter()
+            .chain([&shown.as_str()])
+            .all(|n| out.stderr.contains(n));
+        if out.code != 1 || !named || !out.stdout.is_empty() {
+            missed.push(format!(
+                "{name}: exit {}, stderr {:?} (want exit 1 naming {needles:?})",
+                out.code, out.stderr
+            ));
+        } else if data(&copy) != before {
+            missed.push(format!("{name}: refused, but the archive changed"));
+        }
+        std::fs::remove_dir_all(&copy).expect("remove the copy");
+    };
+    for (name, content, needles) in &cases {
+        let path = bad.join(name);
+        std::fs::write(&path, content).expect("write");
+        attempt(name, &path, needles);
+    }
+
+    // Parquet: a text column into the Int64 column, a Timestamp(ns) into the UInt64 axis.
+    let labels = |n: usize| -> Vec<(&'static str, ArrayRef)> {
+        vec![
+            ("run", Arc::new(StringArray::from(vec!["run_0"; n]))),
+            ("probe", Arc::new(StringArray::from(vec!["p0"; n]))),
+        ]
+    };
+    let text = bad.join("text-value.parquet");
+    let mut columns = labels(2);
+    columns.push(("ordinal", Arc::new(UInt64Array::from(vec![1000, 1001]))));
+    columns.push(("value", Arc::new(StringArray::from(vec!["7", "8"]))));
+    columns.push(("noise", Arc::new(Float64Array::from(vec![0.5, 1.5]))));
+    write_parquet(&text, columns);
+    let timestamp = bad.join("timestamp-axis.parquet");
+    let timestamp_type = DataType::Timestamp(TimeUnit::Nanosecond, None).to_string();
+    let mut columns = labels(2);
+    columns.push((
+        "ordinal",
+        Arc::new(arrow::array::TimestampNanosecondArray::from(vec![
+            1000, 1001,
+        ])),
+    ));
+    columns.push(("value", Arc::new(Int64Array::from(vec![1, 2]))));
+    columns.push(("noise", Arc::new(Float64Array::from(vec![0.5, 1.5]))));
+    write_parquet(&timestamp, columns);
+    attempt(
+        "text-value.parquet",
+        &text,
+        &["row 0", "column \"value\"", "Utf8", "Int64"],
+    );
+    attempt(
+        "timestamp-axis.parquet",
+        &timestamp,
+        &["row 0", "column \"ordinal\"", &timestamp_type, "UInt64"],
+    );
+
+    // An empty header name in a new stream's first file creates nothing.
+    let fresh = dir.path().join("fresh");
+    let out = sa(ingest_args(&fresh, &bad.join("empty-name.csv"), &[]));
+    if out.code != 1 || !out.stderr.contains("has no name") || fresh.exists() {
+        missed.push(format!(
+            "empty-name.csv into a new archive: exit {}, stderr {:?}, archive created: {}",
+            out.code,
+            out.stderr,
+            fresh.exists()
+        ));
+    }
+
+    // `retire --track` naming no track is refused (a label with a comma is one label).
+    for label in ["nosuch", "run_0,p0"] {
+        let copy = dir.path().join("copy-retire");
+        tree::copy_tree(&root, &copy);
+        let before = data(&copy);
+        let out = run("retire", &copy, &["--stream", "capture", "--track", label]);
+        if out.code != 1 || !out.stderr.contains("no track under") {
+            missed.push(format!(
+                "retire --track {label}: exit {}, stdout {:?}, stderr {:?} (want exit 1)",
+                out.code, out.stdout, out.stderr
+            ));
+        } else if data(&copy) != before {
+            missed.push(format!(
+                "retire --track {label}: refused, but the archive changed"
+            ));
+        }
+        std::fs::remove_dir_all(&copy).expect("remove the copy");
+    }
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
+    unchanged(&before, &root, "every refusal");
+
+    // What is allowed still is: a JSON integer into the Int64 column, 8.0 (exact), and an
+    // integer into the Float64 column.
+    let fine = bad.join("fine.jsonl");
+    std::fs::write(
+        &fine,
+        concat!(
+            r#"{"run":"run_0","probe":"p0","ordinal":1000,"value":7,"noise":1}"#,
+            "\n",
+            r#"{"run":"run_0","probe":"p0","ordinal":1001,"value":8.0,"noise":-2.5}"#,
+            "\n",
+        ),
+    )
+    .expect("write");
+    sa(ingest_args(&root, &fine, &[])).expect(0, "good JSON");
+    run(
+        "retire",
+        &root,
+        &["--stream", "capture", "--track", "run_1"],
+    )
+    .expect(0, "retire a track that exists");
+    run(
+        "retire",
+        &root,
+        &["--stream", "capture", "--track", "run_1"],
+    )
+    .expect(0, "retire it again: nothing left");
+    let rows = run("rows", &root, &["--stream", "capture", "--from", "801"]).expect(0, "rows");
+    assert_eq!(
+        rows.stdout,
+        "run,probe,ordinal,value,noise,_position\nrun_0,p0,1000,7,1.0,801\nrun_0,p0,1001,8,-2.5,802\n"
+    );
 }

@@ -11,7 +11,25 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// Rows per batch a file is read in, at most.
 const BATCH_ROWS: usize = 64 * 1024;
+
+/// Values (rows × columns) per batch, at most. The readers allocate for a whole batch up
+/// front (arrow-csv keeps an offset per field, arrow-json two tape elements per field, the
+/// Parquet reader a buffer per column), so a fixed row count made memory follow rows ×
+/// columns: one row of 10 000 columns took 10 GB. Rows per batch shrink as columns grow,
+/// and memory follows the bytes read.
+const BATCH_VALUES: usize = 1 << 20;
+
+/// Rows per batch for a file of `columns` columns.
+fn batch_rows(columns: usize) -> usize {
+    (BATCH_VALUES / columns.max(1)).clamp(1, BATCH_ROWS)
+}
+
+/// Columns a file may have, at most. Reading is bounded by the bytes read whatever the width
+/// (see [`BATCH_VALUES`]), but sealing costs memory per column (a Parquet column writer
+/// each, about 25 KiB): 10 000 columns seal in about 300 MiB, 100 000 would take 2.3 GiB.
+pub const MAX_COLUMNS: usize = 10_000;
 
 /// Rows a file's reader reads to infer its columns and their types.
 const INFERENCE_ROWS: usize = 10_000;
@@ -52,9 +70,36 @@ impl Kind {
 /// one of the two and drop the other silently. (A key repeated inside one JSON object is
 /// refused as the file is read.)
 pub fn file_schema(path: &Path) -> Result<Schema, String> {
+    if std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
+        return Err(format!(
+            "{}: no rows in the file (it is empty; leave it out)",
+            path.display()
+        ));
+    }
     let schema = inferred_schema(path)?;
+    if schema.fields().len() > MAX_COLUMNS {
+        return Err(format!(
+            "{}: {} columns; a stream holds at most {MAX_COLUMNS} (split the columns over several streams)",
+            path.display(),
+            schema.fields().len()
+        ));
+    }
     let mut seen = std::collections::HashSet::new();
-    for field in schema.fields() {
+    for (i, field) in schema.fields().iter().enumerate() {
+        if field.name().trim().is_empty() {
+            return Err(format!(
+                "{}: column {} (of {}) has no name{}; name it, or remove it (an empty name would be a column named {:?})",
+                path.display(),
+                i + 1,
+                schema.fields().len(),
+                if matches!(Kind::of(path), Ok(Kind::Csv)) {
+                    " in the header (a trailing comma makes one)"
+                } else {
+                    ""
+                },
+                field.name()
+            ));
+        }
         if !seen.insert(field.name()) {
             return Err(format!(
                 "{}: column {:?} appears twice; rename one of them (a reader would keep one and drop the other)",
@@ -66,12 +111,229 @@ pub fn file_schema(path: &Path) -> Result<Schema, String> {
     Ok(schema)
 }
 
-/// Checks one JSON object's keys: each is a column the file's columns were read as (a key
-/// first seen past the inference window would be dropped by the decoder), and none repeats
-/// (a JSON parser keeps the last value and drops the first, silently). Values are skipped,
-/// not built.
+/// Checks one JSON object: each key is a column the file's columns were read as (a key first
+/// seen past the inference window would be dropped by the decoder), none repeats (a JSON
+/// parser keeps the last value and drops the first, silently), and each value is one its
+/// column's type holds as it is (see [`JsonValue`]). Values are checked, not built.
 struct ObjectKeys<'a> {
-    known: &'a std::collections::HashSet<String>,
+    /// Each column and the type it is decoded as; `None` while the columns are not known
+    /// yet (any key, any value, only parsed).
+    known: Option<&'a std::collections::HashMap<String, DataType>>,
+    /// What is wrong, with the column, for the message (a serde error has no room for it).
+    problem: &'a std::cell::RefCell<Option<String>>,
+}
+
+/// Checks one JSON value against the type its column is decoded as. arrow-json converts
+/// where it should refuse: a string `"7"` parsed into an Int64 column, `7.5` truncated to 7,
+/// `true` into a number column, a number past ±1.8e308 stored as infinity. A number column
+/// takes JSON numbers (an integer column integers within its range), a boolean column
+/// booleans, a text column strings, numbers and booleans (their text); null is a missing
+/// value. Other types are left to the decoder.
+struct JsonValue<'a> {
+    column: &'a str,
+    to: &'a DataType,
+    problem: &'a std::cell::RefCell<Option<String>>,
+}
+
+impl JsonValue<'_> {
+    fn refuse<E: serde::de::Error>(&self, what: String) -> E {
+        let message = format!(
+            ", column {:?}: {what}; the column is {} (nothing is converted: fix the value)",
+            self.column, self.to
+        );
+        self.problem.borrow_mut().get_or_insert(message.clone());
+        E::custom(message)
+    }
+
+    fn integer_range(&self) -> Option<(i128, i128)> {
+        Some(match self.to {
+            DataType::Int8 => (i8::MIN.into(), i8::MAX.into()),
+            DataType::Int16 => (i16::MIN.into(), i16::MAX.into()),
+            DataType::Int32 => (i32::MIN.into(), i32::MAX.into()),
+            DataType::Int64 => (i64::MIN.into(), i64::MAX.into()),
+            DataType::UInt8 => (0, u8::MAX.into()),
+            DataType::UInt16 => (0, u16::MAX.into()),
+            DataType::UInt32 => (0, u32::MAX.into()),
+            DataType::UInt64 => (0, u64::MAX.into()),
+            _ => return None,
+        })
+    }
+
+    fn is_text(&self) -> bool {
+        matches!(
+            self.to,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        )
+    }
+
+    /// A type this check knows; others are left to the decoder.
+    fn checked(&self) -> bool {
+        self.integer_range().is_some()
+            || self.to.is_floating()
+            || self.is_text()
+            || *self.to == DataType::Boolean
+    }
+
+    fn number<E: serde::de::Error>(&self, integral: Option<i128>, v: f64) -> Result<(), E> {
+        if let Some((min, max)) = self.integer_range() {
+            return match integral {
+                Some(i) if (min..=max).contains(&i) => Ok(()),
+                Some(i) => Err(self.refuse(format!("value {i} is out of its range"))),
+                None => Err(self.refuse(format!("value {v} is not an integer"))),
+            };
+        }
+        let limit = match self.to {
+            DataType::Float16 => 65504.0,
+            DataType::Float32 => f64::from(f32::MAX),
+            _ => f64::MAX,
+        };
+        if self.to.is_floating() && v.abs() > limit {
+            return Err(self.refuse(format!(
+                "value {v} is out of its range (it would be stored as infinity)"
+            )));
+        }
+        if self.to.is_floating() || self.is_text() || !self.checked() {
+            return Ok(());
+        }
+        Err(self.refuse(format!("value {v} is a JSON number")))
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for JsonValue<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        if self.checked() {
+            d.deserialize_any(self)
+        } else {
+            d.deserialize_any(Parsed)
+        }
+    }
+}
+
+/// Any JSON value, parsed (not skipped: a number past ±1.8e308 is refused) and dropped.
+struct Parsed;
+
+impl<'de> serde::de::DeserializeSeed<'de> for Parsed {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Parsed {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(Parsed)?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
+        while map.next_key_seed(Parsed)?.is_some() {
+            map.next_value_seed(Parsed)?;
+        }
+        Ok(())
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for JsonValue<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "a value of type {}", self.to)
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<(), E> {
+        if *self.to == DataType::Boolean || self.is_text() {
+            return Ok(());
+        }
+        Err(self.refuse(format!("value {v} is a JSON boolean")))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<(), E> {
+        self.number(Some(v.into()), v as f64)
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<(), E> {
+        self.number(Some(v.into()), v as f64)
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<(), E> {
+        // Integral and finite: exact as an i128 (every such f64 below 2^127 is).
+        let integral = (v.is_finite() && v.fract() == 0.0 && v.abs() < 1.7e38).then_some(v as i128);
+        self.number(integral, v)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<(), E> {
+        if self.is_text() {
+            return Ok(());
+        }
+        Err(self.refuse(format!(
+            "value {v:?} is a JSON string{}",
+            if *self.to == DataType::Boolean {
+                " (write true or false unquoted)"
+            } else {
+                " (write a number unquoted)"
+            }
+        )))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(Parsed)?.is_some() {}
+        Err(self.refuse("the value is a JSON array".into()))
+    }
+
+    fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
+        while map.next_key_seed(Parsed)?.is_some() {
+            map.next_value_seed(Parsed)?;
+        }
+        Err(self.refuse("the value is a JSON object".into()))
+    }
+}
+
+/// A serde_json message without its position (`at line 1 column 9`: the line within one
+/// line's slice, which would mislead).
+fn without_position(text: &str) -> &str {
+    text.rsplit_once(" at line ")
+        .map_or(text, |(message, _)| message)
 }
 
 impl<'de> serde::de::DeserializeSeed<'de> for ObjectKeys<'_> {
@@ -91,18 +353,47 @@ impl<'de> serde::de::Visitor<'de> for ObjectKeys<'_> {
 
     fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
         let mut seen = std::collections::HashSet::new();
+        let refuse = |message: String| {
+            self.problem
+                .borrow_mut()
+                .get_or_insert(format!(": {message}"));
+            serde::de::Error::custom(message)
+        };
         while let Some(key) = map.next_key::<String>()? {
-            if !self.known.contains(&key) {
-                return Err(serde::de::Error::custom(format!(
+            let to = match self.known {
+                None => &DataType::Null,
+                Some(known) => match known.get(&key) {
+                    Some(to) => to,
+                    None => {
+                        return Err(refuse(format!(
                     "column {key:?} is not among the file's columns as its first {INFERENCE_ROWS} rows name them; name it there, or ingest this file into its own stream"
-                )));
-            }
+                        )))
+                    }
+                },
+            };
             if !seen.insert(key.clone()) {
-                return Err(serde::de::Error::custom(format!(
+                return Err(refuse(format!(
                     "column {key:?} appears twice in one object; rename one of them (a reader would keep one and drop the other)"
                 )));
             }
-            map.next_value::<serde::de::IgnoredAny>()?;
+            let value = JsonValue {
+                column: &key,
+                to,
+                problem: self.problem,
+            };
+            map.next_value_seed(value).inspect_err(|e: &M::Error| {
+                // A value serde_json itself refused (a number past ±1.8e308): name the column.
+                let text = e.to_string();
+                let text = without_position(&text);
+                self.problem.borrow_mut().get_or_insert(format!(
+                    ", column {key:?}: {text}{}",
+                    if text.starts_with("number out of range") {
+                        " (past ±1.8e308, it would be stored as infinity)"
+                    } else {
+                        ""
+                    }
+                ));
+            })?;
         }
         Ok(())
     }
@@ -113,8 +404,10 @@ impl<'de> serde::de::Visitor<'de> for ObjectKeys<'_> {
 /// decoder.
 struct JsonLines<R> {
     reader: R,
-    /// The columns the file was read as.
-    known: std::collections::HashSet<String>,
+    /// The columns the file is decoded as, with their types.
+    known: std::collections::HashMap<String, DataType>,
+    /// The last line's problem, for its message.
+    problem: std::cell::RefCell<Option<String>>,
     decoder: arrow::json::reader::Decoder,
     buf: Vec<u8>,
     /// Bytes of `buf` the decoder has taken.
@@ -146,15 +439,21 @@ impl<R: std::io::Read> JsonLines<R> {
                 continue;
             }
             let mut de = serde_json::Deserializer::from_slice(line);
-            ObjectKeys { known: &self.known }
-                .deserialize(&mut de)
-                .and_then(|()| de.end())
-                .map_err(|e| {
-                    format!(
-                        "{}: row {} (line {}): {e} (a JSON-lines file holds one JSON object per line)",
-                        self.shown, self.rows, self.lines
-                    )
-                })?;
+            ObjectKeys {
+                known: Some(&self.known),
+                problem: &self.problem,
+            }
+            .deserialize(&mut de)
+            .and_then(|()| de.end())
+            .map_err(|e| {
+                let detail = self.problem.take().unwrap_or_else(|| {
+                    format!(": {e} (a JSON-lines file holds one JSON object per line)")
+                });
+                format!(
+                    "{}: row {} (line {}){detail}",
+                    self.shown, self.rows, self.lines
+                )
+            })?;
             self.rows += 1;
         }
         // The split counts one line past the chunk's last newline.
@@ -249,8 +548,9 @@ impl<R: std::io::Read> JsonLines<R> {
 fn json_decoder(
     schema: SchemaRef,
 ) -> Result<arrow::json::reader::Decoder, arrow::error::ArrowError> {
+    let rows = batch_rows(schema.fields().len());
     arrow::json::ReaderBuilder::new(schema)
-        .with_batch_size(BATCH_ROWS)
+        .with_batch_size(rows)
         .with_coerce_primitive(true)
         .build_decoder()
 }
@@ -278,7 +578,7 @@ fn inferred_schema(path: &Path) -> Result<Schema, String> {
                 BufReader::new(open()?),
                 Some(INFERENCE_ROWS),
             )
-            .map_err(|e| fail(&e))?;
+            .map_err(|e| locate_json(path).unwrap_or_else(|| fail(&e)))?;
             // arrow-json answers the columns sorted by name; a stream declared from the file
             // keeps them in the order the file first names them.
             let order = json_key_order(path, INFERENCE_ROWS)?;
@@ -291,6 +591,45 @@ fn inferred_schema(path: &Path) -> Result<Schema, String> {
             .map(|b| b.schema().as_ref().clone())
             .map_err(|e| fail(&e)),
     }
+}
+
+/// Where the first `INFERENCE_ROWS` objects of a JSON-lines file go wrong, as row, line and
+/// column: arrow-json's inference names neither (a number past ±1.8e308, a line that is not
+/// one object). `None` when they read whole.
+fn locate_json(path: &Path) -> Option<String> {
+    use serde::de::DeserializeSeed;
+    use std::io::BufRead;
+    let file = File::open(path).ok()?;
+    let problem = std::cell::RefCell::new(None);
+    let mut row = 0;
+    for (at, line) in BufReader::new(file).split(b'\n').enumerate() {
+        let line = line.ok()?;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        if row == INFERENCE_ROWS {
+            return None;
+        }
+        let mut de = serde_json::Deserializer::from_slice(&line);
+        let read = ObjectKeys {
+            known: None,
+            problem: &problem,
+        }
+        .deserialize(&mut de)
+        .and_then(|()| de.end());
+        if let Err(e) = read {
+            let detail = problem.take().unwrap_or_else(|| {
+                format!(": {e} (a JSON-lines file holds one JSON object per line)")
+            });
+            return Some(format!(
+                "{}: row {row} (line {}){detail}",
+                path.display(),
+                at + 1
+            ));
+        }
+        row += 1;
+    }
+    None
 }
 
 /// The keys of the first `limit` objects of a JSON-lines file, in the order the file first
@@ -333,10 +672,14 @@ fn json_key_order(path: &Path, limit: usize) -> Result<Vec<String>, String> {
 }
 
 /// Batches of a file read with `schema` (the file's own column types); `bar` counts the
-/// bytes read.
+/// bytes read. A JSON-lines file is decoded straight into the `declared` types (and the
+/// `position` column as UInt64), every value checked against them first: its reader would
+/// otherwise convert what it should refuse.
 pub fn batches(
     path: &Path,
     schema: SchemaRef,
+    declared: &Schema,
+    position: Option<&str>,
     bar: &ProgressBar,
 ) -> Result<Box<dyn Iterator<Item = Result<RecordBatch, String>> + Send>, String> {
     let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -352,19 +695,45 @@ pub fn batches(
                 .iter()
                 .map(|f| Field::new(f.name(), DataType::Utf8, true))
                 .collect();
+            let rows = batch_rows(text.len());
             let reader = arrow::csv::ReaderBuilder::new(Arc::new(Schema::new(text)))
                 .with_header(true)
-                .with_batch_size(BATCH_ROWS)
+                .with_batch_size(rows)
                 .build(bar.wrap_read(file))
                 .map_err(|e| fail(&e))?;
             Box::new(reader.map(move |b| b.map_err(|e| fail(&e))))
         }
         Kind::JsonLines => {
-            let schema_names = schema.fields().iter().map(|f| f.name().clone()).collect();
+            let wanted: std::collections::HashMap<&str, &DataType> = declared
+                .fields()
+                .iter()
+                .map(|f| (f.name().as_str(), f.data_type()))
+                .collect();
+            let fields: Vec<Field> = schema
+                .fields()
+                .iter()
+                .map(|f| {
+                    let to = if Some(f.name().as_str()) == position {
+                        DataType::UInt64
+                    } else {
+                        wanted
+                            .get(f.name().as_str())
+                            .map_or_else(|| f.data_type().clone(), |&t| t.clone())
+                    };
+                    // Nullable: `shape` names the row of a missing coordinate.
+                    Field::new(f.name(), to, true)
+                })
+                .collect();
+            let known = fields
+                .iter()
+                .map(|f| (f.name().clone(), f.data_type().clone()))
+                .collect();
+            let schema = Arc::new(Schema::new(fields));
             let decoder = json_decoder(schema.clone()).map_err(|e| fail(&e))?;
             Box::new(JsonLines {
                 reader: bar.wrap_read(file),
-                known: schema_names,
+                known,
+                problem: std::cell::RefCell::new(None),
                 decoder,
                 buf: Vec::new(),
                 taken: 0,
@@ -384,8 +753,9 @@ pub fn batches(
             // A Parquet reader seeks: count each batch's share of the file's bytes.
             let rows = builder.metadata().file_metadata().num_rows().max(1) as u64;
             let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+            let columns = builder.schema().fields().len();
             let reader = builder
-                .with_batch_size(BATCH_ROWS)
+                .with_batch_size(batch_rows(columns))
                 .build()
                 .map_err(|e| fail(&e))?;
             let bar = bar.clone();
@@ -543,8 +913,20 @@ pub fn shape(
     first_row: usize,
 ) -> Result<(RecordBatch, Option<Vec<u64>>), String> {
     let file_schema = batch.schema();
+    // By name, through maps: a wide file (thousands of columns) is not a quadratic search.
+    let declared_names: std::collections::HashSet<&str> = declared
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .collect();
+    let file_columns: std::collections::HashMap<&str, &ArrayRef> = file_schema
+        .fields()
+        .iter()
+        .zip(batch.columns())
+        .map(|(f, c)| (f.name().as_str(), c))
+        .collect();
     for f in file_schema.fields() {
-        if declared.field_with_name(f.name()).is_err() && Some(f.name().as_str()) != position {
+        if !declared_names.contains(f.name().as_str()) && Some(f.name().as_str()) != position {
             return Err(format!(
                 "{}: column {:?} is not a column of the stream (it declares: {})",
                 path.display(),
@@ -553,6 +935,9 @@ pub fn shape(
             ));
         }
     }
+    let shown = |input: &dyn Array, row: usize| {
+        arrow::util::display::array_value_to_string(input, row).unwrap_or_default()
+    };
     let convert = |name: &str, input: &ArrayRef, to: &DataType| -> Result<ArrayRef, String> {
         if input.data_type() == to {
             return Ok(input.clone());
@@ -561,19 +946,45 @@ pub fn shape(
             safe: true,
             ..CastOptions::default()
         };
-        let out = cast_with_options(input, to, &safe).map_err(|e| {
-            format!(
-                "{}: column {name:?} is {} and cannot become {to}: {e}",
+        let cast = |a: &dyn Array, t: &DataType| {
+            cast_with_options(a, t, &safe).map_err(|e| {
+                format!(
+                    "{}: column {name:?} is {} and cannot become {t}: {e}",
+                    path.display(),
+                    a.data_type()
+                )
+            })
+        };
+        // A column of the Null type (all its values missing) is missing values of any type.
+        if *input.data_type() == DataType::Null {
+            return Ok(arrow::array::new_null_array(to, input.len()));
+        }
+        // A dictionary holds its values' type: judge (and convert) those.
+        let input = match input.data_type() {
+            DataType::Dictionary(_, values) => cast(input.as_ref(), values)?,
+            _ => input.clone(),
+        };
+        // A CSV column is read as text: casting it is parsing it. A JSON or Parquet column
+        // has a type of its own, converted only where every value survives as it is.
+        let from = input.data_type();
+        let text_source = kind == Kind::Csv;
+        if !text_source && !convertible(from, to) && input.null_count() < input.len() {
+            let row = (0..input.len()).find(|&r| input.is_valid(r)).unwrap_or(0);
+            return Err(format!(
+                "{}, {}, column {name:?}: the file holds {from} and the column is {to} (value {:?}); nothing is converted: write the column as {to}",
                 path.display(),
-                input.data_type()
-            )
-        })?;
-        // A float cast to an integer truncates: refuse any value that does not survive.
-        let differs = if input.data_type().is_floating() && to.is_integer() {
-            let back = cast_with_options(&out, input.data_type(), &safe)
-                .map_err(|e| format!("{}: column {name:?}: {e}", path.display()))?;
+                kind.locate(first_row + row),
+                shown(input.as_ref(), row)
+            ));
+        }
+        let out = cast(input.as_ref(), to)?;
+        let numeric = |t: &DataType| t.is_integer() || t.is_floating();
+        // A number that becomes another number type survives the way back, or is refused (a
+        // float truncated to an integer, an integer past 2^53 rounded as a float).
+        let differs = if numeric(from) && numeric(to) {
+            let back = cast(out.as_ref(), from)?;
             Some(
-                arrow::compute::kernels::cmp::neq(&back, input)
+                arrow::compute::kernels::cmp::neq(&back, &input)
                     .map_err(|e| format!("{}: column {name:?}: {e}", path.display()))?,
             )
         } else {
@@ -587,25 +998,50 @@ pub fn shape(
         if let Some(row) =
             (0..input.len()).find(|&r| input.is_valid(r) && (out.is_null(r) || lossy(r)))
         {
-            let shown = arrow::util::display::array_value_to_string(input, row).unwrap_or_default();
             return Err(format!(
-                "{}, {}, column {name:?}: value {shown:?} is not a valid {to}",
+                "{}, {}, column {name:?}: value {:?} is not a valid {to}",
                 path.display(),
-                kind.locate(first_row + row)
+                kind.locate(first_row + row),
+                shown(input.as_ref(), row)
             ));
+        }
+        // Text past a float's range parses as infinity: refuse it, unless it says `inf`.
+        if text_source && to.is_floating() {
+            let wide = cast(out.as_ref(), &DataType::Float64)?;
+            let values = wide
+                .as_any()
+                .downcast_ref::<arrow::array::Float64Array>()
+                .ok_or_else(|| format!("{}: column {name:?}: not Float64", path.display()))?;
+            let overflow = (0..values.len()).find(|&r| {
+                values.is_valid(r) && values.value(r).is_infinite() && {
+                    let text = shown(input.as_ref(), r).trim().to_ascii_lowercase();
+                    !matches!(text.trim_start_matches(['+', '-']), "inf" | "infinity")
+                }
+            });
+            if let Some(row) = overflow {
+                return Err(format!(
+                    "{}, {}, column {name:?}: value {:?} is out of the range of {to} (it would be stored as infinity)",
+                    path.display(),
+                    kind.locate(first_row + row),
+                    shown(input.as_ref(), row)
+                ));
+            }
         }
         Ok(out)
     };
     let mut arrays = Vec::with_capacity(declared.fields().len());
     for f in declared.fields() {
-        let input = batch.column_by_name(f.name()).ok_or_else(|| {
-            format!(
-                "{}: missing column {:?} (the file has: {})",
-                path.display(),
-                f.name(),
-                names(&file_schema)
-            )
-        })?;
+        let input = file_columns
+            .get(f.name().as_str())
+            .copied()
+            .ok_or_else(|| {
+                format!(
+                    "{}: missing column {:?} (the file has: {})",
+                    path.display(),
+                    f.name(),
+                    names(&file_schema)
+                )
+            })?;
         arrays.push(convert(f.name(), input, f.data_type())?);
     }
     let shaped = RecordBatch::try_new(declared.clone(), arrays).map_err(|e| {
@@ -649,6 +1085,27 @@ pub fn shape(
         }
     };
     Ok((shaped, positions))
+}
+
+/// Whether a value of a Parquet (or JSON) file's own type `from` may be stored as `to`: text
+/// as text, bytes as bytes, a number as another number type (each value then checked to
+/// survive the way back), and a number or boolean as its text (a track label). Nothing
+/// else: text is never parsed into a number, a boolean never becomes a number, a timestamp
+/// never becomes an integer of unknown unit.
+fn convertible(from: &DataType, to: &DataType) -> bool {
+    let text =
+        |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
+    let bytes = |t: &DataType| {
+        matches!(
+            t,
+            DataType::Binary | DataType::LargeBinary | DataType::BinaryView
+        )
+    };
+    let number = |t: &DataType| t.is_integer() || t.is_floating();
+    (text(from) && text(to))
+        || (bytes(from) && bytes(to))
+        || (number(from) && number(to))
+        || ((number(from) || *from == DataType::Boolean) && text(to))
 }
 
 /// Expands the FILE arguments (a directory means every file in it, sorted).

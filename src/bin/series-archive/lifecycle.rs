@@ -219,6 +219,20 @@ pub(crate) fn retire(
         return Err("name the track to retire with --track LABEL.. (a prefix retires every track beneath it), or pass --all-tracks".into());
     }
     let mut archive = open(archive, Config::new())?;
+    // A label that names no track (a typo, `--track a,b` for `--track a b`) is refused:
+    // "nothing left to retire" is the answer for tracks that are retired already.
+    if let Some(state) = archive.state().streams.get(stream) {
+        // (More labels than the stream has components: the library names that.)
+        let named = track.is_empty()
+            || track.len() > state.decl.track.len()
+            || state.tracks.values().any(|t| t.labels.starts_with(track));
+        if !named {
+            return Err(format!(
+                "stream {stream:?} has no track under {track:?} (labels are separate values, outermost first: --track run_0 probe.1); nothing was retired"
+            )
+            .into());
+        }
+    }
     match archive.retire_track(stream, track)? {
         None => out!("nothing left to retire under {}", track.join(" / ")),
         Some(r) => show_retirement(&r, "retired in"),

@@ -996,7 +996,7 @@ fn deliveries(
     for (file, path) in files.iter().enumerate() {
         let kind = input::Kind::of(path)?;
         let schema = std::sync::Arc::new(input::file_schema(path)?);
-        let batches = input::batches(path, schema, bar)?;
+        let batches = input::batches(path, schema, declared, position, bar)?;
         // Two stages on two threads: this file is parsed and shaped on one while the
         // batches before are checked and kept on the caller's.
         std::thread::scope(|scope| -> Result<(), Failure> {
@@ -1016,8 +1016,10 @@ fn deliveries(
                     }
                 }
             });
+            let mut rows = 0;
             for (end, shaped) in rx {
                 let (shaped, positions) = shaped?;
+                rows = end;
                 let n = shaped.num_rows();
                 let positions = match positions {
                     Some(p) => p,
@@ -1042,6 +1044,15 @@ fn deliveries(
                     shaped,
                     positions,
                 )?;
+            }
+            if rows == 0 {
+                // A header alone (or an empty Parquet file) is more often a failed export
+                // than an empty period: refused, naming it, before anything is staged.
+                return Err(format!(
+                    "{}: no rows in the file; leave it out (nothing was ingested)",
+                    path.display()
+                )
+                .into());
             }
             Ok(())
         })?;
