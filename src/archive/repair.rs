@@ -10,7 +10,6 @@
 //! whole, and every file that only the lost records named. Nothing is deleted.
 
 use super::manifest::frame::{self, Decoded};
-use super::manifest::log;
 use super::manifest::{Leftover, Record};
 use super::{durable, relative, Archive, ArchiveError, Result, STREAMS_DIR};
 use serde::Serialize;
@@ -109,15 +108,6 @@ impl Archive {
             return Ok(None);
         };
         let path = root.join(&generation);
-        let replayed = log::replay(
-            &path,
-            log::parse_generation(
-                path.file_name()
-                    .and_then(|n| n.to_str())
-                    .unwrap_or_default(),
-            )
-            .unwrap_or_default(),
-        )?;
         let (beyond_files, delta_commits) = recovery
             .beyond
             .as_ref()
@@ -148,6 +138,14 @@ impl Archive {
             })
             .collect();
         let bytes = std::fs::read(&path).map_err(ArchiveError::io("read manifest", &path))?;
+        // The open replayed the prefix; here its records are only counted.
+        let (mut trusted_records, mut at) = (0, 0);
+        while at < offset as usize {
+            match frame::decode(&bytes, at) {
+                Decoded::Record { next, .. } => (trusted_records, at) = (trusted_records + 1, next),
+                _ => break,
+            }
+        }
         let lost = frame::valid_records_after(&bytes, offset as usize)
             .into_iter()
             .map(|at| {
@@ -167,7 +165,7 @@ impl Archive {
                 }
             })
             .collect();
-        let leftover = replayed.state.leftovers();
+        let leftover = opened.state().leftovers();
         let mut quarantined = Vec::new();
         for file in durable::walk_files(&root.join(STREAMS_DIR))? {
             let rel = relative(root, &file);
@@ -187,7 +185,7 @@ impl Archive {
             delta_commits,
             restorable,
             not_restored,
-            trusted_records: replayed.records,
+            trusted_records,
             bytes_after_damage: bytes.len() as u64 - offset,
             lost,
             quarantined,

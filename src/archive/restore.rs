@@ -17,7 +17,9 @@ use super::{levels, stored_schema, Result, STREAMS_DIR};
 use arrow::array::{Array, RecordBatch, StringArray, UInt64Array};
 use arrow::compute::cast;
 use arrow::datatypes::DataType;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -126,17 +128,21 @@ fn rebuild(
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos() as u64);
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes.clone()))
+    // The footer is decoded once and the bytes shared: each group's reader costs its group.
+    let shared = bytes::Bytes::from(bytes);
+    let metadata = ArrowReaderMetadata::load(&shared, ArrowReaderOptions::default())
         .map_err(|e| format!("not a Parquet file: {e}"))?;
-    let groups = builder.metadata().num_row_groups();
+    let groups = metadata.metadata().num_row_groups();
     // Row groups in file order, joined per track (a barrier writes each track's rows as
     // adjacent groups, tracks in key order).
     let mut tracks: Vec<TrackRows> = Vec::new();
     let mut pending: Vec<(Vec<String>, Vec<RecordBatch>)> = Vec::new();
     for index in 0..groups {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes.clone()))
-            .and_then(|b| b.with_row_groups(vec![index]).build())
-            .map_err(|e| format!("row group {index}: {e}"))?;
+        let reader =
+            ParquetRecordBatchReaderBuilder::new_with_metadata(shared.clone(), metadata.clone())
+                .with_row_groups(vec![index])
+                .build()
+                .map_err(|e| format!("row group {index}: {e}"))?;
         let batches: Vec<RecordBatch> = reader
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| format!("row group {index}: {e}"))?;
@@ -178,7 +184,7 @@ fn rebuild(
         .collect();
     let (again, footer, entries) =
         segment::encode(id, &schema, name, &bounded).map_err(|e| e.to_string())?;
-    if again != bytes {
+    if again[..] != shared[..] {
         return Err(
             "encoded again from its rows it is not the same bytes (damaged, or written by another build or row-group bound)"
                 .into(),
@@ -196,7 +202,7 @@ fn rebuild(
         cold: None,
         run: None,
     };
-    let file = entry(name, rel.clone(), bytes.len(), footer, entries);
+    let file = entry(name, rel.clone(), shared.len(), footer, entries);
     let mut files = vec![rel];
     let mut next_name = name + 1;
     let levels =
