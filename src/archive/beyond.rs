@@ -12,7 +12,7 @@
 //! looks like. See `docs/format.md`, "Replay".
 
 use super::delta::LOG_DIR;
-use super::manifest::{Leftover, State};
+use super::manifest::State;
 use super::{durable, relative, segment, ArchiveError, Result, SEQ_COLUMN, STREAMS_DIR};
 use parquet::file::metadata::ParquetMetaDataReader;
 use parquet::file::statistics::Statistics;
@@ -117,14 +117,13 @@ pub(crate) fn orphans_past(
         Err(_) if !rows_dir.is_dir() => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
-    let leftover = state.leftovers();
+    // Every name the state holds (live, retired, cold) is below its `next_name`, so a name at
+    // or above it is one no applied record claimed: no set of the live files is needed.
     let mut out: Vec<_> = files
         .into_iter()
         .filter_map(|path| {
             let name = segment::parse_data_file_name(path.file_name()?.to_str()?)?;
-            let rel = relative(root, &path);
-            (name >= state.next_name && leftover(&rel) == Leftover::Evidence)
-                .then_some((name, path, rel))
+            (name >= state.next_name).then(|| (name, path.clone(), relative(root, &path)))
         })
         .collect();
     out.sort_by_key(|(name, _, _)| *name);
@@ -163,7 +162,6 @@ pub(crate) fn beyond(
             "quarantine holds generation {newer}, newer than the current generation {generation}: the manifest was rolled back"
         ));
     }
-    let leftover = state.leftovers();
     let streams_dir = root.join(STREAMS_DIR);
     let streams = match std::fs::read_dir(&streams_dir) {
         Ok(entries) => entries
@@ -221,14 +219,8 @@ pub(crate) fn beyond(
         let log = rows_dir.join(LOG_DIR);
         let mut beyond_delta: Vec<(u64, u64)> = delta_adds(&log)
             .into_iter()
+            // At or above `next_name`: a name no applied record claimed.
             .filter(|(_, name)| *name >= state.next_name && !quarantined.contains(name))
-            .filter(|(_, name)| {
-                let rel = format!(
-                    "{STREAMS_DIR}/{stream}/rows/{}",
-                    segment::data_file_name(*name)
-                );
-                leftover(&rel) == Leftover::Evidence
-            })
             .collect();
         beyond_delta.sort();
         if let Some(&(version, name)) = beyond_delta.last() {
