@@ -2,11 +2,11 @@
 //! tests) injected faults. The pieces live in their own modules (`clock`, `faults`, `spec`);
 //! this one only gathers them, so the lifecycle depends on it and not the reverse.
 
-use super::clock::{Clock, SystemClock};
-use super::error::Result;
-use super::faults::Faults;
-use super::lifecycle::{Compaction, Retention};
-use super::spec::StreamSpec;
+use crate::archive::clock::{Clock, SystemClock};
+use crate::archive::error::Result;
+use crate::archive::format::spec::StreamSpec;
+use crate::archive::io::faults::Faults;
+use crate::archive::plan::retention::{Compaction, Retention};
 use crate::contract::Stream;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,8 +22,8 @@ pub struct Config {
     pub(crate) compaction: Compaction,
     pub(crate) checkpoint_bytes: u64,
     pub(crate) repair: bool,
-    pub(crate) cold: Option<Arc<crate::archive::cold::ColdTier>>,
-    pub(crate) offload: BTreeMap<String, crate::archive::lifecycle::OffloadPolicy>,
+    pub(crate) cold: Option<Arc<crate::archive::io::cold::ColdTier>>,
+    pub(crate) offload: BTreeMap<String, crate::archive::plan::offload::OffloadPolicy>,
     pub(crate) delta: bool,
     pub(crate) level_cache_cells: usize,
 }
@@ -45,7 +45,7 @@ impl Default for Config {
             cold: None,
             offload: BTreeMap::new(),
             delta: true,
-            level_cache_cells: crate::archive::levels::LEVEL_CACHE_CELLS,
+            level_cache_cells: crate::archive::format::levels::LEVEL_CACHE_CELLS,
         }
     }
 }
@@ -90,7 +90,7 @@ impl Config {
     }
 
     /// How many decoded level cells the open keeps for surveys and folds (about 100 bytes
-    /// each; the default, [`crate::archive::levels::LEVEL_CACHE_CELLS`], is about 25 MiB). A
+    /// each; the default, [`crate::archive::format::levels::LEVEL_CACHE_CELLS`], is about 25 MiB). A
     /// long-lived reader that surveys a whole stream's finest level over and over (a server)
     /// wants that level held whole.
     pub fn level_cache_cells(mut self, cells: usize) -> Self {
@@ -108,17 +108,17 @@ impl Config {
     /// check with valid records after it): the open starts a new generation from the trusted
     /// prefix and keeps the whole damaged generation, and every file only its lost records
     /// named, in `.quarantine/` — evidence, never deleted. What that loses is shown first by
-    /// [`crate::archive::Archive::repair_plan`]. Without it (the default) such an open refuses.
+    /// [`crate::archive::engine::Archive::repair_plan`]. Without it (the default) such an open refuses.
     pub fn repair(mut self, repair: bool) -> Self {
         self.repair = repair;
         self
     }
 
-    /// Declares the cold tier: segments moved there by [`crate::archive::Archive::offload`]
+    /// Declares the cold tier: segments moved there by [`crate::archive::engine::Archive::offload`]
     /// (under `policy` per stream, see [`Config::offload`]) are read from it transparently. A
     /// writable open removes objects under the tier's `streams/` that no record names (an
     /// upload a crash cut off before its record).
-    pub fn cold(mut self, tier: crate::archive::cold::ColdTier) -> Self {
+    pub fn cold(mut self, tier: crate::archive::io::cold::ColdTier) -> Self {
         self.cold = Some(Arc::new(tier));
         self
     }
@@ -127,7 +127,7 @@ impl Config {
     pub fn offload(
         mut self,
         stream: impl Into<String>,
-        policy: crate::archive::lifecycle::OffloadPolicy,
+        policy: crate::archive::plan::offload::OffloadPolicy,
     ) -> Self {
         self.offload.insert(stream.into(), policy);
         self
@@ -146,7 +146,7 @@ impl Config {
         self
     }
 
-    /// The manifest size past which [`crate::archive::Archive::maintain`] starts a new
+    /// The manifest size past which [`crate::archive::engine::Archive::maintain`] starts a new
     /// generation with a snapshot ([`CHECKPOINT_BYTES`] unless told).
     pub fn checkpoint_bytes(mut self, bytes: u64) -> Self {
         self.checkpoint_bytes = bytes;

@@ -4,7 +4,8 @@
 //! an `ArchiveError` is about opening, declaring, staging, sealing and the lifecycle
 //! (retirement, compaction, offload, the cold tier).
 
-use super::store::StoredErrorKind;
+use crate::contract::{BeneathWindow, Position};
+use std::fmt;
 use std::path::PathBuf;
 
 /// Everything the archive can fail at, with the path or row it failed on.
@@ -185,3 +186,164 @@ impl ArchiveError {
 
 /// Shorthand for archive results.
 pub type Result<T, E = ArchiveError> = std::result::Result<T, E>;
+
+/// Why a read through the archive's own API was not answered.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// A refusal of the serving contract decided by the archive (a raw floor).
+    #[error(transparent)]
+    Refused(#[from] BeneathWindow),
+    /// Stored data could not be read; the kind says which wall it hit. The contract answers
+    /// it as `Unreadable` (transient for [`StoredErrorKind::Unavailable`]), and the CLI
+    /// exits 3 with its message.
+    #[error("unreadable: {0}")]
+    Stored(#[from] StoredError),
+    /// The archive records no such stream.
+    #[error("the archive records no stream {0:?}")]
+    UnknownStream(String),
+    /// The stream is recorded but this handle did not select it by its row type, so it
+    /// cannot hand its rows back typed. The contract answers `Unserved`.
+    #[error("stream {0:?} was not selected by row type in this archive's assembly")]
+    NotSelected(String),
+    /// The track selection cannot name anything stored.
+    #[error("bad track selection: {0}")]
+    BadSelection(String),
+    /// The stream has no axis, or no levels, so it cannot be surveyed or folded.
+    #[error("stream {stream:?} {why}")]
+    NotSurveyable {
+        /// The stream id.
+        stream: String,
+        /// Why not.
+        why: String,
+    },
+    /// The range reaches beneath a floor: retired, on purpose. Answers the contract's
+    /// `Floor { floor, axis }`, the axis being where to narrow to.
+    #[error("floor: {tier} retains nothing beneath position {floor} (axis {axis}) for the selected tracks; narrow the range to start at axis {axis} or later")]
+    Floor {
+        /// Which tier refused (`raw`, or `levels`).
+        tier: &'static str,
+        /// The contract's floor: no row beneath this position is retained in that tier.
+        floor: Position,
+        /// The same floor on the axis (for axis reads).
+        axis: u64,
+    },
+    /// The caller stopped wanting the answer (`Archive::fold_while`), and the read stopped
+    /// with it. Never an answer: nothing partial is handed back.
+    #[error("the read was abandoned: its caller no longer wanted the answer")]
+    Abandoned,
+    /// The budget buys no bucket.
+    #[error("a budget of {budget} points buys no bucket: each of the {fields} measured field(s) needs 4 points per bucket, so the budget must be at least {needed}")]
+    Budget {
+        /// The budget asked for.
+        budget: usize,
+        /// Measured fields.
+        fields: usize,
+        /// The smallest budget that buys one bucket per field.
+        needed: usize,
+    },
+}
+
+/// Which wall a read of a stored file hit. The archive keeps the kind (a reader retries on
+/// `Missing` once the manifest moved, an operator retries `Unavailable`, `verify` names
+/// `Corrupt` files); the serving contract sees every kind as `Unreadable`, transient only
+/// for `Unavailable`, and the conversion happens at the contract boundary alone
+/// ([`StoredError`] into [`crate::contract::Unreadable`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoredErrorKind {
+    /// A file the manifest names is not there: deleted under a reader by a compaction or
+    /// retirement it has not replayed, or lost.
+    Missing,
+    /// The operating system or the object store refused the read, and retrying will not help.
+    Io,
+    /// The bytes are not what the manifest records (length, digest, decoding), or the
+    /// manifest itself is damaged past its trusted prefix.
+    Corrupt,
+    /// A cold tier timed out, throttled or reset: the same read, later, may answer.
+    Unavailable,
+    /// This handle cannot answer whole: an earlier barrier failed and the rows it was
+    /// sealing are gone from it. Reopening serves what is durable.
+    Poisoned,
+    /// Verified data that could not be processed: a bug.
+    Internal,
+}
+
+/// A read of stored data that failed, by kind, with what could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{what}")]
+pub struct StoredError {
+    /// Which wall it hit.
+    pub kind: StoredErrorKind,
+    /// What could not be read, for the operator (a path or URL, the bytes, the reason).
+    pub what: String,
+}
+
+impl StoredError {
+    /// A failure of `kind`.
+    pub fn new(kind: StoredErrorKind, what: impl Into<String>) -> StoredError {
+        StoredError {
+            kind,
+            what: what.into(),
+        }
+    }
+
+    /// Bytes that are not what the manifest records.
+    pub fn corrupt(what: impl Into<String>) -> StoredError {
+        StoredError::new(StoredErrorKind::Corrupt, what)
+    }
+
+    /// Verified data that could not be processed.
+    pub fn internal(what: impl Into<String>) -> StoredError {
+        StoredError::new(StoredErrorKind::Internal, what)
+    }
+
+    /// Whether the same read, later, may answer.
+    pub fn is_transient(&self) -> bool {
+        self.kind == StoredErrorKind::Unavailable
+    }
+}
+
+impl From<StoredError> for crate::contract::Unreadable {
+    fn from(e: StoredError) -> Self {
+        if e.is_transient() {
+            crate::contract::Unreadable::transient(e.what)
+        } else {
+            crate::contract::Unreadable::new(e.what)
+        }
+    }
+}
+
+impl From<StoredError> for crate::contract::BeneathWindow {
+    fn from(e: StoredError) -> Self {
+        crate::contract::BeneathWindow::Unreadable(e.into())
+    }
+}
+
+/// Why a cold-tier request failed, and whether trying again may help.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ColdError {
+    /// What failed, with the object's URL.
+    pub message: String,
+    /// A timeout, a throttle, a reset connection or a server error: retry later. A missing
+    /// object, a refused credential or a bad path is permanent.
+    pub transient: bool,
+    /// The object is not there (permanent; for a reader beside a writer, a sign that the
+    /// manifest moved on).
+    pub missing: bool,
+}
+
+impl fmt::Display for ColdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({})",
+            self.message,
+            if self.transient {
+                "transient: retry later"
+            } else {
+                "permanent"
+            }
+        )
+    }
+}
+
+impl std::error::Error for ColdError {}

@@ -23,8 +23,12 @@
 //! - The cadence declared at assembly closes one barrier per tick for every stream and then
 //!   runs the declared lifecycle; a clean stop closes the last barrier through `flush`.
 
+mod error;
 mod supervisor;
+mod table;
 mod verbs;
+
+pub use error::{PublishError, ReadFailure, StopError};
 
 pub use supervisor::{Lifecycle, LANE_DEPTH};
 pub use verbs::{Query, Seal, Survey};
@@ -33,117 +37,14 @@ use crate::contract::{
     Aggregate, Aggregated, Application, At, BeneathWindow, Bucket, Definition, ErasedRow, Position,
     Series, Stream,
 };
-use std::collections::{BTreeMap, VecDeque};
+
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use supervisor::{Fed, Request, Supervisor};
+use table::{Table, Window, FEED_BATCH};
 use tokio::sync::{mpsc, oneshot};
-
-/// One stream's bounded window: the newest rows, and the floor beneath which it holds
-/// nothing (everything at or below the floor belongs to the tier beneath).
-#[derive(Debug, Default)]
-struct Window {
-    capacity: usize,
-    ring: VecDeque<At<ErasedRow>>,
-    /// Rows published and not yet sent on the feed (at most `FEED_BATCH`): sent in one
-    /// message when full, and before any read, seal or stop, and at every tick.
-    pending: Vec<At<ErasedRow>>,
-    floor: Position,
-    /// The adapter's watermark was beyond the frontier the boot recovered: the tiers no
-    /// longer share a coordinate, so the window alone is served (beneath it: `Unserved`).
-    alone: bool,
-    /// An adapter was designated but the boot never learnt what it holds (its supervisor
-    /// died, or never started): a read that may reach beneath the ring's oldest row answers
-    /// `Unserved`, never the ring alone as if it were the whole history.
-    unknown: bool,
-}
-
-/// How many published rows travel to the supervisor in one feed message.
-const FEED_BATCH: usize = 256;
-
-impl Window {
-    /// Sends the rows published since the last send onto the feed. Called under this
-    /// window's lock, so the feed keeps each stream's publish order, and before any read
-    /// takes its snapshot: every row at or beneath a floor a read sees is on the feed.
-    fn send_pending(&mut self, stream: usize, feed: &mpsc::UnboundedSender<Fed>) {
-        if !self.pending.is_empty() {
-            let rows = std::mem::take(&mut self.pending);
-            // A closed feed means the supervisor is gone; reads beneath answer Unserved.
-            let _ = feed.send(Fed { stream, rows });
-        }
-    }
-}
-
-/// The boot-frozen stream table: definitions and their windows, by index.
-#[derive(Debug)]
-struct Table {
-    index: BTreeMap<String, usize>,
-    windows: Vec<Mutex<Window>>,
-}
-
-impl Table {
-    /// The table of `streams`, every window empty and standing on origin.
-    fn new(streams: &[Definition]) -> Table {
-        let mut index = BTreeMap::new();
-        for (i, d) in streams.iter().enumerate() {
-            index.insert(d.id.to_string(), i);
-        }
-        let windows = streams
-            .iter()
-            .map(|d| {
-                Mutex::new(Window {
-                    capacity: d.window.max(1),
-                    ..Window::default()
-                })
-            })
-            .collect();
-        Table { index, windows }
-    }
-
-    /// Stands each window on the position its adapter is durable through, or alone when
-    /// that is beyond the frontier the boot recovered. Before anything is published.
-    fn stand(
-        &self,
-        streams: &[Definition],
-        marks: &[Option<Position>],
-        frontier: Option<Position>,
-    ) {
-        for ((d, window), mark) in streams.iter().zip(&self.windows).zip(marks) {
-            // A stream the adapter does not serve stands alone: its window is the whole
-            // served history, and beneath it nothing is (Unserved).
-            let alone = match mark {
-                None => true,
-                Some(mark) => frontier.is_some_and(|f| *mark > f),
-            };
-            let mark = mark.unwrap_or(Position::ORIGIN);
-            if alone && mark > Position::ORIGIN {
-                tracing::warn!(stream = %d.id, watermark = %mark, frontier = %frontier.unwrap_or_default(), "the adapter is durable beyond the recovered frontier; serving the window alone");
-            }
-            let mut window = window.lock().unwrap_or_else(|p| p.into_inner());
-            window.floor = if alone { Position::ORIGIN } else { mark };
-            window.alone = alone;
-        }
-    }
-
-    /// Marks every window as standing over history the boot could not learn.
-    fn lost(&self) {
-        for window in &self.windows {
-            window.lock().unwrap_or_else(|p| p.into_inner()).unknown = true;
-        }
-    }
-
-    /// Sends every window's pending rows onto the feed.
-    fn flush_all(&self, feed: &mpsc::UnboundedSender<Fed>) {
-        for (stream, window) in self.windows.iter().enumerate() {
-            window
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .send_pending(stream, feed);
-        }
-    }
-}
 
 /// The supervisor's end of the handle: the feed and the lane, and its thread.
 struct Attached {
@@ -198,43 +99,6 @@ impl<A: Application> std::fmt::Debug for Streams<A> {
             .field("adapter", &self.attached.is_some())
             .finish()
     }
-}
-
-/// Why a row was not published.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum PublishError {
-    /// The stream was not declared at boot: the stream table is frozen there, and a window
-    /// made up on the spot would stand on origin over history it knows nothing of.
-    #[error("stream {0:?} was not declared at boot; declare it in the assembly")]
-    Undeclared(&'static str),
-}
-
-/// Why a read through the runtime was not answered: a wall beneath the window, or a read
-/// that is itself wrong. The two are kept apart because their next moves differ: a refusal
-/// says attach, narrow, or report and retry; an invalid read will never be answered as it
-/// stands, so retrying it would loop forever.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ReadFailure {
-    /// A wall beneath the window: `Unserved`, `Floor { floor, axis }` or `Unreadable`.
-    #[error(transparent)]
-    Refused(#[from] BeneathWindow),
-    /// The read itself is wrong (a label with a control character, a budget that buys no
-    /// bucket, a survey of a stream kept without levels): fix it. The types already rule out
-    /// a selection of the wrong depth or component type.
-    #[error("invalid read: {0}")]
-    Invalid(String),
-}
-
-/// Why `stop` could not close the last barrier.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum StopError {
-    /// The adapter's `flush` failed: what was staged is not durable.
-    #[error("the last barrier failed: {0}")]
-    Flush(String),
-    /// The supervisor was already gone (stopped before, or it panicked): nothing staged
-    /// since it went was made durable.
-    #[error("the supervisor is gone; nothing staged since could be made durable")]
-    Gone,
 }
 
 /// What a runtime is assembled from: the streams, and at most one designated series

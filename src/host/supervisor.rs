@@ -8,7 +8,7 @@
 //! fsyncs, Parquet decoding) happens here, never on a publisher's thread or a caller's
 //! executor.
 
-use super::{ReadFailure, StopError};
+use super::error::{ReadFailure, StopError};
 use crate::contract::{
     Aggregate, Aggregated, Application, Asked, At, BeneathWindow, Bucket, Definition, ErasedRow,
     Position, Run, Series,
@@ -24,11 +24,7 @@ pub const LANE_DEPTH: usize = 64;
 /// looks at the lane again.
 const DRAIN_BATCH: usize = 4096;
 
-/// Published rows of one stream on their way to the adapter, in publish order.
-pub(crate) struct Fed {
-    pub stream: usize,
-    pub rows: Vec<At<ErasedRow>>,
-}
+pub(crate) use super::table::Fed;
 
 /// A reply the supervisor owes.
 type Reply<T> = oneshot::Sender<T>;
@@ -80,7 +76,7 @@ pub(crate) struct Supervisor<A: Application, S: Series<A>> {
     pub feed: mpsc::UnboundedReceiver<Fed>,
     /// The windows, whose rows not yet sent on the feed a tick sends first (so a barrier
     /// covers every row published before it), and the feed's send half to do it with.
-    pub table: std::sync::Arc<super::Table>,
+    pub table: std::sync::Arc<super::table::Table>,
     pub feed_tx: mpsc::UnboundedSender<Fed>,
     pub lane: mpsc::Receiver<Request>,
     pub cadence: Option<Duration>,

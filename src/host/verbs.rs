@@ -12,7 +12,8 @@
 //! checked); a survey exists only on an axial stream, and a survey is not a read until
 //! `budget(n)` or `fold(kind)` says which (awaiting a bare survey does not compile).
 
-use super::{ReadFailure, Streams};
+use super::error::ReadFailure;
+use super::Streams;
 use crate::contract::{
     Aggregate, Aggregated, Application, At, Axial, Bucket, Position, Prefix, Stream, TrackTuple,
     Tracked,

@@ -1,0 +1,1214 @@
+//! The lifecycle: retention (floors that only move forward), whole-track retirement,
+//! compaction and manifest checkpoints.
+//!
+//! ```text
+//! plan    ──► pure: state + declaration + now → Retire / CompactPlan (plan.rs)
+//! retire  ──► ONE record (floors + dropped files) ─► fsync ─► delete dropped files
+//! compact ──► job (no archive borrowed; may run on another thread): read + verify sources,
+//!             write segments under .tmp/ ─► fsync ─► rename ─► fsync dir
+//!         ──► finish: inputs still live and floors unmoved? ONE record (added + removed)
+//!             ─► fsync ─► delete replaced files
+//! checkpoint ──► new generation = snapshot of the live state ─► fsync ─► rename ─► drop old
+//! ```
+//!
+//! A crash anywhere leaves the old set or the new set served: files a record never named are
+//! quarantined at the next open, files a record removed are deleted by it.
+
+use super::offload::OffloadReport;
+use super::Archive;
+use crate::archive::error::{ArchiveError, Result, StoredError};
+use crate::archive::format::levels::{self, Cells};
+use crate::archive::format::manifest::{
+    Compact, LevelFloor, LevelRun, RawFloor, Record, Retire, SegmentFile, StreamDecl,
+};
+use crate::archive::format::segment::{self, TrackRows};
+use crate::archive::io::durable;
+use crate::archive::io::faults::{FaultPoint, Faults};
+use crate::archive::io::segment::OpenSegment;
+use crate::archive::io::store::Store;
+use crate::archive::layout::{STREAMS_DIR, TMP_DIR};
+use crate::archive::plan::lifecycle::{
+    plan_compaction, plan_retirement, plan_track_retirement, CompactPlan, Rewrite, Split,
+};
+use crate::contract::TrackKey;
+use arrow::array::{Array, RecordBatch, StringArray, UInt64Array};
+use arrow::datatypes::SchemaRef;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A manifest this small is never checkpointed for being mostly history: replaying it costs
+/// less than a millisecond.
+pub const CHECKPOINT_FLOOR: u64 = 128 << 10;
+
+/// Compactions one automatic [`Archive::compact`] runs per stream at most: enough to work off
+/// a backlog of thousands of barriers' level runs (each round merges several into one).
+pub const MAX_AUTO_ROUNDS: usize = 1024;
+
+/// What one retirement did.
+#[derive(Clone, Debug, Serialize)]
+pub struct RetireReport {
+    /// The stream.
+    pub stream: String,
+    /// Why (`sweep`, `explicit`).
+    pub reason: String,
+    /// Tracks whose floors moved.
+    pub tracks: usize,
+    /// Tracks retired whole.
+    pub whole: usize,
+    /// Files deleted.
+    pub files_deleted: usize,
+    /// Bytes deleted.
+    pub bytes_deleted: u64,
+    /// Data files that still held retired row groups beside live ones, rewritten without
+    /// them ([`Rewrite::Retired`]), and their bytes.
+    pub files_rewritten: usize,
+    /// Bytes of the data files rewritten.
+    pub bytes_rewritten: u64,
+}
+
+/// What one compaction did.
+#[derive(Clone, Debug, Serialize)]
+pub struct CompactReport {
+    /// The stream.
+    pub stream: String,
+    /// Data files replaced and their bytes.
+    pub files_in: usize,
+    /// Bytes of the data files replaced.
+    pub bytes_in: u64,
+    /// Segments written.
+    pub files_out: usize,
+    /// Bytes of the segments written.
+    pub bytes_out: u64,
+    /// Level files merged.
+    pub level_files_in: usize,
+    /// Bytes of the level files merged.
+    pub level_bytes_in: u64,
+    /// Bytes of the merged level files (0 when every cell was retired).
+    pub level_bytes_out: u64,
+}
+
+impl CompactReport {
+    /// Several compactions' figures added up (the streams named once each, in order).
+    pub fn total(reports: &[CompactReport]) -> CompactReport {
+        let mut streams: Vec<&str> = Vec::new();
+        for r in reports {
+            if !streams.contains(&r.stream.as_str()) {
+                streams.push(&r.stream);
+            }
+        }
+        CompactReport {
+            stream: streams.join(", "),
+            files_in: reports.iter().map(|r| r.files_in).sum(),
+            bytes_in: reports.iter().map(|r| r.bytes_in).sum(),
+            files_out: reports.iter().map(|r| r.files_out).sum(),
+            bytes_out: reports.iter().map(|r| r.bytes_out).sum(),
+            level_files_in: reports.iter().map(|r| r.level_files_in).sum(),
+            level_bytes_in: reports.iter().map(|r| r.level_bytes_in).sum(),
+            level_bytes_out: reports.iter().map(|r| r.level_bytes_out).sum(),
+        }
+    }
+}
+
+/// What [`Archive::maintain`] did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Maintenance {
+    /// Retirements committed.
+    pub retired: Vec<RetireReport>,
+    /// Compactions committed.
+    pub compacted: Vec<CompactReport>,
+    /// Files moved to the cold tier under the declared offload policies.
+    pub offloaded: Vec<OffloadReport>,
+    /// The generation a checkpoint started, if one did.
+    pub checkpoint: Option<u64>,
+}
+
+/// Tracks' lifecycle state when a job was planned; the swap is refused if a rewritten track's
+/// moved.
+type Floors = BTreeMap<TrackKey, (RawFloor, Vec<LevelFloor>, bool)>;
+
+fn floors_of(stream: &crate::archive::format::manifest::StreamState) -> Floors {
+    stream
+        .tracks
+        .iter()
+        .map(|(k, t)| (k.clone(), (t.raw, t.level_floors.clone(), t.whole)))
+        .collect()
+}
+
+/// A compaction to carry out: everything it needs, owned, so it can run on another thread
+/// while the archive keeps sealing. Obtained from [`Archive::plan_compaction`].
+pub struct CompactionJob {
+    root: PathBuf,
+    decl: StreamDecl,
+    schema: SchemaRef,
+    plan: CompactPlan,
+    files: BTreeMap<u64, SegmentFile>,
+    level_files: Vec<SegmentFile>,
+    floors: Floors,
+    names: std::ops::Range<u64>,
+    group_rows: usize,
+    faults: Faults,
+    store: Arc<Store>,
+}
+
+/// A compaction's files, written and in place, not yet recorded. Hand it to
+/// [`Archive::finish_compaction`].
+pub struct CompactedFiles {
+    stream: String,
+    record: Compact,
+    placed: Vec<PathBuf>,
+    floors: Floors,
+}
+
+impl std::fmt::Debug for CompactionJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompactionJob")
+            .field("stream", &self.decl.id)
+            .field("inputs", &self.plan.inputs.len())
+            .field("outputs", &self.plan.outputs.len())
+            .field("level_inputs", &self.plan.level_inputs.len())
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for CompactedFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompactedFiles")
+            .field("stream", &self.stream)
+            .field("placed", &self.placed.len())
+            .finish()
+    }
+}
+
+fn unreadable(stream: &str) -> impl Fn(StoredError) -> ArchiveError + '_ {
+    move |e| ArchiveError::Unreadable {
+        stream: stream.to_owned(),
+        kind: e.kind,
+        message: format!("compaction could not read its input: {e}"),
+    }
+}
+
+fn u64_range(batch: &RecordBatch, name: &str) -> Option<[u64; 2]> {
+    let c = batch
+        .column_by_name(name)?
+        .as_any()
+        .downcast_ref::<UInt64Array>()?;
+    (!c.is_empty()).then(|| [c.value(0), c.value(c.len() - 1)])
+}
+
+impl CompactionJob {
+    /// Units of work [`CompactionJob::run`] reports progress in (segments plus the level
+    /// merge).
+    pub fn steps(&self) -> usize {
+        self.plan.outputs.len() + usize::from(!self.plan.level_inputs.is_empty())
+    }
+
+    /// The plan being carried out.
+    pub fn plan(&self) -> &CompactPlan {
+        &self.plan
+    }
+
+    /// Reads every source (digests verified), writes the segments and the merged level file
+    /// under `.tmp/`, syncs them, renames them into place and syncs their directories.
+    /// Touches no manifest: until [`Archive::finish_compaction`] records them, a crash leaves
+    /// them as unrecorded files the next open quarantines. `progress(done, total)` after each
+    /// step.
+    pub fn run(self, mut progress: impl FnMut(usize, usize)) -> Result<CompactedFiles> {
+        let id = self.decl.id.clone();
+        let fail = |m: String| ArchiveError::Encode {
+            stream: id.clone(),
+            message: m,
+        };
+        let mut placer = Placer {
+            root: &self.root,
+            faults: &self.faults,
+            stream: &id,
+            names: self.names.clone(),
+            staged: Vec::new(),
+        };
+        let mut added = Vec::new();
+        let mut added_levels = Vec::new();
+        let total = self.steps();
+        let mut done = 0;
+        // Raw segments: one track each, row groups of at most `group_rows`.
+        let axis = self.decl.axis.clone();
+        let mut open = crate::archive::io::segment::Opened::new(&self.store);
+        for out in &self.plan.outputs {
+            // Streamed: one source group read at a time, cut into row groups of
+            // `group_rows` (rows of consecutive sources join), each written as it fills.
+            let (mut sealed_at, mut barrier) = (0u64, 0u64);
+            for &(name, _) in &out.sources {
+                if let Some(file) = self.files.get(&name) {
+                    sealed_at = sealed_at.max(file.sealed_at_ns);
+                    barrier = barrier.max(file.barrier);
+                }
+            }
+            let mut file = placer.start("rows", &self.schema)?;
+            let mut pending: Vec<RecordBatch> = Vec::new();
+            let mut pending_rows = 0usize;
+            let cap = self.group_rows.max(1);
+            for (i, &(name, group)) in out.sources.iter().enumerate() {
+                let source = self.files.get(&name).ok_or_else(|| {
+                    ArchiveError::Internal(format!(
+                        "stream {id:?}: planned source file {name} is unknown"
+                    ))
+                })?;
+                let batch = open
+                    .read_group(name, source, group)
+                    .map_err(unreadable(&id))?;
+                pending_rows += batch.num_rows();
+                pending.push(batch);
+                let last = i + 1 == out.sources.len();
+                if pending_rows >= cap || last {
+                    let joined = arrow::compute::concat_batches(&self.schema, &pending)
+                        .map_err(|e| fail(e.to_string()))?;
+                    let whole = if last {
+                        joined.num_rows()
+                    } else {
+                        joined.num_rows() / cap * cap
+                    };
+                    for rows in
+                        segment::bounded(&out.track, &joined.slice(0, whole), cap, axis.as_deref())
+                    {
+                        file.writer.push(&rows)?;
+                    }
+                    pending = vec![joined.slice(whole, joined.num_rows() - whole)];
+                    pending_rows = joined.num_rows() - whole;
+                }
+            }
+            added.push(placer.finish(file, barrier, sealed_at)?);
+            done += 1;
+            progress(done, total);
+        }
+        drop(open);
+        // Levels: the merged runs become one run (one file of every level, or tables).
+        if !self.plan.level_inputs.is_empty() {
+            added_levels = self.write_level_run(&mut placer)?;
+            done += 1;
+            progress(done, total);
+        }
+        self.faults.hit(FaultPoint::AfterDataWrite);
+        let mut dirs = std::collections::BTreeSet::new();
+        let mut placed = Vec::new();
+        for (from, to) in &placer.staged {
+            durable::rename(&self.faults, from, to)?;
+            if let Some(parent) = to.parent() {
+                dirs.insert(parent.to_path_buf());
+            }
+            placed.push(to.clone());
+        }
+        for dir in &dirs {
+            durable::sync_dir(&self.faults, dir)?;
+        }
+        self.faults.hit(FaultPoint::AfterDataRename);
+        Ok(CompactedFiles {
+            stream: id.clone(),
+            record: Compact {
+                stream: id,
+                next_name: self.names.end,
+                added,
+                removed: self.plan.inputs.clone(),
+                added_levels,
+                removed_levels: self.plan.level_inputs.clone(),
+            },
+            placed,
+            // The swap is refused if a rewritten track's floors move before it is recorded
+            // (new tracks, and other tracks' floors, do not matter to it).
+            floors: self
+                .floors
+                .into_iter()
+                .filter(|(key, _)| {
+                    self.plan
+                        .outputs
+                        .iter()
+                        .any(|o| TrackKey::encode(&o.track).is_ok_and(|k| k == *key))
+                })
+                .collect(),
+        })
+    }
+
+    /// Merges the input runs into one run: for each level, every source's cells of each
+    /// track folded in publish order (cells whole), retired cells (beneath a level floor, or
+    /// of a track retired whole) dropped, tracks in key order, each track's cells by cell then
+    /// field. Written as level tables (one file per level, row groups packing tracks up to
+    /// [`levels::TABLE_GROUP_ROWS`] cells) when the plan says so, else as one file whose row
+    /// group k holds level k. Holds one decoded row group per source and one track's cells at
+    /// a time, besides the output.
+    fn write_level_run(&self, out: &mut Placer<'_>) -> Result<Vec<SegmentFile>> {
+        let id = &self.decl.id;
+        let fail = |m: String| ArchiveError::Encode {
+            stream: id.clone(),
+            message: format!("level merge: {m}"),
+        };
+        let Some(ladder) = self.decl.ladder else {
+            return Ok(Vec::new());
+        };
+        let schema = levels::level_schema(&self.decl).map_err(fail)?;
+        let opened: Vec<OpenSegment<'_>> = self
+            .level_files
+            .iter()
+            .map(|f| OpenSegment::open(&self.store, f).map_err(unreadable(id)))
+            .collect::<Result<_>>()?;
+        let read = |file: usize, group: usize| -> Result<BTreeMap<TrackKey, Cells>> {
+            let batch = opened[file].read_group(group).map_err(unreadable(id))?;
+            levels::decode_level(&self.decl, &batch).map_err(|m| {
+                unreadable(id)(StoredError::corrupt(format!(
+                    "{}: group {group}: {m}",
+                    self.level_files[file].path
+                )))
+            })
+        };
+        let (mut sealed_at, mut barrier) = (0u64, 0u64);
+        for f in &self.level_files {
+            sealed_at = sealed_at.max(f.sealed_at_ns);
+            barrier = barrier.max(f.barrier);
+        }
+        let levels_n = ladder.levels as usize;
+        let tier = self.plan.level_tier;
+        if !self.plan.level_tables {
+            // One file of every level, when every level keeps a cell (a file's group k must
+            // be level k); else the tables below.
+            let mut groups = Vec::with_capacity(levels_n);
+            let mut lasts = Vec::with_capacity(levels_n);
+            for k in 0..levels_n {
+                let (mut g, mut l) = (Vec::new(), Vec::new());
+                self.merge_level(k, usize::MAX, &schema, &read, &mut |group, last| {
+                    g.push(group);
+                    l.push(last);
+                    Ok(())
+                })?;
+                if g.len() != 1 {
+                    break;
+                }
+                groups.append(&mut g);
+                lasts.append(&mut l);
+            }
+            if groups.len() == levels_n {
+                let mut file = out.write("levels", &schema, &groups, barrier, sealed_at)?;
+                for (entry, last) in file.groups.iter_mut().zip(lasts) {
+                    entry.last_track = Some(last);
+                }
+                file.run = Some(LevelRun {
+                    id: file.name,
+                    tier,
+                    level: None,
+                });
+                return Ok(vec![file]);
+            }
+        }
+        let mut tables: Vec<SegmentFile> = Vec::new();
+        for k in 0..levels_n {
+            // Streamed: each row group is written as soon as it fills; a level that keeps no
+            // cell gets no file.
+            let mut placing: Option<Placing> = None;
+            let mut lasts = Vec::new();
+            self.merge_level(
+                k,
+                levels::TABLE_GROUP_ROWS,
+                &schema,
+                &read,
+                &mut |group, last| {
+                    let file = match &mut placing {
+                        Some(file) => file,
+                        None => placing.insert(out.start(&format!("levels/level={k}"), &schema)?),
+                    };
+                    file.writer.push(&group)?;
+                    lasts.push(last);
+                    Ok(())
+                },
+            )?;
+            let Some(placing) = placing else {
+                continue;
+            };
+            let mut file = out.finish(placing, barrier, sealed_at)?;
+            for (entry, last) in file.groups.iter_mut().zip(lasts) {
+                entry.last_track = Some(last);
+            }
+            file.run = Some(LevelRun {
+                id: tables.first().map_or(file.name, |t| t.name),
+                tier,
+                level: Some(k as u8),
+            });
+            tables.push(file);
+        }
+        Ok(tables)
+    }
+
+    /// Level `k` of the merged run, handed to `emit` as row groups of at most `cap` cells
+    /// (whole tracks packed, a longer track split), each with its last track, as each fills.
+    fn merge_level(
+        &self,
+        k: usize,
+        cap: usize,
+        schema: &SchemaRef,
+        read: &ReadGroup<'_>,
+        emit: &mut dyn FnMut(TrackRows, Vec<String>) -> Result<()>,
+    ) -> Result<()> {
+        let fail = |m: String| ArchiveError::Encode {
+            stream: self.decl.id.clone(),
+            message: format!("level merge: {m}"),
+        };
+        let w = self.decl.ladder.map_or(1, |l| l.width(k));
+        let mut sources = Vec::new();
+        let mut bounds: Option<([u64; 2], [u64; 2])> = None;
+        for (file, group) in levels::level_groups(&self.level_files, k) {
+            let entry = &self.level_files[file].groups[group];
+            let widen = |a: [u64; 2], b: [u64; 2]| [a[0].min(b[0]), a[1].max(b[1])];
+            bounds = Some(match bounds {
+                None => (entry.position, entry.seq),
+                Some((p, s)) => (widen(p, entry.position), widen(s, entry.seq)),
+            });
+            match sources.last_mut() {
+                Some(TrackStream {
+                    file: f, groups, ..
+                }) if *f == file => groups.push_back(group),
+                _ => sources.push(TrackStream {
+                    file,
+                    groups: std::collections::VecDeque::from([group]),
+                    pending: std::collections::VecDeque::new(),
+                }),
+            }
+        }
+        let (position, seq) = bounds.unwrap_or(([0, 0], [0, 0]));
+        let mut table = TableGroups::new(position, seq, w, cap);
+        loop {
+            let mut next: Option<TrackKey> = None;
+            for source in &mut sources {
+                if let Some(key) = source.peek(read)? {
+                    if next.as_ref().is_none_or(|n| key < n) {
+                        next = Some(key.clone());
+                    }
+                }
+            }
+            let Some(key) = next else { break };
+            let mut cells = Cells::new();
+            for source in &mut sources {
+                for (at, bucket) in source.take(&key, read)? {
+                    levels::fold_into(&mut cells, at, bucket);
+                }
+            }
+            let (floor, whole) = match self.floors.get(&key) {
+                Some((_, levels, whole)) => (levels.get(k).map_or(0, |f| f.axis), *whole),
+                None => (0, false),
+            };
+            if whole {
+                continue;
+            }
+            cells.retain(|&(_, cell), _| cell.saturating_mul(w) >= floor);
+            if cells.is_empty() {
+                continue;
+            }
+            let labels = key.labels();
+            let track_row = track_row(&self.decl, &labels).map_err(fail)?;
+            let batch = levels::encode_cells(
+                &self.decl,
+                schema,
+                k,
+                &track_row,
+                &cells,
+                levels::CellOrder::CellThenField,
+            )?;
+            table.push(&labels, &batch).map_err(fail)?;
+            for (group, last) in table.ready() {
+                emit(group, last)?;
+            }
+        }
+        for (group, last) in table.finish().map_err(fail)? {
+            emit(group, last)?;
+        }
+        Ok(())
+    }
+}
+
+/// One source of a level merge: its row groups of one level, read one at a time, yielding
+/// whole tracks in key order (a track a table split across groups is joined again).
+struct TrackStream {
+    file: usize,
+    groups: std::collections::VecDeque<usize>,
+    pending: std::collections::VecDeque<(TrackKey, Cells)>,
+}
+
+type ReadGroup<'r> = dyn Fn(usize, usize) -> Result<BTreeMap<TrackKey, Cells>> + 'r;
+
+impl TrackStream {
+    fn fill(&mut self, read: &ReadGroup<'_>) -> Result<()> {
+        while self.pending.is_empty() {
+            let Some(group) = self.groups.pop_front() else {
+                return Ok(());
+            };
+            self.pending.extend(read(self.file, group)?);
+        }
+        Ok(())
+    }
+
+    fn peek(&mut self, read: &ReadGroup<'_>) -> Result<Option<&TrackKey>> {
+        self.fill(read)?;
+        Ok(self.pending.front().map(|(k, _)| k))
+    }
+
+    /// The cells of `key` if it is the next track, else none.
+    fn take(&mut self, key: &TrackKey, read: &ReadGroup<'_>) -> Result<Cells> {
+        let mut cells = Cells::new();
+        loop {
+            self.fill(read)?;
+            match self.pending.front() {
+                Some((next, _)) if next == key => {
+                    let (_, more) = self.pending.pop_front().expect("peeked");
+                    for (at, bucket) in more {
+                        levels::fold_into(&mut cells, at, bucket);
+                    }
+                }
+                _ => return Ok(cells),
+            }
+        }
+    }
+}
+
+/// A level table's row groups as they fill: whole tracks packed until a group holds `cap`
+/// cells, a longer track split across groups.
+struct TableGroups {
+    position: [u64; 2],
+    seq: [u64; 2],
+    width: u64,
+    cap: usize,
+    /// Groups cut and not yet handed over, each with its last track.
+    groups: Vec<(TrackRows, Vec<String>)>,
+    parts: Vec<RecordBatch>,
+    rows: usize,
+    first: Option<Vec<String>>,
+    last: Vec<String>,
+    cells: [u64; 2],
+}
+
+impl TableGroups {
+    fn new(position: [u64; 2], seq: [u64; 2], width: u64, cap: usize) -> Self {
+        TableGroups {
+            position,
+            seq,
+            width,
+            cap,
+            groups: Vec::new(),
+            parts: Vec::new(),
+            rows: 0,
+            first: None,
+            last: Vec::new(),
+            cells: [u64::MAX, 0],
+        }
+    }
+
+    /// Adds one track's cells (ordered by cell).
+    fn push(&mut self, labels: &[&str], batch: &RecordBatch) -> std::result::Result<(), String> {
+        let mut offset = 0;
+        while offset < batch.num_rows() {
+            let len = (self.cap - self.rows).min(batch.num_rows() - offset);
+            let slice = batch.slice(offset, len);
+            if let Some([lo, hi]) = u64_range(&slice, "cell") {
+                self.cells = [self.cells[0].min(lo), self.cells[1].max(hi)];
+            }
+            let owned: Vec<String> = labels.iter().map(|l| (*l).to_owned()).collect();
+            self.first.get_or_insert_with(|| owned.clone());
+            self.last = owned;
+            self.parts.push(slice);
+            self.rows += len;
+            offset += len;
+            if self.rows == self.cap {
+                self.cut()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn cut(&mut self) -> std::result::Result<(), String> {
+        let Some(first) = self.parts.first() else {
+            return Ok(());
+        };
+        let batch = arrow::compute::concat_batches(&first.schema(), &self.parts)
+            .map_err(|e| e.to_string())?;
+        let axis = [
+            self.cells[0].saturating_mul(self.width),
+            self.cells[1]
+                .saturating_add(1)
+                .saturating_mul(self.width)
+                .saturating_sub(1),
+        ];
+        let group = TrackRows {
+            labels: self.first.take().unwrap_or_default(),
+            batch,
+            position: self.position,
+            axis: Some(axis),
+            seq: self.seq,
+        };
+        self.groups.push((group, std::mem::take(&mut self.last)));
+        self.parts.clear();
+        self.rows = 0;
+        self.cells = [u64::MAX, 0];
+        Ok(())
+    }
+
+    /// The groups cut so far, with their last tracks, handed over.
+    fn ready(&mut self) -> Vec<(TrackRows, Vec<String>)> {
+        std::mem::take(&mut self.groups)
+    }
+
+    /// Cuts the last group and hands over what is left.
+    fn finish(mut self) -> std::result::Result<Vec<(TrackRows, Vec<String>)>, String> {
+        self.cut()?;
+        Ok(self.groups)
+    }
+}
+
+/// Writes a compaction's files under `.tmp/` (synced) with the names reserved for it, and
+/// remembers where each goes.
+struct Placer<'a> {
+    root: &'a Path,
+    faults: &'a Faults,
+    stream: &'a str,
+    names: std::ops::Range<u64>,
+    staged: Vec<(PathBuf, PathBuf)>,
+}
+
+/// A file a [`Placer`] is writing.
+struct Placing {
+    writer: crate::archive::io::segment::Writer,
+    name: u64,
+    kind: String,
+    at: PathBuf,
+}
+
+impl Placer<'_> {
+    /// Starts the next reserved name under `.tmp/`, bound for `streams/<id>/<kind>/`.
+    fn start(&mut self, kind: &str, schema: &SchemaRef) -> Result<Placing> {
+        let name = self.names.next().ok_or_else(|| {
+            ArchiveError::Internal(format!(
+                "a compaction of stream {:?} ran out of the names it reserved",
+                self.stream
+            ))
+        })?;
+        let at = self.root.join(TMP_DIR).join(segment::data_file_name(name));
+        let writer = crate::archive::io::segment::Writer::create(
+            self.faults,
+            &at,
+            self.stream,
+            schema,
+            name,
+        )?;
+        Ok(Placing {
+            writer,
+            name,
+            kind: kind.to_owned(),
+            at,
+        })
+    }
+
+    /// Finishes and syncs a file, and remembers where it goes.
+    fn finish(&mut self, file: Placing, barrier: u64, sealed_at_ns: u64) -> Result<SegmentFile> {
+        let (bytes, footer, groups) = file.writer.finish(self.faults)?;
+        let file_name = segment::data_file_name(file.name);
+        let dir = format!("{STREAMS_DIR}/{}/{}", self.stream, file.kind);
+        let dir_path = self.root.join(&dir);
+        durable::create_dir(self.faults, &dir_path)?;
+        self.staged.push((file.at, dir_path.join(&file_name)));
+        Ok(SegmentFile {
+            name: file.name,
+            path: format!("{dir}/{file_name}"),
+            bytes,
+            barrier,
+            sealed_at_ns,
+            footer,
+            groups,
+            cold: None,
+            run: None,
+        })
+    }
+
+    /// Writes `groups` (one row group each) as the next reserved name.
+    fn write(
+        &mut self,
+        kind: &str,
+        schema: &SchemaRef,
+        groups: &[TrackRows],
+        barrier: u64,
+        sealed_at_ns: u64,
+    ) -> Result<SegmentFile> {
+        let mut file = self.start(kind, schema)?;
+        for group in groups {
+            file.writer.push(group)?;
+        }
+        self.finish(file, barrier, sealed_at_ns)
+    }
+}
+
+/// A one-row batch of a track's component columns, rebuilt from its labels (which render
+/// the columns' values exactly).
+fn track_row(decl: &StreamDecl, labels: &[&str]) -> std::result::Result<RecordBatch, String> {
+    let mut fields = Vec::new();
+    let mut columns = Vec::new();
+    for (name, label) in decl.track.iter().zip(labels) {
+        let column = decl
+            .columns
+            .iter()
+            .find(|c| &c.name == name)
+            .ok_or_else(|| format!("track column {name:?} is not declared"))?;
+        let t: arrow::datatypes::DataType = column
+            .data_type
+            .parse()
+            .map_err(|e| format!("{name}: {e}"))?;
+        let text: Arc<dyn Array> = Arc::new(StringArray::from(vec![*label]));
+        columns.push(arrow::compute::cast(&text, &t).map_err(|e| format!("{name}: {e}"))?);
+        fields.push(arrow::datatypes::Field::new(name, t, false));
+    }
+    RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)
+        .map_err(|e| e.to_string())
+}
+
+impl Archive {
+    pub(crate) fn writable(&self) -> Result<()> {
+        self.commit.writable("retire or compact")
+    }
+
+    /// Checks the declared lifetimes against the recorded streams (at open).
+    pub(crate) fn check_retention(&self) -> Result<()> {
+        for (id, retention) in &self.config.retention {
+            let Some(stream) = self.commit.state().streams.get(id) else {
+                return Err(ArchiveError::declaration(
+                    id,
+                    "a lifetime is declared for a stream the archive neither records nor selects",
+                ));
+            };
+            let levels = stream.decl.ladder.map_or(0, |l| l.levels as usize);
+            retention
+                .validate(id, stream.decl.axis.is_some(), levels)
+                .map_err(|m| ArchiveError::declaration(id, m))?;
+        }
+        Ok(())
+    }
+
+    /// Commits one retirement and deletes the files it dropped.
+    fn execute_retire(&mut self, retire: Retire) -> Result<RetireReport> {
+        self.writable()?;
+        let stream = self
+            .commit
+            .state()
+            .streams
+            .get(&retire.stream)
+            .ok_or_else(|| ArchiveError::UnknownStream(retire.stream.clone()))?;
+        let doomed: Vec<SegmentFile> = stream
+            .files
+            .iter()
+            .chain(&stream.levels)
+            .filter(|f| retire.dropped.contains(&f.name))
+            .cloned()
+            .collect();
+        let report = RetireReport {
+            stream: retire.stream.clone(),
+            reason: retire.reason.clone(),
+            tracks: retire.tracks.len(),
+            whole: retire.tracks.iter().filter(|t| t.whole).count(),
+            files_deleted: doomed.len(),
+            bytes_deleted: doomed.iter().map(|f| f.bytes).sum(),
+            files_rewritten: 0,
+            bytes_rewritten: 0,
+        };
+        let id = retire.stream.clone();
+        let mut report = report;
+        self.commit(&Record::Retire(retire))?;
+        self.discard(&doomed)?;
+        // With the Delta log on, files still holding retired groups are rewritten now, so
+        // the log (and a glob) shows exactly what is served.
+        let purged = if self.config.delta {
+            self.purge_retired(&id)?
+        } else {
+            None
+        };
+        if let Some(rewritten) = purged {
+            report.files_rewritten = rewritten.files_in;
+            report.bytes_rewritten = rewritten.bytes_in;
+        }
+        tracing::info!(stream = %id, tracks = report.tracks, whole = report.whole, files = report.files_deleted, "retired");
+        Ok(report)
+    }
+
+    pub(super) fn delete<'p>(&mut self, paths: impl Iterator<Item = &'p Path>) -> Result<()> {
+        if let Err(e) = durable::remove_all(&self.config.faults, paths) {
+            return Err(self.poison(e));
+        }
+        Ok(())
+    }
+
+    /// Applies every stream's declared lifetimes and idle time at `now_ns`: one retirement
+    /// record per stream whose floors move. Floors only move forward.
+    pub fn sweep(&mut self, now_ns: u64) -> Result<Vec<RetireReport>> {
+        self.writable()?;
+        let mut reports = Vec::new();
+        let ids: Vec<String> = self.config.retention.keys().cloned().collect();
+        for id in ids {
+            let retention = &self.config.retention[&id];
+            let Some(stream) = self.commit.state().streams.get(&id) else {
+                continue;
+            };
+            if let Some(retire) = plan_retirement(stream, retention, now_ns) {
+                reports.push(self.execute_retire(retire)?);
+            }
+        }
+        Ok(reports)
+    }
+
+    /// Retires every track of `stream` beneath `prefix` whole (an empty prefix: every track):
+    /// nothing of them is served afterwards, and reads of them answer their floor. The one
+    /// way a track's last row group goes. `None` when nothing is left to retire.
+    pub fn retire_track(
+        &mut self,
+        stream: &str,
+        prefix: &[String],
+    ) -> Result<Option<RetireReport>> {
+        self.writable()?;
+        let state = self
+            .commit
+            .state()
+            .streams
+            .get(stream)
+            .ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
+        if prefix.len() > state.decl.track.len() {
+            return Err(ArchiveError::declaration(
+                stream,
+                format!(
+                    "is tracked by {} component(s) ({}); {} label(s) were given",
+                    state.decl.track.len(),
+                    state.decl.track.join(", "),
+                    prefix.len()
+                ),
+            ));
+        }
+        let key = TrackKey::encode(prefix)
+            .map_err(|e| ArchiveError::declaration(stream, e.to_string()))?;
+        let now = self.config.clock.now_ns();
+        match plan_track_retirement(state, &key, now) {
+            Some(retire) => self.execute_retire(retire).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Plans a compaction of `stream` and reserves its file names; `None` when nothing is
+    /// worth rewriting (`force`: rewrite whatever can be, regardless of the thresholds).
+    pub fn plan_compaction(&mut self, stream: &str, force: bool) -> Result<Option<CompactionJob>> {
+        let rewrite = if force { Rewrite::All } else { Rewrite::Due };
+        self.plan_rewrite(stream, rewrite)
+    }
+
+    /// Rewrites the data files of `stream` that hold retired row groups ([`Rewrite::Retired`]),
+    /// so no live file holds a row the archive no longer serves. A retirement runs it.
+    pub(crate) fn purge_retired(&mut self, stream: &str) -> Result<Option<CompactReport>> {
+        let Some(job) = self.plan_rewrite(stream, Rewrite::Retired)? else {
+            return Ok(None);
+        };
+        let files = match job.run(|_, _| {}) {
+            Ok(f) => f,
+            Err(e) => return Err(self.poison(e)),
+        };
+        self.finish_compaction(files)
+    }
+
+    fn plan_rewrite(&mut self, stream: &str, rewrite: Rewrite) -> Result<Option<CompactionJob>> {
+        self.writable()?;
+        let state = self
+            .commit
+            .state()
+            .streams
+            .get(stream)
+            .ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
+        let split = self
+            .config
+            .retention
+            .get(stream)
+            .map_or(Split::None, |r| Split::for_lifetime(r.raw));
+        let Some(plan) = plan_compaction(state, &self.config.compaction, split, rewrite) else {
+            return Ok(None);
+        };
+        let schema = match self.selected.get(stream) {
+            Some(s) => s.full_schema.clone(),
+            None => crate::archive::format::spec::stored_schema(&state.decl)
+                .map_err(|m| ArchiveError::declaration(stream, m))?,
+        };
+        let tables = if plan.level_inputs.is_empty() {
+            0
+        } else {
+            state.decl.ladder.map_or(0, |l| u64::from(l.levels))
+        };
+        let names = plan.outputs.len() as u64 + tables;
+        let files: BTreeMap<u64, SegmentFile> = state
+            .files
+            .iter()
+            .filter(|f| plan.inputs.contains(&f.name))
+            .map(|f| (f.name, f.clone()))
+            .collect();
+        let level_files = state
+            .levels
+            .iter()
+            .filter(|f| plan.level_inputs.contains(&f.name))
+            .cloned()
+            .collect();
+        let (decl, floors) = (state.decl.clone(), floors_of(state));
+        let names = self.commit.reserve(names);
+        Ok(Some(CompactionJob {
+            root: self.root.clone(),
+            decl,
+            schema,
+            floors,
+            plan,
+            files,
+            level_files,
+            names,
+            group_rows: self.config.compaction.group_rows,
+            faults: self.config.faults.clone(),
+            store: self.store.clone(),
+        }))
+    }
+
+    /// Records a finished compaction: one record adds the new files and removes the replaced
+    /// ones together; the replaced files are deleted after it is synced. Refused (and the new
+    /// files deleted, nothing recorded) when an input left the live set or a floor moved
+    /// since the plan: the next compaction plans again.
+    pub fn finish_compaction(&mut self, done: CompactedFiles) -> Result<Option<CompactReport>> {
+        self.writable()?;
+        let Some(state) = self.commit.state().streams.get(&done.stream) else {
+            return Err(ArchiveError::UnknownStream(done.stream));
+        };
+        let live = |names: &[u64], files: &[SegmentFile]| {
+            names.iter().all(|n| files.iter().any(|f| f.name == *n))
+        };
+        let still = live(&done.record.removed, &state.files)
+            && live(&done.record.removed_levels, &state.levels)
+            && done.floors.iter().all(|(key, floors)| {
+                state
+                    .tracks
+                    .get(key)
+                    .is_some_and(|t| (t.raw, t.level_floors.clone(), t.whole) == *floors)
+            });
+        if !still {
+            tracing::warn!(stream = %done.stream, "compaction overtaken by a retirement; its files are discarded");
+            self.delete(done.placed.iter().map(PathBuf::as_path))?;
+            return Ok(None);
+        }
+        let bytes_of = |names: &[u64], files: &[SegmentFile]| -> (Vec<SegmentFile>, u64) {
+            let picked: Vec<SegmentFile> = files
+                .iter()
+                .filter(|f| names.contains(&f.name))
+                .cloned()
+                .collect();
+            let bytes = picked.iter().map(|f| f.bytes).sum();
+            (picked, bytes)
+        };
+        let (raw_paths, bytes_in) = bytes_of(&done.record.removed, &state.files);
+        let (level_paths, level_bytes_in) = bytes_of(&done.record.removed_levels, &state.levels);
+        let report = CompactReport {
+            stream: done.stream.clone(),
+            files_in: raw_paths.len(),
+            bytes_in,
+            files_out: done.record.added.len(),
+            bytes_out: done.record.added.iter().map(|f| f.bytes).sum(),
+            level_files_in: level_paths.len(),
+            level_bytes_in,
+            level_bytes_out: done.record.added_levels.iter().map(|f| f.bytes).sum(),
+        };
+        let mut record = done.record;
+        record.next_name = record.next_name.max(self.commit.next_name());
+        self.commit(&Record::Compact(record))?;
+        let replaced: Vec<SegmentFile> = raw_paths.into_iter().chain(level_paths).collect();
+        self.discard(&replaced)?;
+        tracing::info!(stream = %report.stream, files_in = report.files_in, files_out = report.files_out, "compacted");
+        Ok(Some(report))
+    }
+
+    /// Compacts every stream now (plan, run, finish in turn; `force` ignores the thresholds).
+    /// `progress(stream, done, total)` after each step.
+    pub fn compact(
+        &mut self,
+        force: bool,
+        mut progress: impl FnMut(&str, usize, usize),
+    ) -> Result<Vec<CompactReport>> {
+        let ids: Vec<String> = self.commit.state().streams.keys().cloned().collect();
+        let mut reports = Vec::new();
+        for id in ids {
+            reports.extend(self.compact_stream(&id, force, |d, t| progress(&id, d, t))?);
+        }
+        Ok(reports)
+    }
+
+    /// The compactions of one stream: one job when forced; otherwise every one due, since an
+    /// automatic compaction works off a backlog of level runs one tiered merge at a time
+    /// (each merges `LEVEL_FANOUT` runs into one; at most [`MAX_AUTO_ROUNDS`]). A job
+    /// overtaken by a retirement ends it. `progress(done, total)` within each job.
+    pub fn compact_stream(
+        &mut self,
+        stream: &str,
+        force: bool,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<Vec<CompactReport>> {
+        let rounds = if force { 1 } else { MAX_AUTO_ROUNDS };
+        let mut reports = Vec::new();
+        for _ in 0..rounds {
+            let Some(job) = self.plan_compaction(stream, force)? else {
+                break;
+            };
+            let files = match job.run(&mut progress) {
+                Ok(f) => f,
+                Err(e) => return Err(self.poison(e)),
+            };
+            match self.finish_compaction(files)? {
+                Some(report) => reports.push(report),
+                None => break,
+            }
+        }
+        Ok(reports)
+    }
+
+    /// Starts a new manifest generation holding a snapshot of the live state, then removes
+    /// the old one. Open time then depends on the live state, not on history. Answers the
+    /// new generation.
+    pub fn checkpoint(&mut self) -> Result<u64> {
+        let (generation, old) = self.commit.checkpoint(
+            &self.root.join(TMP_DIR),
+            &self.root.join(crate::archive::layout::MANIFEST_DIR),
+        )?;
+        if let Some(old) = old {
+            self.delete(std::iter::once(old.as_path()))?;
+        }
+        self.checkpoint_delta_logs();
+        tracing::info!(generation, "checkpoint");
+        Ok(generation)
+    }
+
+    /// The manifest's current size in bytes (0 read-only).
+    pub fn manifest_bytes(&self) -> u64 {
+        self.commit.manifest_bytes()
+    }
+
+    /// A checkpoint when one is due ([`Archive::checkpoint_due`]): the new generation, if
+    /// one started.
+    pub fn checkpoint_if_due(&mut self) -> Result<Option<u64>> {
+        if self.checkpoint_due() {
+            self.checkpoint().map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Whether a checkpoint is due: the manifest is past its configured size, or past
+    /// [`CHECKPOINT_FLOOR`] and more than twice what a snapshot of the live state would be.
+    /// Every open replays the log, so a log that holds mostly replaced history costs every
+    /// reader; a checkpoint makes open time depend on the live state alone.
+    pub fn checkpoint_due(&self) -> bool {
+        let log = self.manifest_bytes();
+        if log > self.config.checkpoint_bytes {
+            return true;
+        }
+        if log <= CHECKPOINT_FLOOR {
+            return false;
+        }
+        let snapshot = Record::Snapshot(self.commit.state().snapshot(0));
+        let live = serde_json::to_vec(&snapshot).map_or(0, |b| b.len() as u64);
+        log > 2 * live
+    }
+
+    /// Everything the lifecycle owes at `now_ns`, in order: the declared retirements, the
+    /// compactions past their thresholds, the declared moves to the cold tier, and a
+    /// checkpoint once the manifest is past its size. A host calls it from its sealing service, off the publishing thread.
+    pub fn maintain(&mut self, now_ns: u64) -> Result<Maintenance> {
+        let mut done = Maintenance {
+            retired: self.sweep(now_ns)?,
+            ..Maintenance::default()
+        };
+        done.compacted = self.compact(false, |_, _, _| {})?;
+        if self.store.configured().is_some() && !self.config.offload.is_empty() {
+            done.offloaded = self.offload(None, now_ns, |_, _, _| {})?;
+        }
+        done.checkpoint = self.checkpoint_if_due()?;
+        Ok(done)
+    }
+}
+
+/// Runs the lifecycle from a sealing service without making publish or reads wait for a
+/// compaction: each [`Maintainer::step`] sweeps, records the compactions that have finished,
+/// starts the ones that are due on their own threads, and checkpoints, so the archive is
+/// held for one manifest commit at a time, never for a rewrite.
+#[derive(Debug, Default)]
+pub struct Maintainer {
+    running: Vec<(String, std::thread::JoinHandle<Result<CompactedFiles>>)>,
+}
+
+impl Maintainer {
+    /// Nothing running.
+    pub fn new() -> Self {
+        Maintainer::default()
+    }
+
+    /// Compactions in flight.
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// One step at `now_ns`; never waits for a compaction to finish.
+    pub fn step(&mut self, archive: &mut Archive, now_ns: u64) -> Result<Maintenance> {
+        let mut done = Maintenance {
+            retired: archive.sweep(now_ns)?,
+            ..Maintenance::default()
+        };
+        let (finished, running): (Vec<_>, Vec<_>) = std::mem::take(&mut self.running)
+            .into_iter()
+            .partition(|(_, handle)| handle.is_finished());
+        self.running = running;
+        for (stream, handle) in finished {
+            done.compacted
+                .extend(Self::record(archive, &stream, handle)?);
+        }
+        let ids: Vec<String> = archive.commit.state().streams.keys().cloned().collect();
+        for id in ids {
+            if self.running.iter().any(|(s, _)| *s == id) {
+                continue;
+            }
+            if let Some(job) = archive.plan_compaction(&id, false)? {
+                let handle = std::thread::Builder::new()
+                    .name(format!("compact-{id}"))
+                    .spawn(move || job.run(|_, _| {}))
+                    .map_err(ArchiveError::io(
+                        "start a compaction thread",
+                        archive.root(),
+                    ))?;
+                self.running.push((id, handle));
+            }
+        }
+        done.checkpoint = archive.checkpoint_if_due()?;
+        Ok(done)
+    }
+
+    /// Waits for every compaction in flight and records it (a clean stop).
+    pub fn finish(&mut self, archive: &mut Archive) -> Result<Vec<CompactReport>> {
+        let mut reports = Vec::new();
+        for (stream, handle) in std::mem::take(&mut self.running) {
+            reports.extend(Self::record(archive, &stream, handle)?);
+        }
+        Ok(reports)
+    }
+
+    fn record(
+        archive: &mut Archive,
+        stream: &str,
+        handle: std::thread::JoinHandle<Result<CompactedFiles>>,
+    ) -> Result<Option<CompactReport>> {
+        let outcome = handle
+            .join()
+            .map_err(|_| {
+                ArchiveError::Internal(format!(
+                    "the compaction thread of stream {stream:?} panicked"
+                ))
+            })
+            .and_then(|job| job);
+        match outcome {
+            // A failed job poisons exactly as `Archive::compact` does: its files under
+            // `.tmp/` are evidence for the next open, and nothing more is written meanwhile.
+            Err(e) => Err(archive.poison(e)),
+            Ok(files) => archive.finish_compaction(files),
+        }
+    }
+}

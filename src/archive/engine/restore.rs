@@ -1,0 +1,245 @@
+//! Restoring barriers a damaged manifest lost, from the files they wrote, where the evidence
+//! is whole.
+//!
+//! A barrier's data file (and its level partials) is in place before its record is appended,
+//! so a manifest that lost acknowledged barriers usually still has their files. A file is
+//! taken back only when it proves itself: decoded and encoded again exactly as a barrier
+//! encodes it (same name, same row-group bound, the level partials computed from the same
+//! rows), it must come out **byte for byte** the file on disk, level file included; its rows
+//! must continue the stream's `_seq` exactly where the state before it stops; and the
+//! barrier record rebuilt from the encoding must apply to that state. The first file that
+//! fails any of these ends its stream's chain: it and everything after it stay evidence (a
+//! repair quarantines them). See `docs/format.md`, "Repair".
+
+use crate::archive::error::Result;
+use crate::archive::format::levels;
+use crate::archive::format::manifest::{Barrier, BarrierStream, Record, SegmentFile, State};
+use crate::archive::format::segment::{self, TrackRows};
+use crate::archive::format::spec::stored_schema;
+use crate::archive::io::local;
+use crate::archive::layout::STREAMS_DIR;
+use arrow::array::{Array, RecordBatch, StringArray, UInt64Array};
+use arrow::compute::cast;
+use arrow::datatypes::DataType;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// A barrier rebuilt from its files, ready to apply.
+#[derive(Clone, Debug)]
+pub struct RestoredBarrier {
+    /// The rebuilt record.
+    pub record: Barrier,
+    /// Its files, relative to the root.
+    pub files: Vec<String>,
+    /// Rows it restores.
+    pub rows: u64,
+}
+
+/// The barriers that can be restored on top of `state`, in order, and why restoring stopped
+/// where it did (when files were left).
+pub(crate) fn restorable(
+    root: &Path,
+    state: &State,
+    group_rows: usize,
+) -> Result<(Vec<RestoredBarrier>, Vec<String>)> {
+    // Candidate data files, by name across streams (names are claimed in barrier order).
+    let mut candidates = Vec::new();
+    for id in state.streams.keys() {
+        for (name, _, _) in crate::archive::engine::beyond::orphans_past(root, state, id)? {
+            candidates.push((name, id.clone()));
+        }
+    }
+    candidates.sort();
+    let mut state = state.clone();
+    let mut restored = Vec::new();
+    let mut stopped = Vec::new();
+    let mut broken: BTreeSet<String> = BTreeSet::new();
+    for (name, id) in candidates {
+        if broken.contains(&id) || name < state.next_name {
+            continue;
+        }
+        match rebuild(root, &state, &id, name, group_rows) {
+            Ok(barrier) => {
+                let record = Record::Barrier(barrier.record.clone());
+                if let Err(e) = state.apply(&record) {
+                    stopped.push(format!(
+                        "stream {id}: {}: the rebuilt record does not apply ({e})",
+                        segment::data_file_name(name)
+                    ));
+                    broken.insert(id);
+                    continue;
+                }
+                restored.push(barrier);
+            }
+            Err(why) => {
+                stopped.push(format!(
+                    "stream {id}: {}: {why}",
+                    segment::data_file_name(name)
+                ));
+                broken.insert(id);
+            }
+        }
+    }
+    Ok((restored, stopped))
+}
+
+/// The track labels of a row group's first row, rendered as staging renders them.
+fn labels_of(batch: &RecordBatch, track: &[String]) -> std::result::Result<Vec<String>, String> {
+    track
+        .iter()
+        .map(|name| {
+            let column = batch
+                .column_by_name(name)
+                .ok_or_else(|| format!("no track column {name:?}"))?;
+            let text = cast(&column.slice(0, 1), &DataType::Utf8).map_err(|e| e.to_string())?;
+            let text = text
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .ok_or("a label does not render as text")?;
+            Ok(text.value(0).to_owned())
+        })
+        .collect()
+}
+
+fn span(batch: &RecordBatch, name: &str) -> std::result::Result<[u64; 2], String> {
+    let c = batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| format!("no {name} values"))?;
+    Ok([c.value(0), c.value(c.len() - 1)])
+}
+
+/// Rebuilds the barrier that wrote data file `name` of stream `id` on top of `state`.
+fn rebuild(
+    root: &Path,
+    state: &State,
+    id: &str,
+    name: u64,
+    group_rows: usize,
+) -> std::result::Result<RestoredBarrier, String> {
+    let stream = state.streams.get(id).ok_or("the stream is not declared")?;
+    let decl = &stream.decl;
+    let schema = stored_schema(decl)?;
+    let rel = format!("{STREAMS_DIR}/{id}/rows/{}", segment::data_file_name(name));
+    let path = root.join(&rel);
+    let bytes = local::read(&path).map_err(|e| format!("cannot be read: {e}"))?;
+    let sealed_at_ns = local::modified_ns(&path);
+    // The footer is decoded once and the bytes shared: each group's reader costs its group.
+    let shared = bytes::Bytes::from(bytes);
+    let metadata = ArrowReaderMetadata::load(&shared, ArrowReaderOptions::default())
+        .map_err(|e| format!("not a Parquet file: {e}"))?;
+    let groups = metadata.metadata().num_row_groups();
+    // Row groups in file order, joined per track (a barrier writes each track's rows as
+    // adjacent groups, tracks in key order).
+    let mut tracks: Vec<TrackRows> = Vec::new();
+    let mut pending: Vec<(Vec<String>, Vec<RecordBatch>)> = Vec::new();
+    for index in 0..groups {
+        let reader =
+            ParquetRecordBatchReaderBuilder::new_with_metadata(shared.clone(), metadata.clone())
+                .with_row_groups(vec![index])
+                .build()
+                .map_err(|e| format!("row group {index}: {e}"))?;
+        let batches: Vec<RecordBatch> = reader
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| format!("row group {index}: {e}"))?;
+        let read_schema = batches
+            .first()
+            .map(|b| b.schema())
+            .ok_or(format!("row group {index} is empty"))?;
+        let batch = arrow::compute::concat_batches(&read_schema, &batches)
+            .and_then(|b| RecordBatch::try_new(schema.clone(), b.columns().to_vec()))
+            .map_err(|e| format!("row group {index} does not hold the declared columns: {e}"))?;
+        let labels = labels_of(&batch, &decl.track)?;
+        match pending.last_mut() {
+            Some((last, parts)) if *last == labels => parts.push(batch),
+            _ => pending.push((labels, vec![batch])),
+        }
+    }
+    for (labels, parts) in pending {
+        let batch = arrow::compute::concat_batches(&schema, &parts).map_err(|e| e.to_string())?;
+        tracks.push(TrackRows {
+            position: span(&batch, crate::archive::format::spec::POSITION_COLUMN)?,
+            seq: span(&batch, crate::archive::format::spec::SEQ_COLUMN)?,
+            axis: decl.axis.as_deref().map(|a| span(&batch, a)).transpose()?,
+            labels,
+            batch,
+        });
+    }
+    let first_seq = tracks.iter().map(|t| t.seq[0]).min().ok_or("no rows")?;
+    if first_seq != stream.next_seq {
+        return Err(format!(
+            "its rows start at _seq {first_seq}, not where the stream stands ({})",
+            stream.next_seq
+        ));
+    }
+    let next_seq = tracks.iter().map(|t| t.seq[1]).max().unwrap_or(0) + 1;
+    let watermark = tracks.iter().map(|t| t.position[1]).max().unwrap_or(0);
+    let bounded: Vec<TrackRows> = tracks
+        .iter()
+        .flat_map(|t| segment::bounded(&t.labels, &t.batch, group_rows, decl.axis.as_deref()))
+        .collect();
+    let (again, footer, entries) =
+        segment::encode(id, &schema, name, &bounded).map_err(|e| e.to_string())?;
+    if again[..] != shared[..] {
+        return Err(
+            "encoded again from its rows it is not the same bytes (damaged, or written by another build or row-group bound)"
+                .into(),
+        );
+    }
+    // The entry a barrier records for a file it wrote.
+    let entry = |name: u64, path: String, len: usize, footer, groups| SegmentFile {
+        name,
+        path,
+        bytes: len as u64,
+        barrier: state.barriers + 1,
+        sealed_at_ns,
+        footer,
+        groups,
+        cold: None,
+        run: None,
+    };
+    let file = entry(name, rel.clone(), shared.len(), footer, entries);
+    let mut files = vec![rel];
+    let mut next_name = name + 1;
+    let levels =
+        match levels::barrier_partials(decl, &tracks, name + 1).map_err(|e| e.to_string())? {
+            None => None,
+            Some((want, footer, entries)) => {
+                let rel = format!(
+                    "{STREAMS_DIR}/{id}/levels/{}",
+                    segment::data_file_name(name + 1)
+                );
+                let found = local::read(&root.join(&rel))
+                    .map_err(|e| format!("its level partials {rel} cannot be read: {e}"))?;
+                if found != want {
+                    return Err(format!(
+                        "its level partials {rel} are not what its rows make"
+                    ));
+                }
+                next_name += 1;
+                files.push(rel.clone());
+                Some(entry(name + 1, rel, found.len(), footer, entries))
+            }
+        };
+    let rows = file.groups.iter().map(|g| g.rows).sum();
+    Ok(RestoredBarrier {
+        record: Barrier {
+            barrier: state.barriers + 1,
+            sealed_at_ns,
+            next_name,
+            streams: vec![BarrierStream {
+                stream: id.to_owned(),
+                watermark,
+                next_seq,
+                file,
+                levels,
+            }],
+        },
+        files,
+        rows,
+    })
+}

@@ -1,0 +1,562 @@
+//! Budgeted display reads and statistics: buckets from the finest level that fits, level
+//! folds from level-0 cells, percentiles from the raw values of exactly the range.
+
+use super::Archive;
+use crate::archive::error::ReadError;
+use crate::archive::error::StoredError;
+use crate::archive::format::levels::{self, Cells};
+use crate::archive::format::manifest::{StreamState, TrackState};
+use crate::archive::plan::levels::{plan, plan_from, Plan};
+use crate::contract::{Aggregate, Aggregated, Bucket, TrackKey};
+use arrow::array::{Array, UInt64Array};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+/// A survey's answer and what was answered, so anyone can reproduce it with a query.
+#[derive(Clone, Debug, Serialize)]
+pub struct Survey {
+    /// The stream.
+    pub stream: String,
+    /// Measured fields in declared order; `Bucket::field` indexes this.
+    pub fields: Vec<String>,
+    /// The axis column.
+    pub axis: String,
+    /// The point budget asked for.
+    pub budget: usize,
+    /// `budget / (4 × fields)`.
+    pub cells_per_field: usize,
+    /// The level, merge and cell width used; `None` when the range holds nothing.
+    pub plan: Option<Plan>,
+    /// The axis span the answered whole cells cover, `[from, to)`.
+    pub span: Option<[u64; 2]>,
+    /// Buckets grouped by field in declared order, ascending by `first.axis` within a field.
+    pub buckets: Vec<Bucket>,
+}
+
+/// A statistic's answer with the span it covers.
+#[derive(Clone, Debug, Serialize)]
+pub struct Folded {
+    /// The stream.
+    pub stream: String,
+    /// The statistic.
+    pub kind: Aggregate,
+    /// Measured fields in declared order.
+    pub fields: Vec<String>,
+    /// Where the answer comes from: `level 0` (or the finest level retention left) for level
+    /// folds, `raw` for percentiles.
+    pub source: String,
+    /// The axis span covered, `[from, to)`: whole level-0 cells for a level fold, exactly
+    /// the range for a percentile. `None` when the range holds nothing.
+    pub span: Option<[u64; 2]>,
+    /// One answer per measured field, in declared order.
+    pub answers: Vec<Aggregated>,
+}
+
+/// The highest level-`k` floor (axis) of the selected tracks: where the level is whole.
+fn lowest_start(tracks: &[(&TrackKey, &TrackState)], k: usize) -> u64 {
+    tracks
+        .iter()
+        .map(|(_, t)| t.level_floor(k).axis)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The lowest floor, `(axis, position)`, any level at or above `from` offers the selected
+/// tracks: beneath it no such level holds cells for all of them.
+fn level_floor(
+    tracks: &[(&TrackKey, &TrackState)],
+    ladder: &levels::Ladder,
+    from: usize,
+) -> (u64, u64) {
+    (from..ladder.levels as usize)
+        .map(|k| {
+            let axis = lowest_start(tracks, k);
+            let position = tracks
+                .iter()
+                .map(|(_, t)| t.level_floor(k).position)
+                .max()
+                .unwrap_or(0);
+            (axis, position)
+        })
+        .min()
+        .unwrap_or((0, 0))
+}
+
+/// The refusal when no level at or above `from` holds the range: the lowest floor any of
+/// them offers (narrowing to it is answered).
+fn level_floor_refusal(
+    tracks: &[(&TrackKey, &TrackState)],
+    ladder: &levels::Ladder,
+    from: usize,
+) -> ReadError {
+    let (axis, position) = level_floor(tracks, ladder, from);
+    ReadError::Floor {
+        tier: "levels",
+        floor: crate::contract::Position(position),
+        axis,
+    }
+}
+
+/// The highest raw floor of the selected tracks: beneath it a raw scan is refused.
+fn raw_floor(tracks: &[(&TrackKey, &TrackState)]) -> crate::archive::format::manifest::RawFloor {
+    tracks
+        .iter()
+        .map(|(_, t)| t.raw)
+        .max_by_key(|f| f.axis)
+        .unwrap_or_default()
+}
+
+/// Where a selection's history stops being answered, on the axis (what a viewer draws as
+/// its floors): the refusals a survey, fold or percentile reaching beneath them meet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Floors {
+    /// Beneath it no level holds cells for every selected track: a survey or level fold
+    /// reaching beneath it is refused with this floor (0 for a stream without levels).
+    pub levels: u64,
+    /// Beneath it no raw row of some selected track is retained: a percentile reaching
+    /// beneath it is refused with this floor.
+    pub raw: u64,
+}
+
+/// The survey plan: the finest level that fits the budget and whose floor lies at or beneath
+/// the first answered cell, so no answered bucket is short.
+fn level_plan(
+    ladder: &levels::Ladder,
+    tracks: &[(&TrackKey, &TrackState)],
+    lo: u64,
+    hi: u64,
+    cells_per_field: u64,
+) -> Result<Plan, ReadError> {
+    let fitting = plan(ladder, lo, hi, cells_per_field);
+    for k in fitting.level..ladder.levels as usize {
+        let plan = plan_from(ladder, lo, hi, cells_per_field, k);
+        if lowest_start(tracks, plan.level) <= plan.cells[0].saturating_mul(plan.cell_width) {
+            return Ok(plan);
+        }
+    }
+    Err(level_floor_refusal(tracks, ladder, fitting.level))
+}
+
+/// The inclusive axis span `[lo, hi]` of a request over the selected tracks; `None` if empty.
+fn span(
+    tracks: &[(&TrackKey, &TrackState)],
+    start: Bound<u64>,
+    end: Bound<u64>,
+) -> Option<(u64, u64)> {
+    let lo = match start {
+        Bound::Included(a) => a,
+        Bound::Excluded(a) => a.checked_add(1)?,
+        Bound::Unbounded => tracks.iter().filter_map(|(_, t)| t.origin_axis).min()?,
+    };
+    let hi = match end {
+        Bound::Included(b) => b,
+        Bound::Excluded(b) => b.checked_sub(1)?,
+        // A track retired whole still spans up to where it was retired, so a read of it meets
+        // its floor rather than an empty answer.
+        Bound::Unbounded => tracks
+            .iter()
+            .filter_map(|(_, t)| t.last_axis.or_else(|| t.retired_axis()))
+            .max()?,
+    };
+    (lo <= hi).then_some((lo, hi))
+}
+
+impl Archive {
+    /// The caller errors a survey or fold of `stream` beneath `track` would meet.
+    pub(crate) fn survey_check(&self, stream: &str, track: &[String]) -> Result<(), ReadError> {
+        self.surveyable(stream, track).map(|_| ())
+    }
+
+    fn surveyable(
+        &self,
+        stream: &str,
+        track: &[String],
+    ) -> Result<(&StreamState, levels::Ladder, TrackKey), ReadError> {
+        let (state, _) = self.recorded(stream)?;
+        let not = |why: &str| ReadError::NotSurveyable {
+            stream: stream.to_owned(),
+            why: why.to_owned(),
+        };
+        if state.decl.axis.is_none() {
+            return Err(not(
+                "declares no axis; only an axial stream can be surveyed",
+            ));
+        }
+        let ladder = state
+            .decl
+            .ladder
+            .ok_or_else(|| not("was declared without levels"))?;
+        if state.decl.measured.is_empty() {
+            return Err(not(
+                "has no measured field (no numeric column besides the axis and the track)",
+            ));
+        }
+        if track.len() > state.decl.track.len() {
+            return Err(ReadError::BadSelection(format!(
+                "stream {stream:?} is tracked by {} component(s); {} label(s) were given",
+                state.decl.track.len(),
+                track.len()
+            )));
+        }
+        let prefix = TrackKey::encode(track).map_err(|e| ReadError::BadSelection(e.to_string()))?;
+        Ok((state, ladder, prefix))
+    }
+
+    /// The floors of the tracks of `stream` beneath `track` (labels, outermost first): the
+    /// axes a survey or level fold ([`Floors::levels`]) and a percentile ([`Floors::raw`])
+    /// reaching beneath are refused at, as their refusals compute them.
+    pub fn floors(&self, stream: &str, track: &[String]) -> Result<Floors, ReadError> {
+        let (state, _) = self.recorded(stream)?;
+        let prefix = TrackKey::encode(track).map_err(|e| ReadError::BadSelection(e.to_string()))?;
+        let tracks = crate::archive::engine::read::select(state, &prefix);
+        Ok(Floors {
+            levels: state
+                .decl
+                .ladder
+                .map_or(0, |ladder| level_floor(&tracks, &ladder, 0).0),
+            raw: raw_floor(&tracks).axis,
+        })
+    }
+
+    /// Level `k`'s cells `first ..= last` of each selected track, merged in publish order.
+    /// Reads only the row groups that may hold them: level k of each barrier's partials, and
+    /// the groups of level-k tables whose tracks and axis span meet the selection (every
+    /// digest verified). Decoded groups are kept in the archive's bounded level cache.
+    fn level_cells(
+        &self,
+        state: &StreamState,
+        k: usize,
+        tracks: &[(&TrackKey, &TrackState)],
+        range: [u64; 2],
+    ) -> Result<BTreeMap<TrackKey, Cells>, ReadError> {
+        let mut out: Vec<Cells> = vec![Cells::new(); tracks.len()];
+        self.visit_level_cells(state, k, tracks, range, |t, at, bucket| {
+            levels::fold_into(&mut out[t], at, bucket);
+        })?;
+        Ok(tracks
+            .iter()
+            .zip(out)
+            .filter(|(_, cells)| !cells.is_empty())
+            .map(|((key, _), cells)| ((*key).clone(), cells))
+            .collect())
+    }
+
+    /// Hands `visit` level `k`'s cells `first ..= last` of each selected track (by its index
+    /// in `tracks`), in publish order within each track (the order partials merge in). See
+    /// [`Archive::level_cells`].
+    fn visit_level_cells(
+        &self,
+        state: &StreamState,
+        k: usize,
+        tracks: &[(&TrackKey, &TrackState)],
+        [first, last]: [u64; 2],
+        mut visit: impl FnMut(usize, (u32, u64), Bucket),
+    ) -> Result<(), ReadError> {
+        let width = state.decl.ladder.map_or(1, |l| l.width(k));
+        let (lo, hi) = (
+            first.saturating_mul(width),
+            last.saturating_add(1)
+                .saturating_mul(width)
+                .saturating_sub(1),
+        );
+        let keys: Vec<&TrackKey> = tracks.iter().map(|(k, _)| *k).collect();
+        let labels: Vec<Vec<&str>> = keys.iter().map(|k| k.labels()).collect();
+        let fields = state.decl.measured.len() as u32;
+        // The row groups that may hold the selection, in publish order.
+        let wanted: Vec<(usize, usize)> = levels::level_groups(&state.levels, k)
+            .filter(|&(f, g)| {
+                let entry = &state.levels[f].groups[g];
+                !entry.axis.is_some_and(|[a0, a1]| a1 < lo || a0 > hi)
+                    && levels::group_holds_any(entry, &labels)
+            })
+            .collect();
+        // Those decoded already, under one lock; the rest read (digests verified) and kept.
+        let mut decoded: Vec<Option<std::sync::Arc<levels::GroupCells>>> = {
+            let mut cache = self.level_cache.lock().unwrap_or_else(|p| p.into_inner());
+            wanted
+                .iter()
+                .map(|&(f, g)| cache.get((state.levels[f].name, g)))
+                .collect()
+        };
+        let mut open = crate::archive::io::segment::Opened::new(&self.store);
+        let mut read = Vec::new();
+        for (slot, &(f, g)) in decoded.iter_mut().zip(&wanted) {
+            if slot.is_some() {
+                continue;
+            }
+            let file = &state.levels[f];
+            let batch = open.read_group(f, file, g)?;
+            let cells = std::sync::Arc::new(
+                levels::decode_level(&state.decl, &batch)
+                    .map_err(|m| StoredError::corrupt(format!("{}: level {k}: {m}", file.path)))?,
+            );
+            read.push(((file.name, g), cells.clone()));
+            *slot = Some(cells);
+        }
+        if !read.is_empty() {
+            let mut cache = self.level_cache.lock().unwrap_or_else(|p| p.into_inner());
+            for (at, cells) in read {
+                cache.put(at, cells);
+            }
+        }
+        for group in decoded.iter().flatten() {
+            for (t, key) in keys.iter().enumerate() {
+                let Some(cells) = group.get(*key) else {
+                    continue;
+                };
+                for field in 0..fields {
+                    for (&at, &bucket) in cells.range((field, first)..=(field, last)) {
+                        visit(t, at, bucket);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Display buckets of the axis range under a point budget (four points a bucket):
+    /// `cells per field = budget / (4 × measured fields)`, from the finest level whose cells
+    /// over the span fit, merging grid-aligned groups past the coarsest. Whole cells: every
+    /// cell the range touches, unclipped. Several tracks under a prefix merge cell by cell in
+    /// track-key order. Never more than the budget.
+    pub fn survey(
+        &self,
+        stream: &str,
+        track: &[String],
+        start: Bound<u64>,
+        end: Bound<u64>,
+        budget: usize,
+    ) -> Result<Survey, ReadError> {
+        let (state, ladder, prefix) = self.surveyable(stream, track)?;
+        let fields = state.decl.measured.clone();
+        let cells_per_field = budget / (4 * fields.len());
+        if cells_per_field == 0 {
+            return Err(ReadError::Budget {
+                budget,
+                fields: fields.len(),
+                needed: 4 * fields.len(),
+            });
+        }
+        let tracks = crate::archive::engine::read::select(state, &prefix);
+        let axis = state.decl.axis.clone().unwrap_or_default();
+        let mut survey = Survey {
+            stream: stream.to_owned(),
+            fields,
+            axis,
+            budget,
+            cells_per_field,
+            plan: None,
+            span: None,
+            buckets: Vec::new(),
+        };
+        let Some((lo, hi)) = span(&tracks, start, end) else {
+            return Ok(survey);
+        };
+        let plan = level_plan(&ladder, &tracks, lo, hi, cells_per_field as u64)?;
+        // Whole answer cells: every level cell of every answer cell the span touches.
+        let first = plan.cells[0] * plan.merge;
+        let last = plan.cells[1]
+            .saturating_mul(plan.merge)
+            .saturating_add(plan.merge - 1);
+        // Per track, grid-aligned groups of its cells (exactly what a coarser level of that
+        // track would hold); then across tracks, answer cell by answer cell, in key order.
+        let view = self.level_cells(state, plan.level, &tracks, [first, last])?;
+        let mut merged = Cells::new();
+        for cells in view.values() {
+            let mut own = Cells::new();
+            for (&(f, c), &b) in cells {
+                levels::fold_into(&mut own, (f, c / plan.merge), b);
+            }
+            for (at, b) in own {
+                levels::fold_into(&mut merged, at, b);
+            }
+        }
+        survey.buckets = merged.into_values().collect();
+        debug_assert!(survey.buckets.len() * 4 <= budget);
+        survey.span = Some([
+            plan.cells[0] * plan.cell_width,
+            (plan.cells[1] + 1).saturating_mul(plan.cell_width),
+        ]);
+        survey.plan = Some(plan);
+        Ok(survey)
+    }
+
+    /// One statistic per measured field over the axis range. Level folds (`min`, `max`,
+    /// `mean`, `sum`, `count`) fold the level-0 cells the range touches, whole; percentiles
+    /// scan the raw values of exactly the range.
+    pub fn fold(
+        &self,
+        stream: &str,
+        track: &[String],
+        start: Bound<u64>,
+        end: Bound<u64>,
+        kind: Aggregate,
+    ) -> Result<Folded, ReadError> {
+        self.fold_while(stream, track, start, end, kind, &|| true)
+    }
+
+    /// [`Archive::fold`] for a caller that may stop wanting the answer (a server whose client
+    /// went away): a percentile's raw scan asks `wanted` before each row group it reads and
+    /// stops with [`ReadError::Abandoned`] once it answers `false`.
+    pub fn fold_while(
+        &self,
+        stream: &str,
+        track: &[String],
+        start: Bound<u64>,
+        end: Bound<u64>,
+        kind: Aggregate,
+        wanted: &dyn Fn() -> bool,
+    ) -> Result<Folded, ReadError> {
+        let (state, ladder, prefix) = self.surveyable(stream, track)?;
+        let fields = state.decl.measured.clone();
+        let tracks = crate::archive::engine::read::select(state, &prefix);
+        let mut folded = Folded {
+            stream: stream.to_owned(),
+            kind,
+            source: if kind.folds_levels() {
+                "level 0"
+            } else {
+                "raw"
+            }
+            .to_owned(),
+            answers: (0..fields.len() as u32)
+                .map(|field| Aggregated {
+                    field,
+                    kind,
+                    value: kind.scanned(&mut []),
+                    count: 0,
+                })
+                .collect(),
+            fields,
+            span: None,
+        };
+        let Some((lo, hi)) = span(&tracks, start, end) else {
+            return Ok(folded);
+        };
+        if kind.folds_levels() {
+            // The finest level whose floor the range does not reach beneath (level 0 unless
+            // retention retired it there); whole cells of it.
+            let k = (0..ladder.levels as usize)
+                .find(|&k| lowest_start(&tracks, k) <= lo / ladder.width(k) * ladder.width(k))
+                .ok_or_else(|| level_floor_refusal(&tracks, &ladder, 0))?;
+            let w = ladder.width(k);
+            folded.source = format!("level {k}");
+            let (first, last) = (lo / w, hi / w);
+            // Whole cells folded per track and field in cell order, then the tracks in key
+            // order: the answer depends on the cells alone, never on how the files split them
+            // (a compaction leaves every sum bit for bit). A track's cells arrive in cell
+            // order, a cell split across runs as adjacent partials.
+            let n = folded.fields.len();
+            type Running = (Option<(u64, Bucket)>, Option<Bucket>);
+            let mut running: Vec<Running> = vec![(None, None); tracks.len() * n];
+            let close = |(cell, total): &mut Running| {
+                if let Some((_, whole)) = cell.take() {
+                    *total = Some(total.map_or(whole, |t| t.merge(whole)));
+                }
+            };
+            self.visit_level_cells(state, k, &tracks, [first, last], |t, (f, c), b| {
+                let Some(slot) = running.get_mut(t * n + f as usize) else {
+                    return;
+                };
+                match &mut slot.0 {
+                    Some((at, whole)) if *at == c => *whole = whole.merge(b),
+                    _ => {
+                        close(slot);
+                        slot.0 = Some((c, b));
+                    }
+                }
+            })?;
+            let mut per_field: Vec<Option<Bucket>> = vec![None; n];
+            for (i, slot) in running.iter_mut().enumerate() {
+                close(slot);
+                if let (Some(total), Some(acc)) = (slot.1, per_field.get_mut(i % n)) {
+                    *acc = Some(acc.map_or(total, |a| a.merge(total)));
+                }
+            }
+            for answer in &mut folded.answers {
+                if let Some(Some(b)) = per_field.get(answer.field as usize) {
+                    answer.value = kind.folded(b);
+                    answer.count = b.count;
+                }
+            }
+            folded.span = Some([first * w, (last + 1).saturating_mul(w)]);
+        } else {
+            let raw = raw_floor(&tracks);
+            if raw.axis > lo {
+                return Err(ReadError::Floor {
+                    tier: "raw",
+                    floor: crate::contract::Position(
+                        tracks
+                            .iter()
+                            .map(|(_, t)| t.raw.position)
+                            .max()
+                            .unwrap_or(0),
+                    ),
+                    axis: raw.axis,
+                });
+            }
+            let mut values: Vec<Vec<f64>> = vec![Vec::new(); folded.fields.len()];
+            self.scan_axis(state, &tracks, lo, hi, wanted, |measured| {
+                for (f, column) in measured.iter().enumerate() {
+                    values[f].extend(column.iter().flatten());
+                }
+            })?;
+            for (answer, mut v) in folded.answers.iter_mut().zip(values) {
+                answer.count = v.len() as u64;
+                answer.value = kind.scanned(&mut v);
+            }
+            folded.span = Some([lo, hi.saturating_add(1)]);
+        }
+        Ok(folded)
+    }
+
+    /// Hands `visit` the measured columns (as f64) of every stored row of the tracks whose
+    /// axis lies in `[lo, hi]`, reading only the row groups whose axis range overlaps, while
+    /// `wanted` says the answer is still wanted.
+    fn scan_axis(
+        &self,
+        state: &StreamState,
+        tracks: &[(&TrackKey, &TrackState)],
+        lo: u64,
+        hi: u64,
+        wanted: &dyn Fn() -> bool,
+        mut visit: impl FnMut(&[arrow::array::Float64Array]),
+    ) -> Result<(), ReadError> {
+        let axis_name = state.decl.axis.as_deref().unwrap_or_default();
+        let mut open = crate::archive::io::segment::Opened::new(&self.store);
+        for (_, track) in tracks {
+            for g in &track.groups {
+                let file = &state.files[g.file];
+                let Some([a0, a1]) = file.groups[g.group].axis else {
+                    continue;
+                };
+                if a1 < lo || a0 > hi {
+                    continue;
+                }
+                if !wanted() {
+                    return Err(ReadError::Abandoned);
+                }
+                let mut batch = open.read_group(g.file, file, g.group)?;
+                if a0 < lo || a1 > hi {
+                    let axis = batch
+                        .column_by_name(axis_name)
+                        .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+                        .ok_or_else(|| {
+                            StoredError::corrupt(format!("{}: no axis column", file.path))
+                        })?;
+                    let keep: arrow::array::BooleanArray = axis
+                        .iter()
+                        .map(|a| a.map(|a| (lo..=hi).contains(&a)))
+                        .collect();
+                    batch = arrow::compute::filter_record_batch(&batch, &keep)
+                        .map_err(|e| StoredError::internal(e.to_string()))?;
+                }
+                let measured =
+                    levels::measured_columns(&state.decl, &batch).map_err(StoredError::corrupt)?;
+                visit(&measured);
+            }
+        }
+        Ok(())
+    }
+}

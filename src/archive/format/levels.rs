@@ -1,0 +1,634 @@
+//! M4 levels: per track and measured field, true M4 buckets on a global axis grid anchored at
+//! zero, one table per resolution. Level 0 folds raw rows; level k+1 folds level k by
+//! [`Bucket::merge`], so a stored level equals a fold of its rows in any grouping.
+
+use crate::archive::error::{ArchiveError, Result};
+use crate::archive::format::manifest::{GroupEntry, SegmentFile, StreamDecl};
+use crate::archive::format::segment::{self, TrackRows};
+use crate::contract::{Bucket, Placed, TrackKey};
+use arrow::array::{
+    Array, ArrayRef, Float64Array, RecordBatch, StringArray, UInt32Array, UInt64Array,
+};
+use arrow::compute::{cast, take};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub use super::ladder::Ladder;
+
+/// One level's cells of one track: `(field, cell) → bucket`, in field-then-cell order.
+pub type Cells = BTreeMap<(u32, u64), Bucket>;
+
+/// The partial cells a barrier's rows of one track make, for every level.
+pub(crate) fn partials(ladder: &Ladder, axis: &UInt64Array, fields: &[Float64Array]) -> Vec<Cells> {
+    let mut levels: Vec<Cells> = Vec::with_capacity(ladder.levels as usize);
+    let mut level0 = Cells::new();
+    for (f, values) in fields.iter().enumerate() {
+        let mut current: Option<(u64, Bucket)> = None;
+        for row in 0..values.len() {
+            if values.is_null(row) {
+                continue;
+            }
+            let (a, v) = (axis.value(row), values.value(row));
+            let cell = a / ladder.base;
+            match &mut current {
+                Some((c, bucket)) if *c == cell => bucket.push(a, v),
+                _ => {
+                    if let Some((c, bucket)) = current.take() {
+                        fold_into(&mut level0, (f as u32, c), bucket);
+                    }
+                    current = Some((cell, Bucket::of(f as u32, a, v)));
+                }
+            }
+        }
+        if let Some((c, bucket)) = current {
+            fold_into(&mut level0, (f as u32, c), bucket);
+        }
+    }
+    levels.push(level0);
+    for _ in 1..ladder.levels {
+        let finer = levels.last().expect("level 0 exists");
+        let mut coarser = Cells::new();
+        for (&(f, c), &bucket) in finer {
+            fold_into(&mut coarser, (f, c / ladder.factor), bucket);
+        }
+        levels.push(coarser);
+    }
+    levels
+}
+
+/// Merges `later` into the cell at `key` (or places it).
+pub(crate) fn fold_into(cells: &mut Cells, key: (u32, u64), later: Bucket) {
+    cells
+        .entry(key)
+        .and_modify(|b| *b = b.merge(later))
+        .or_insert(later);
+}
+
+/// The level file a barrier writes for one stream's tracks (named `name`): row group k holds
+/// level k's partial cells of every track, in track-key order, then by field and cell.
+/// `None` when the stream has no ladder or measured field, or every measured value is null
+/// (every level is a fold of level 0, so then no level holds a cell).
+pub(crate) fn barrier_partials(
+    decl: &StreamDecl,
+    tracks: &[TrackRows],
+    name: u64,
+) -> Result<Option<segment::Encoded>> {
+    let (Some(ladder), false) = (decl.ladder, decl.measured.is_empty()) else {
+        return Ok(None);
+    };
+    let fail = |m: String| ArchiveError::Encode {
+        stream: decl.id.clone(),
+        message: m,
+    };
+    let axis_name = decl
+        .axis
+        .as_deref()
+        .ok_or_else(|| fail("a stream with levels declares no axis".into()))?;
+    let schema = level_schema(decl).map_err(|m| ArchiveError::declaration(&decl.id, m))?;
+    let mut per_track = Vec::with_capacity(tracks.len());
+    for track in tracks {
+        let axis = track
+            .batch
+            .column_by_name(axis_name)
+            .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+            .ok_or_else(|| {
+                fail(format!(
+                    "the staged axis column {axis_name:?} is not UInt64"
+                ))
+            })?;
+        let measured = measured_columns(decl, &track.batch).map_err(fail)?;
+        per_track.push(partials(&ladder, axis, &measured));
+    }
+    if per_track.iter().all(|p| p[0].is_empty()) {
+        return Ok(None);
+    }
+    // One file for every level (a barrier is priced in syncs, so levels add one file, not one
+    // per resolution).
+    let whole = |f: fn(&TrackRows) -> [u64; 2]| {
+        let lo = tracks.iter().map(|t| f(t)[0]).min().unwrap_or(0);
+        let hi = tracks.iter().map(|t| f(t)[1]).max().unwrap_or(0);
+        [lo, hi]
+    };
+    let (position, seq) = (whole(|t| t.position), whole(|t| t.seq));
+    let axis = Some(whole(|t| t.axis.unwrap_or([0, 0])));
+    let mut groups = Vec::with_capacity(ladder.levels as usize);
+    for k in 0..ladder.levels as usize {
+        let mut parts = Vec::with_capacity(tracks.len());
+        for (track, partial) in tracks.iter().zip(&per_track) {
+            if !partial[k].is_empty() {
+                parts.push(encode_cells(
+                    decl,
+                    &schema,
+                    k,
+                    &track.batch.slice(0, 1),
+                    &partial[k],
+                    CellOrder::FieldThenCell,
+                )?);
+            }
+        }
+        let batch =
+            arrow::compute::concat_batches(&schema, &parts).map_err(|e| fail(e.to_string()))?;
+        groups.push(TrackRows {
+            labels: Vec::new(),
+            batch,
+            position,
+            axis,
+            seq,
+        });
+    }
+    segment::encode(&decl.id, &schema, name, &groups).map(Some)
+}
+
+/// The measured fields of a stored or staged batch, as f64 columns in declared order.
+pub(crate) fn measured_columns(
+    decl: &StreamDecl,
+    batch: &RecordBatch,
+) -> std::result::Result<Vec<Float64Array>, String> {
+    decl.measured
+        .iter()
+        .map(|name| {
+            let column = batch
+                .column_by_name(name)
+                .ok_or_else(|| format!("no measured column {name:?}"))?;
+            let as_f64 = cast(column, &DataType::Float64).map_err(|e| format!("{name}: {e}"))?;
+            Ok(as_f64
+                .as_any()
+                .downcast_ref::<Float64Array>()
+                .expect("cast to Float64")
+                .clone())
+        })
+        .collect()
+}
+
+/// Columns of a level table after the track's own component columns.
+pub const LEVEL_COLUMNS: [&str; 14] = [
+    "level",
+    "field",
+    "cell",
+    "first_axis",
+    "first",
+    "last_axis",
+    "last",
+    "min_axis",
+    "min",
+    "max_axis",
+    "max",
+    "count",
+    "sum",
+    "sum_sq",
+];
+
+/// The Arrow schema of a stream's level tables: its track columns (declared types), then
+/// `level, field, cell, first_axis, first, last_axis, last, min_axis, min, max_axis, max, count, sum, sum_sq`.
+pub(crate) fn level_schema(decl: &StreamDecl) -> std::result::Result<SchemaRef, String> {
+    let mut fields = Vec::new();
+    for name in &decl.track {
+        let column = decl
+            .columns
+            .iter()
+            .find(|c| &c.name == name)
+            .ok_or_else(|| format!("track column {name:?} is not declared"))?;
+        let t: DataType = column
+            .data_type
+            .parse()
+            .map_err(|e| format!("{name}: {e}"))?;
+        fields.push(Field::new(name, t, false));
+    }
+    fields.push(Field::new("level", DataType::UInt8, false));
+    fields.push(Field::new("field", DataType::Utf8, false));
+    for name in &LEVEL_COLUMNS[2..] {
+        let t = match *name {
+            "first" | "last" | "min" | "max" | "sum" | "sum_sq" => DataType::Float64,
+            _ => DataType::UInt64,
+        };
+        fields.push(Field::new(*name, t, false));
+    }
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+/// The order of a track's rows in a level file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CellOrder {
+    /// By field in declared order, then cell: a barrier's partials.
+    FieldThenCell,
+    /// By cell, then field: a level table, so a row group's `cell` statistics bound it.
+    CellThenField,
+}
+
+/// One track's cells of level `level` as a level-table batch. `track_row` is a one-row batch of
+/// the track's rows, whose component columns are repeated on every cell.
+pub(crate) fn encode_cells(
+    decl: &StreamDecl,
+    schema: &SchemaRef,
+    level: usize,
+    track_row: &RecordBatch,
+    cells: &Cells,
+    order: CellOrder,
+) -> Result<RecordBatch> {
+    let fail = |e: &dyn std::fmt::Display| ArchiveError::Encode {
+        stream: decl.id.clone(),
+        message: format!("level table: {e}"),
+    };
+    let n = cells.len();
+    let zeros = UInt32Array::from(vec![0u32; n]);
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+    for name in &decl.track {
+        let column = track_row
+            .column_by_name(name)
+            .ok_or_else(|| fail(&format!("no track column {name:?}")))?;
+        columns.push(take(column.as_ref(), &zeros, None).map_err(|e| fail(&e))?);
+    }
+    let mut buckets: Vec<(&(u32, u64), &Bucket)> = cells.iter().collect();
+    if order == CellOrder::CellThenField {
+        buckets.sort_by_key(|((f, c), _)| (*c, *f));
+    }
+    let u = |f: &dyn Fn(&(u32, u64), &Bucket) -> u64| -> ArrayRef {
+        Arc::new(UInt64Array::from_iter_values(
+            buckets.iter().map(|(k, b)| f(k, b)),
+        ))
+    };
+    let x = |f: &dyn Fn(&Bucket) -> f64| -> ArrayRef {
+        Arc::new(Float64Array::from_iter_values(
+            buckets.iter().map(|(_, b)| f(b)),
+        ))
+    };
+    columns.push(Arc::new(arrow::array::UInt8Array::from(vec![
+        level as u8;
+        n
+    ])));
+    columns.push(Arc::new(StringArray::from_iter_values(
+        buckets
+            .iter()
+            .map(|((f, _), _)| decl.measured[*f as usize].as_str()),
+    )));
+    columns.push(u(&|k, _| k.1));
+    columns.push(u(&|_, b| b.first.axis));
+    columns.push(x(&|b| b.first.value));
+    columns.push(u(&|_, b| b.last.axis));
+    columns.push(x(&|b| b.last.value));
+    columns.push(u(&|_, b| b.min.axis));
+    columns.push(x(&|b| b.min.value));
+    columns.push(u(&|_, b| b.max.axis));
+    columns.push(x(&|b| b.max.value));
+    columns.push(u(&|_, b| b.count));
+    columns.push(x(&|b| b.sum));
+    columns.push(x(&|b| b.sum_sq));
+    RecordBatch::try_new(schema.clone(), columns).map_err(|e| fail(&e))
+}
+
+/// Reads a level-table batch back into cells per track (the track identified by its
+/// component columns, rendered as labels exactly as staging renders them).
+pub(crate) fn decode_level(
+    decl: &StreamDecl,
+    batch: &RecordBatch,
+) -> std::result::Result<BTreeMap<TrackKey, Cells>, String> {
+    let col = |name: &str| {
+        batch
+            .column_by_name(name)
+            .ok_or_else(|| format!("level table lacks column {name:?}"))
+    };
+    let u = |name: &str| -> std::result::Result<UInt64Array, String> {
+        col(name)?
+            .as_any()
+            .downcast_ref::<UInt64Array>()
+            .cloned()
+            .ok_or_else(|| format!("level column {name:?} is not UInt64"))
+    };
+    let x = |name: &str| -> std::result::Result<Float64Array, String> {
+        col(name)?
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .cloned()
+            .ok_or_else(|| format!("level column {name:?} is not Float64"))
+    };
+    let labels: Vec<StringArray> = decl
+        .track
+        .iter()
+        .map(|name| {
+            let text = cast(col(name)?, &DataType::Utf8).map_err(|e| format!("{name}: {e}"))?;
+            Ok(text
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .expect("cast to Utf8")
+                .clone())
+        })
+        .collect::<std::result::Result<_, String>>()?;
+    let field = col("field")?
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .cloned()
+        .ok_or("level column \"field\" is not Utf8")?;
+    let (cell, fa, fv, la, lv) = (
+        u("cell")?,
+        u("first_axis")?,
+        x("first")?,
+        u("last_axis")?,
+        x("last")?,
+    );
+    let (mina, minv, maxa, maxv) = (u("min_axis")?, x("min")?, u("max_axis")?, x("max")?);
+    let (count, sum, sum_sq) = (u("count")?, x("sum")?, x("sum_sq")?);
+    let mut out: BTreeMap<TrackKey, Cells> = BTreeMap::new();
+    let mut current: Option<(Vec<String>, TrackKey)> = None;
+    for i in 0..batch.num_rows() {
+        let row_labels: Vec<String> = labels.iter().map(|l| l.value(i).to_owned()).collect();
+        let key = match &current {
+            Some((l, key)) if *l == row_labels => key.clone(),
+            _ => {
+                let key =
+                    TrackKey::encode(&row_labels).map_err(|e| format!("level row {i}: {e}"))?;
+                current = Some((row_labels, key.clone()));
+                key
+            }
+        };
+        let name = field.value(i);
+        let f = decl
+            .measured
+            .iter()
+            .position(|m| m == name)
+            .ok_or_else(|| format!("level row {i} names unknown field {name:?}"))?
+            as u32;
+        let bucket = Bucket {
+            field: f,
+            first: Placed::new(fa.value(i), fv.value(i)),
+            last: Placed::new(la.value(i), lv.value(i)),
+            min: Placed::new(mina.value(i), minv.value(i)),
+            max: Placed::new(maxa.value(i), maxv.value(i)),
+            count: count.value(i),
+            sum: sum.value(i),
+            sum_sq: sum_sq.value(i),
+        };
+        fold_into(out.entry(key).or_default(), (f, cell.value(i)), bucket);
+    }
+    Ok(out)
+}
+
+/// Cells of a level table's row group, at most (a group packs whole tracks until it holds
+/// this many; a longer track spans several groups). Small groups let a survey read little
+/// more than it answers; this size keeps a table's footer small as well.
+pub const TABLE_GROUP_ROWS: usize = 16_384;
+
+/// Where level `k` lives among a stream's live level files, in publish order: `(file index,
+/// group index)` of row group k of each file holding every level (a barrier's partials, a
+/// small merged run) and of every row group of each level table of level k.
+pub(crate) fn level_groups(
+    files: &[SegmentFile],
+    k: usize,
+) -> impl Iterator<Item = (usize, usize)> + '_ {
+    files.iter().enumerate().flat_map(move |(i, f)| {
+        let range = match f.run.and_then(|r| r.level) {
+            None if k < f.groups.len() => k..k + 1,
+            Some(level) if level as usize == k => 0..f.groups.len(),
+            _ => 0..0,
+        };
+        range.map(move |g| (i, g))
+    })
+}
+
+/// Whether a level file's row group may hold one of the tracks whose labels are `tracks`
+/// (in key order): a table group holds the tracks from its `track` through its
+/// `last_track`; a partial's group holds any. Label tuples compare exactly as their keys do
+/// (a key is each label followed by a separator below every character a label may hold).
+pub(crate) fn group_holds_any<S: AsRef<str>>(group: &GroupEntry, tracks: &[Vec<S>]) -> bool {
+    let Some(last) = &group.last_track else {
+        return true;
+    };
+    let order = |labels: &[S], bound: &[String]| {
+        labels
+            .iter()
+            .map(AsRef::as_ref)
+            .cmp(bound.iter().map(String::as_str))
+    };
+    let at = tracks.partition_point(|t| order(t, &group.track).is_lt());
+    tracks
+        .get(at)
+        .is_some_and(|t| order(t, last) != std::cmp::Ordering::Greater)
+}
+
+/// Decoded level row groups, shared by surveys and folds: `(file name, group) → track →
+/// cells`. Bounded by the cells it holds; the least recently used group goes first. File
+/// names are never reused, so an entry can only go stale by its file leaving the live set,
+/// and then nothing asks for it again.
+#[derive(Debug)]
+pub(crate) struct LevelCache {
+    /// `(file name, group) → (its tracks' cells, their number, when last used)`.
+    entries: std::collections::HashMap<(u64, usize), (Arc<GroupCells>, usize, u64)>,
+    cells: usize,
+    capacity: usize,
+    tick: u64,
+}
+
+/// One decoded level row group: each track's cells.
+pub(crate) type GroupCells = BTreeMap<TrackKey, Cells>;
+
+/// Cells the level cache holds at most (about 100 bytes each, so about 25 MiB): sixteen full
+/// table row groups, many times what one survey reads.
+pub const LEVEL_CACHE_CELLS: usize = 1 << 18;
+
+impl LevelCache {
+    pub fn new(capacity: usize) -> Self {
+        LevelCache {
+            entries: Default::default(),
+            cells: 0,
+            capacity,
+            tick: 0,
+        }
+    }
+
+    fn size(group: &GroupCells) -> usize {
+        group.values().map(BTreeMap::len).sum::<usize>().max(1)
+    }
+
+    /// The decoded group, if held (and now the most recently used).
+    pub fn get(&mut self, key: (u64, usize)) -> Option<Arc<GroupCells>> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.entries.get_mut(&key).map(|(group, _, used)| {
+            *used = tick;
+            group.clone()
+        })
+    }
+
+    /// Keeps a decoded group, evicting the least recently used past the capacity.
+    pub fn put(&mut self, key: (u64, usize), group: Arc<GroupCells>) {
+        self.tick += 1;
+        let size = Self::size(&group);
+        self.cells += size;
+        if let Some((_, old, _)) = self.entries.insert(key, (group, size, self.tick)) {
+            self.cells -= old;
+        }
+        while self.cells > self.capacity && self.entries.len() > 1 {
+            let Some((&oldest, _)) = self.entries.iter().min_by_key(|(_, (_, _, used))| *used)
+            else {
+                break;
+            };
+            if let Some((_, old, _)) = self.entries.remove(&oldest) {
+                self.cells -= old;
+            }
+        }
+    }
+
+    /// Cells held.
+    #[cfg(test)]
+    pub fn cells(&self) -> usize {
+        self.cells
+    }
+
+    /// Drops the groups of the named files.
+    pub fn forget(&mut self, names: &[u64]) {
+        let cells = &mut self.cells;
+        self.entries.retain(|(name, _), (_, size, _)| {
+            let keep = !names.contains(name);
+            if !keep {
+                *cells -= *size;
+            }
+            keep
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::plan::levels::plan;
+    use proptest::prelude::*;
+
+    fn ladder() -> impl Strategy<Value = Ladder> {
+        (1u64..20, 2u64..5, 1u8..5).prop_map(|(b, f, l)| Ladder::new(b, f, l).expect("valid"))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, rng_seed: proptest::test_runner::RngSeed::Fixed(44), ..ProptestConfig::default() })]
+
+        /// Every level of every barrier split equals the fold of the raw rows of each cell.
+        #[test]
+        fn levels_equal_a_fold_of_their_rows_in_any_barrier_split(
+            ladder in ladder(),
+            steps in prop::collection::vec((0u64..6, -50i32..50), 1..120),
+            cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..5),
+        ) {
+            let mut axis = Vec::new();
+            let mut a = 0u64;
+            for (step, _) in &steps { a += step; axis.push(a); }
+            let values: Vec<f64> = steps.iter().map(|s| f64::from(s.1)).collect();
+            let mut points: Vec<usize> = cuts.iter().map(|c| c.index(axis.len())).collect();
+            points.push(0);
+            points.push(axis.len());
+            points.sort_unstable();
+            points.dedup();
+            let mut merged: Vec<Cells> = vec![Cells::new(); ladder.levels as usize];
+            for w in points.windows(2) {
+                let (s, e) = (w[0], w[1]);
+                let part = partials(&ladder, &UInt64Array::from(axis[s..e].to_vec()), &[Float64Array::from(values[s..e].to_vec())]);
+                for (k, cells) in part.into_iter().enumerate() {
+                    for (key, b) in cells { fold_into(&mut merged[k], key, b); }
+                }
+            }
+            for (k, cells) in merged.iter().enumerate() {
+                let width = ladder.width(k);
+                let mut expected = Cells::new();
+                for (&a, &v) in axis.iter().zip(&values) {
+                    fold_into(&mut expected, (0, a / width), Bucket::of(0, a, v));
+                }
+                prop_assert_eq!(cells, &expected, "level {}", k);
+            }
+        }
+
+        /// The plan fits the budget and is the finest level that does.
+        #[test]
+        fn the_plan_is_the_finest_that_fits(ladder in ladder(), lo in 0u64..10_000, len in 0u64..100_000, cpf in 1u64..50) {
+            let hi = lo + len;
+            let p = plan(&ladder, lo, hi, cpf);
+            prop_assert!(p.cells[1] - p.cells[0] < cpf, "{:?}", p);
+            prop_assert_eq!(p.cells, [lo / p.cell_width, hi / p.cell_width]);
+            if p.merge == 1 && p.level > 0 {
+                let finer = ladder.width(p.level - 1);
+                prop_assert!(hi / finer - lo / finer + 1 > cpf, "a finer level fits");
+            }
+            if p.merge > 1 {
+                prop_assert_eq!(p.level, ladder.levels as usize - 1);
+                let smaller = ladder.width(p.level) * (p.merge - 1);
+                prop_assert!(hi / smaller - lo / smaller + 1 > cpf, "a smaller merge fits");
+            }
+        }
+    }
+
+    #[test]
+    fn the_level_cache_keeps_the_recently_used_within_its_capacity() {
+        let group = |cells: u64| -> Arc<GroupCells> {
+            let key = TrackKey::encode(&["t"]).expect("key");
+            let cells = (0..cells)
+                .map(|c| ((0, c), Bucket::of(0, c, 1.0)))
+                .collect();
+            Arc::new(BTreeMap::from([(key, cells)]))
+        };
+        let mut cache = LevelCache::new(10);
+        cache.put((1, 0), group(4));
+        cache.put((2, 0), group(4));
+        assert!(cache.get((1, 0)).is_some(), "1 is now the most recent");
+        cache.put((3, 0), group(4));
+        assert_eq!(cache.cells(), 8, "the least recently used (2) went");
+        assert!(cache.get((2, 0)).is_none());
+        assert!(cache.get((1, 0)).is_some() && cache.get((3, 0)).is_some());
+        cache.forget(&[1]);
+        assert_eq!(cache.cells(), 4);
+        // A group larger than the capacity is still kept alone (the answer needs it).
+        cache.put((4, 0), group(50));
+        assert_eq!(cache.cells(), 50);
+        assert!(cache.get((4, 0)).is_some());
+    }
+
+    #[test]
+    fn a_table_group_holds_exactly_its_track_range_in_key_order() {
+        let tuples: Vec<Vec<&str>> = vec![
+            vec!["a"],
+            vec!["a", "b"],
+            vec!["a", "c"],
+            vec!["ab"],
+            vec!["b"],
+            vec!["b", "a"],
+            vec!["c"],
+        ];
+        // Label tuples order exactly as their keys do.
+        let mut by_key = tuples.clone();
+        by_key.sort_by_key(|t| TrackKey::encode(t).expect("key"));
+        assert_eq!(by_key, tuples);
+        let group = GroupEntry {
+            track: vec!["a".into(), "b".into()],
+            rows: 1,
+            position: [0, 0],
+            axis: None,
+            seq: [0, 0],
+            span: crate::archive::format::manifest::Span {
+                offset: 0,
+                len: 0,
+                crc32c: 0,
+            },
+            last_track: Some(vec!["b".into()]),
+        };
+        let holds = |t: &[&str]| group_holds_any(&group, &[t.to_vec()]);
+        assert!(!holds(&["a"]));
+        assert!(holds(&["a", "b"]) && holds(&["a", "c"]) && holds(&["ab"]) && holds(&["b"]));
+        assert!(!holds(&["b", "a"]) && !holds(&["c"]));
+        assert!(!group_holds_any(&group, &[vec!["a"], vec!["c"], vec!["d"]]));
+        assert!(group_holds_any(&group, &[vec!["a"], vec!["ab"]]));
+    }
+
+    #[test]
+    fn ladders_are_checked() {
+        assert_eq!(Ladder::parse("1024,8,8"), Ok(Ladder::ORDINAL));
+        assert!(Ladder::parse("0,8,8").expect_err("base").contains("base"));
+        assert!(Ladder::parse("10,1,8")
+            .expect_err("factor")
+            .contains("factor"));
+        assert!(Ladder::parse("10,8")
+            .expect_err("shape")
+            .contains("BASE,FACTOR,LEVELS"));
+        assert!(Ladder::parse("u64::MAX,8,8").is_err());
+        assert!(Ladder::new(u64::MAX / 2, 8, 3)
+            .expect_err("overflow")
+            .contains("overflow"));
+        assert_eq!(Ladder::NANOSECONDS.width(1), 8_000_000_000);
+    }
+}

@@ -1,0 +1,150 @@
+//! Log generations as bytes: the trusted prefix a generation's bytes prove, and a record's
+//! frame. Reading and appending the files is `io::log`'s.
+
+use super::frame::{self, Decoded};
+use super::record::Record;
+use super::state::State;
+use crate::archive::error::{ArchiveError, Result};
+use std::path::Path;
+
+pub use crate::archive::layout::{generation_name, parse_generation};
+
+/// How the log ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Tail {
+    /// Every byte belongs to a record that passed its check.
+    Clean,
+    /// A record fails its check at `offset`, nothing valid follows, and the bytes are what
+    /// an interrupted append leaves (see [`frame::classify_tail`]): a torn write.
+    Torn {
+        /// Where the failing bytes start.
+        offset: u64,
+    },
+    /// A record fails its check at `offset` and `following` valid records come after it.
+    Damaged {
+        /// Where the failing bytes start.
+        offset: u64,
+        /// Valid records found after it.
+        following: usize,
+    },
+    /// A record fails its check at `offset` and nothing valid follows, but the bytes are
+    /// not what an interrupted append leaves: a record written whole and damaged since, so
+    /// it may have been acknowledged.
+    Broken {
+        /// Where the failing bytes start.
+        offset: u64,
+        /// What the bytes show, in words.
+        why: String,
+    },
+}
+
+impl Tail {
+    /// Where the trusted prefix ends, if anything follows it.
+    pub fn offset(&self) -> Option<u64> {
+        match self {
+            Tail::Clean => None,
+            Tail::Torn { offset } | Tail::Damaged { offset, .. } | Tail::Broken { offset, .. } => {
+                Some(*offset)
+            }
+        }
+    }
+}
+
+/// The result of replaying one generation.
+#[derive(Debug)]
+pub struct Replayed {
+    /// The state the trusted prefix proves.
+    pub state: State,
+    /// Records in the trusted prefix.
+    pub records: usize,
+    /// Length of the trusted prefix in bytes.
+    pub trusted_len: u64,
+    /// How the log ended.
+    pub tail: Tail,
+    /// The generation's length in bytes when it was read.
+    pub file_len: u64,
+}
+
+/// Replays generation `generation` from its bytes, read from `path` (named in errors).
+pub fn replay_bytes(path: &Path, bytes: &[u8], generation: u64) -> Result<Replayed> {
+    let corrupt = |offset: usize, message: String| ArchiveError::CorruptManifest {
+        path: path.to_path_buf(),
+        offset: offset as u64,
+        message,
+    };
+    let mut state = State::default();
+    let mut offset = 0usize;
+    let mut records = 0usize;
+    let tail = loop {
+        match frame::decode(bytes, offset) {
+            Decoded::End => break Tail::Clean,
+            Decoded::UnknownVersion(found) => {
+                return Err(ArchiveError::UnknownVersion {
+                    path: path.to_path_buf(),
+                    offset: offset as u64,
+                    found,
+                    supported: frame::FORMAT_VERSION,
+                })
+            }
+            Decoded::Failed => {
+                let following = frame::valid_records_after(bytes, offset).len();
+                break if following == 0 {
+                    match frame::classify_tail(&bytes[offset..]) {
+                        frame::TailShape::Torn => Tail::Torn {
+                            offset: offset as u64,
+                        },
+                        frame::TailShape::Damaged(why) => Tail::Broken {
+                            offset: offset as u64,
+                            why,
+                        },
+                    }
+                } else {
+                    Tail::Damaged {
+                        offset: offset as u64,
+                        following,
+                    }
+                };
+            }
+            Decoded::Record { payload, next } => {
+                let record = Record::decode(payload).map_err(|e| {
+                    corrupt(
+                        offset,
+                        format!("record passed its check but does not decode: {e}"),
+                    )
+                })?;
+                if records == 0 {
+                    match &record {
+                        Record::Snapshot(s) if s.generation == generation => {}
+                        _ => {
+                            return Err(corrupt(
+                                offset,
+                                format!("generation {generation} does not start with its snapshot"),
+                            ))
+                        }
+                    }
+                }
+                state
+                    .apply(&record)
+                    .map_err(|e| corrupt(offset, format!("record breaks an invariant: {e}")))?;
+                records += 1;
+                offset = next;
+            }
+        }
+    };
+    if records == 0 {
+        return Err(corrupt(0, "generation holds no valid snapshot".into()));
+    }
+    Ok(Replayed {
+        state,
+        records,
+        trusted_len: offset as u64,
+        tail,
+        file_len: bytes.len() as u64,
+    })
+}
+
+/// Frames a record.
+pub fn encode(record: &Record) -> Vec<u8> {
+    let payload = serde_json::to_vec(record).expect("manifest records always serialize");
+    frame::encode_version(record.version(), &payload)
+}

@@ -1,0 +1,393 @@
+//! The manifest's records: what a barrier, a declaration and a snapshot say, as JSON.
+//!
+//! Field order and names here are the on-disk format (`docs/format.md`); the golden test in
+//! `tests/format_golden.rs` locks them.
+
+use crate::archive::format::levels::Ladder;
+use serde::{Deserialize, Serialize};
+
+/// One manifest record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "record", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Record {
+    /// The first record of every generation: the whole trusted state.
+    Snapshot(Snapshot),
+    /// A stream's declaration, recorded the first time it is selected.
+    Declare(StreamDecl),
+    /// One barrier: every stream it wrote, committed together.
+    Barrier(Barrier),
+    /// Retirement of one stream's rows or levels: floors move, wholly retired files leave the
+    /// live set. Format version 2.
+    Retire(Retire),
+    /// A compaction swap of one stream: files added and removed together. Format version 2.
+    Compact(Compact),
+    /// Data files of one stream moved to the cold tier: each is now an object. Format
+    /// version 3.
+    Offload(Offload),
+}
+
+impl Record {
+    /// Decodes a record's JSON payload. Writers put the tag first (`{"record":"barrier",…`),
+    /// so the rest decodes straight into the kind's own struct, skipping the buffered pass
+    /// serde needs for an internally tagged enum (most of the time an open spends on a large
+    /// snapshot). Anything else takes the general path, with the same answer.
+    pub fn decode(payload: &[u8]) -> serde_json::Result<Record> {
+        fn kind<T: serde::de::DeserializeOwned>(
+            payload: &[u8],
+            tag: &str,
+        ) -> Option<serde_json::Result<T>> {
+            let prefix = format!("{{\"record\":\"{tag}\",");
+            let rest = payload.strip_prefix(prefix.as_bytes())?;
+            let mut object = Vec::with_capacity(rest.len() + 1);
+            object.push(b'{');
+            object.extend_from_slice(rest);
+            Some(serde_json::from_slice(&object))
+        }
+        if let Some(r) = kind(payload, "snapshot") {
+            return r.map(Record::Snapshot);
+        }
+        if let Some(r) = kind(payload, "barrier") {
+            return r.map(Record::Barrier);
+        }
+        if let Some(r) = kind(payload, "compact") {
+            return r.map(Record::Compact);
+        }
+        serde_json::from_slice(payload)
+    }
+
+    /// The frame version a record needs: 1 for everything version 1 knew, 2 for the
+    /// lifecycle records (and a snapshot carrying track floors), so a version-1 reader
+    /// refuses what it cannot understand instead of misreading it.
+    pub fn version(&self) -> u16 {
+        let table = |f: &SegmentFile| f.run.is_some();
+        match self {
+            Record::Compact(c) if c.added_levels.iter().any(table) => 4,
+            Record::Snapshot(s) if s.streams.iter().flat_map(|s| &s.levels).any(table) => 4,
+            Record::Offload(_) => 3,
+            Record::Snapshot(s)
+                if s.streams
+                    .iter()
+                    .flat_map(|s| s.files.iter().chain(&s.levels))
+                    .any(|f| f.cold.is_some()) =>
+            {
+                3
+            }
+            Record::Retire(_) | Record::Compact(_) => 2,
+            Record::Snapshot(s) if s.streams.iter().any(|s| !s.tracks.is_empty()) => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// One stream's retirement: the floors it moves and the files it takes out of the live set.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Retire {
+    /// The stream.
+    pub stream: String,
+    /// When the retirement was decided, ns since the Unix epoch (the archive's clock).
+    pub retired_at_ns: u64,
+    /// Why: `sweep` (declared lifetimes), `idle` (a track's declared idle time) or
+    /// `explicit` (`retire_track`).
+    pub reason: String,
+    /// The tracks whose floors move, each to its new floors.
+    pub tracks: Vec<TrackRetire>,
+    /// Names of live files (data or level) every row or cell of which is now beneath a floor:
+    /// they leave the live set with this record and are deleted after it is synced.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<u64>,
+}
+
+/// One track's new floors.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrackRetire {
+    /// The track's labels.
+    pub track: Vec<String>,
+    /// The new raw floor, when it moves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<RawFloor>,
+    /// New level floors by level index; `None` where a level's floor does not move.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub levels: Vec<Option<LevelFloor>>,
+    /// The whole track is retired: nothing of it is served any more.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub whole: bool,
+}
+
+/// A track's raw floor: every row beneath it is retired. Rows are retired a whole row group at
+/// a time, so the three coordinates are one more than the retired groups' highest values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFloor {
+    /// No row beneath this position is retained.
+    pub position: u64,
+    /// No row beneath this axis value is retained (0 for a stream without an axis).
+    pub axis: u64,
+    /// No row beneath this `_seq` is retained; a row group whose last `_seq` is beneath it
+    /// is retired.
+    pub seq: u64,
+}
+
+/// A track's floor in one level: every cell starting beneath `axis` is retired.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LevelFloor {
+    /// A multiple of the level's cell width: cells beneath it are retired.
+    pub axis: u64,
+    /// A position no retained cell's rows lie beneath (a lower bound, taken from the level
+    /// files' recorded position ranges): the floor a refusal reports.
+    pub position: u64,
+}
+
+/// One compaction swap.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Compact {
+    /// The stream.
+    pub stream: String,
+    /// The next file name to claim after this record.
+    pub next_name: u64,
+    /// Data files written: single-track segments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added: Vec<SegmentFile>,
+    /// Data files replaced, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<u64>,
+    /// Level files written: since format version 4, one run ([`SegmentFile::run`]): one file
+    /// of every level, or level tables (at most one per level); a version-2 compaction wrote
+    /// one file with every level and no `run`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added_levels: Vec<SegmentFile>,
+    /// Level files replaced, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed_levels: Vec<u64>,
+}
+
+/// A track's lifecycle state as a snapshot carries it (only tracks with any).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrackSnapshot {
+    /// The track's labels.
+    pub track: Vec<String>,
+    /// Its raw floor.
+    pub raw: RawFloor,
+    /// Its level floors by level index.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub levels: Vec<LevelFloor>,
+    /// Whether the whole track is retired.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub whole: bool,
+    /// The newest barrier time that wrote the track, ns.
+    pub last_sealed_ns: u64,
+    /// Its age marks, `[sealed_ns, axis]`: the track's rows beneath `axis` were all sealed by
+    /// `sealed_ns`. (Marks of live files are derived from them again; these keep what
+    /// retired files knew, for the levels' age lifetimes.)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub marks: Vec<[u64; 2]>,
+    /// The lowest axis value the track ever stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin_axis: Option<u64>,
+}
+
+/// The live state at the start of a generation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Snapshot {
+    /// This generation's number (also in its file name).
+    pub generation: u64,
+    /// The next file name to claim.
+    pub next_name: u64,
+    /// Barriers recorded so far, over all generations.
+    pub barriers: u64,
+    /// Every declared stream with its files.
+    pub streams: Vec<StreamSnapshot>,
+}
+
+/// A stream as a snapshot records it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamSnapshot {
+    /// The declaration.
+    pub decl: StreamDecl,
+    /// The highest position durable.
+    pub watermark: u64,
+    /// The next `_seq` to assign.
+    pub next_seq: u64,
+    /// Live files, in barrier order.
+    pub files: Vec<SegmentFile>,
+    /// Live level files in publish order: barrier partials (row group k holds level k) and
+    /// runs of level tables. Absent for a stream without levels.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub levels: Vec<SegmentFile>,
+    /// Tracks with lifecycle state (floors, age marks, retirement). Format version 2; absent
+    /// in a version-1 snapshot.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tracks: Vec<TrackSnapshot>,
+}
+
+/// A stream's declaration: its columns, track, axis and measured fields.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamDecl {
+    /// The stream id.
+    pub id: String,
+    /// The row's own columns in order (without `_position` and `_seq`).
+    pub columns: Vec<ColumnDecl>,
+    /// The track columns, outermost first.
+    pub track: Vec<String>,
+    /// The axis column.
+    pub axis: Option<String>,
+    /// Measured fields in declared order: every numeric column but the axis and the track.
+    pub measured: Vec<String>,
+    /// The level ladder, for an axial stream with levels; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ladder: Option<Ladder>,
+}
+
+/// One column of a stream's rows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColumnDecl {
+    /// Column name.
+    pub name: String,
+    /// Arrow data type in arrow-rs's display form (`Int64`, `Utf8`, `Float64`, ...).
+    pub data_type: String,
+    /// Whether nulls are allowed.
+    pub nullable: bool,
+}
+
+/// One barrier's commit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Barrier {
+    /// Barrier number, one more than the previous.
+    pub barrier: u64,
+    /// When it was sealed, nanoseconds since the Unix epoch (the archive's clock).
+    pub sealed_at_ns: u64,
+    /// The next file name to claim after this barrier.
+    pub next_name: u64,
+    /// The streams it wrote.
+    pub streams: Vec<BarrierStream>,
+}
+
+/// What one barrier wrote for one stream.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BarrierStream {
+    /// The stream id.
+    pub stream: String,
+    /// The position through which the stream is durable after the barrier.
+    pub watermark: u64,
+    /// The next `_seq` after the barrier.
+    pub next_seq: u64,
+    /// The file written.
+    pub file: SegmentFile,
+    /// The level partials written in the same commit: one file whose row group k holds
+    /// level k. Absent for a stream without levels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub levels: Option<SegmentFile>,
+}
+
+/// A committed data file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SegmentFile {
+    /// The file's name number (unique across the archive, never reused).
+    pub name: u64,
+    /// Path relative to the archive root, `/`-separated.
+    pub path: String,
+    /// File length in bytes.
+    pub bytes: u64,
+    /// The barrier that wrote it.
+    pub barrier: u64,
+    /// When that barrier was sealed, ns since the Unix epoch.
+    pub sealed_at_ns: u64,
+    /// The footer region (from the end of the last row group to the end of the file), whose
+    /// digest also covers the leading magic `PAR1`.
+    pub footer: Span,
+    /// Row groups in file order; all of one track are adjacent, tracks in key order.
+    pub groups: Vec<GroupEntry>,
+    /// Where the file lives once it moved to the cold tier: the object's URL
+    /// (`s3://bucket/prefix/streams/<id>/rows/NNNNNNNNNNNN.parquet`). Absent while it is
+    /// local, at `path` under the root. Format version 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold: Option<String>,
+    /// For a level file written by compaction (format version 4): the run of barriers whose
+    /// whole cells it holds. Absent for data files and for a barrier's own partials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<LevelRun>,
+}
+
+/// A compaction's level output: the whole cells of a run of barriers, either as one file
+/// holding every level (row group k = level k, like a barrier's partials) or as one level
+/// table per level. Format version 4.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LevelRun {
+    /// The run: the files one compaction wrote share it (the first name it claimed for
+    /// them); they stand together in the live list, in level order.
+    pub id: u64,
+    /// The run's tier for the merge policy: a barrier's partials are tier 0, and merging
+    /// `LEVEL_FANOUT` runs of tier t makes one of tier t + 1.
+    pub tier: u8,
+    /// For a level table, the one level it holds (every row's `level`), its row groups
+    /// packing whole tracks; absent for a run kept in one file of every level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<u8>,
+}
+
+/// One stream's files moved to the cold tier.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Offload {
+    /// The stream.
+    pub stream: String,
+    /// The files moved, each now the object at its URL.
+    pub files: Vec<Offloaded>,
+}
+
+/// One file moved to the cold tier.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Offloaded {
+    /// The file's name number.
+    pub name: u64,
+    /// The object's URL; its bytes and digests are the file's, confirmed before the record.
+    pub url: String,
+}
+
+/// A row group of one track.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupEntry {
+    /// The track's labels, outermost first.
+    pub track: Vec<String>,
+    /// Rows in the group.
+    pub rows: u64,
+    /// Lowest and highest `_position`.
+    pub position: [u64; 2],
+    /// Lowest and highest axis value, for an axial stream.
+    pub axis: Option<[u64; 2]>,
+    /// First and last `_seq`.
+    pub seq: [u64; 2],
+    /// The group's bytes.
+    pub span: Span,
+    /// In a level table, the last track the group holds: it holds `track` through this one,
+    /// in key order (a group packs whole tracks; a long track spans several groups). Absent
+    /// elsewhere. Format version 4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_track: Option<Vec<String>>,
+}
+
+/// A byte range of a file and the digest of its bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Span {
+    /// First byte.
+    pub offset: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// CRC-32C bound to the file and group identity (see `docs/format.md`).
+    pub crc32c: u32,
+}

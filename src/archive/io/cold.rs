@@ -1,0 +1,491 @@
+//! The cold tier: any `object_store` store (S3, GCS, Azure, a local file system, memory)
+//! under one prefix per archive.
+//!
+//! `object_store` is async and the archive is sync. The tier owns the bridge: a small tokio
+//! runtime of its own, on whose threads every request runs; a caller's thread waits on a
+//! channel with a deadline. A caller inside its own tokio runtime is never blocked on with
+//! `block_on`, and a request that outlives its deadline is a transient failure, never a hang.
+
+use crate::archive::error::ColdError;
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Files at least this large are uploaded in parts (S3 needs parts of 5 MiB or more).
+pub const MULTIPART_THRESHOLD: usize = 16 << 20;
+/// The size of one part of a multipart upload.
+pub const PART_SIZE: usize = 8 << 20;
+/// How long one request may take before it is abandoned as a transient failure.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// The environment variable that sets [`DEFAULT_TIMEOUT`] for tiers opened from a URL
+/// ([`ColdTier::from_url`]: the command line's, and those the manifest records), in seconds.
+pub const TIMEOUT_ENV: &str = "SERIES_ARCHIVE_COLD_TIMEOUT";
+/// How [`Archive::verify`](crate::archive::engine::Archive::verify) begins what it reports of a cold file it
+/// could not check because its tier did not answer: not damage, and not verified.
+pub const UNVERIFIED: &str = "UNVERIFIED";
+
+/// Request counters, for `inspect` and the benchmarks.
+#[derive(Debug, Default)]
+pub struct Requests {
+    /// Objects written (a multipart upload counts once per part).
+    pub puts: AtomicU64,
+    /// Reads (whole or ranged).
+    pub gets: AtomicU64,
+    /// Deletes.
+    pub deletes: AtomicU64,
+    /// Listings.
+    pub lists: AtomicU64,
+}
+
+impl Requests {
+    /// `(puts, gets, deletes, lists)` so far.
+    pub fn snapshot(&self) -> [u64; 4] {
+        [
+            self.puts.load(Ordering::Relaxed),
+            self.gets.load(Ordering::Relaxed),
+            self.deletes.load(Ordering::Relaxed),
+            self.lists.load(Ordering::Relaxed),
+        ]
+    }
+}
+
+/// One cold tier: a store, the prefix the archive lives under in it, and the URL that names
+/// that prefix (`s3://bucket/prefix`), which is what the manifest records.
+pub struct ColdTier {
+    store: Arc<dyn ObjectStore>,
+    prefix: ObjectPath,
+    url: String,
+    /// Always `Some` until the tier is dropped.
+    runtime: Option<tokio::runtime::Runtime>,
+    timeout: Duration,
+    requests: Requests,
+    /// Files at least this large are uploaded in parts of `part_size`.
+    multipart_threshold: usize,
+    part_size: usize,
+}
+
+impl fmt::Debug for ColdTier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ColdTier")
+            .field("url", &self.url)
+            .field("store", &self.store.to_string())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for ColdTier {
+    /// Stops the tier's runtime without waiting: an archive may be dropped inside a caller's
+    /// async task, where blocking on a runtime's shutdown is not allowed.
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+fn is_transient(e: &object_store::Error) -> bool {
+    !matches!(
+        e,
+        object_store::Error::NotFound { .. }
+            | object_store::Error::InvalidPath { .. }
+            | object_store::Error::NotSupported { .. }
+            | object_store::Error::AlreadyExists { .. }
+            | object_store::Error::Precondition { .. }
+            | object_store::Error::NotImplemented { .. }
+            | object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. }
+            | object_store::Error::UnknownConfigurationKey { .. }
+    )
+}
+
+impl ColdTier {
+    /// A tier over `store`, the archive living under `prefix` in it; `url` names that
+    /// prefix for people and for the manifest (`s3://bucket/prefix`, `memory:///prefix`).
+    pub fn new(
+        store: Arc<dyn ObjectStore>,
+        prefix: &str,
+        url: impl Into<String>,
+    ) -> Result<ColdTier, ColdError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("series-archive-cold")
+            .enable_all()
+            .build()
+            .map_err(|e| ColdError {
+                message: format!("starting the cold tier's runtime: {e}"),
+                transient: false,
+                missing: false,
+            })?;
+        let prefix = ObjectPath::parse(prefix.trim_matches('/')).map_err(|e| ColdError {
+            message: format!("cold prefix {prefix:?}: {e}"),
+            transient: false,
+            missing: false,
+        })?;
+        Ok(ColdTier {
+            store,
+            prefix,
+            url: url.into().trim_end_matches('/').to_owned(),
+            runtime: Some(runtime),
+            timeout: DEFAULT_TIMEOUT,
+            requests: Requests::default(),
+            multipart_threshold: MULTIPART_THRESHOLD,
+            part_size: PART_SIZE,
+        })
+    }
+
+    /// A tier from a URL: `s3://bucket/prefix` (credentials, region and endpoint from the
+    /// standard AWS environment variables, as `AmazonS3Builder::from_env` reads them),
+    /// `file:///dir/prefix` or `memory:///prefix`.
+    pub fn from_url(url: &str) -> Result<ColdTier, ColdError> {
+        let bad = |m: String| ColdError {
+            message: format!("cold tier {url:?}: {m}"),
+            transient: false,
+            missing: false,
+        };
+        let parsed = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
+        let (store, prefix): (Arc<dyn ObjectStore>, String) = match parsed.scheme() {
+            "s3" | "s3a" => {
+                let store = object_store::aws::AmazonS3Builder::from_env()
+                    .with_url(url)
+                    .build()
+                    .map_err(|e| bad(e.to_string()))?;
+                (Arc::new(store), parsed.path().to_owned())
+            }
+            "file" | "memory" => {
+                let (store, path) =
+                    object_store::parse_url(&parsed).map_err(|e| bad(e.to_string()))?;
+                (Arc::from(store), path.to_string())
+            }
+            other => {
+                return Err(bad(format!(
+                    "scheme {other:?} is not a cold tier this build opens from a URL (s3://, file://, memory://); pass a store to Config::cold instead"
+                )))
+            }
+        };
+        let tier = ColdTier::new(store, &prefix, url)?;
+        Ok(match std::env::var(TIMEOUT_ENV) {
+            Ok(text) => {
+                let seconds = text
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| s.is_finite() && *s > 0.0)
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "{TIMEOUT_ENV}={text:?} is not a positive number of seconds"
+                        ))
+                    })?;
+                tier.with_timeout(Duration::from_secs_f64(seconds))
+            }
+            Err(_) => tier,
+        })
+    }
+
+    /// Sets how long one request may take.
+    pub fn with_timeout(mut self, timeout: Duration) -> ColdTier {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Uploads files of at least `threshold` bytes in parts of `part_size` (S3 needs parts
+    /// of 5 MiB or more but the last; the defaults are 16 MiB and 8 MiB).
+    pub fn with_multipart(mut self, threshold: usize, part_size: usize) -> ColdTier {
+        self.multipart_threshold = threshold;
+        self.part_size = part_size.max(1);
+        self
+    }
+
+    /// The URL naming the tier's prefix.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The object URL of `relative` (an archive-relative path such as
+    /// `streams/capture/rows/000000000001.parquet`).
+    pub fn object_url(&self, relative: &str) -> String {
+        format!("{}/{relative}", self.url)
+    }
+
+    /// The archive-relative path an object URL of this tier names.
+    pub fn relative<'u>(&self, object_url: &'u str) -> Option<&'u str> {
+        object_url
+            .strip_prefix(self.url.as_str())?
+            .strip_prefix('/')
+    }
+
+    /// The requests made so far.
+    pub fn requests(&self) -> &Requests {
+        &self.requests
+    }
+
+    fn location(&self, relative: &str) -> ObjectPath {
+        relative
+            .split('/')
+            .filter(|p| !p.is_empty())
+            .fold(self.prefix.clone(), |path, part| path.join(part))
+    }
+
+    /// Runs `request` on the tier's runtime; waits at most the timeout.
+    fn run<T: Send + 'static>(
+        &self,
+        what: String,
+        request: impl std::future::Future<Output = object_store::Result<T>> + Send + 'static,
+    ) -> Result<T, ColdError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let timeout = self.timeout;
+        let Some(runtime) = self.runtime.as_ref() else {
+            return Err(ColdError {
+                message: format!("{what}: the cold tier is shutting down"),
+                transient: true,
+                missing: false,
+            });
+        };
+        runtime.spawn(async move {
+            let outcome = tokio::time::timeout(timeout, request).await;
+            let _ = tx.send(outcome);
+        });
+        match rx.recv_timeout(timeout + Duration::from_secs(1)) {
+            Ok(Ok(Ok(value))) => Ok(value),
+            Ok(Ok(Err(e))) => Err(ColdError {
+                transient: is_transient(&e),
+                missing: matches!(e, object_store::Error::NotFound { .. }),
+                message: format!("{what}: {e}"),
+            }),
+            Ok(Err(_)) | Err(_) => Err(ColdError {
+                message: format!("{what}: no answer within {timeout:?}"),
+                transient: true,
+                missing: false,
+            }),
+        }
+    }
+
+    /// Writes `bytes` as the object of `relative`: one request below the multipart
+    /// threshold, otherwise parts of `PART_SIZE`, the upload aborted on any failure.
+    pub fn put(&self, relative: &str, bytes: Bytes) -> Result<(), ColdError> {
+        let location = self.location(relative);
+        let store = self.store.clone();
+        let what = format!("upload {}", self.object_url(relative));
+        if bytes.len() < self.multipart_threshold {
+            self.requests.puts.fetch_add(1, Ordering::Relaxed);
+            return self.run(what, async move {
+                store
+                    .put(&location, PutPayload::from(bytes))
+                    .await
+                    .map(|_| ())
+            });
+        }
+        let part_size = self.part_size;
+        let parts = bytes.len().div_ceil(part_size) as u64;
+        self.requests.puts.fetch_add(parts, Ordering::Relaxed);
+        self.run(what, async move {
+            let mut upload = store.put_multipart(&location).await?;
+            let mut outcome = Ok(());
+            for chunk in bytes.chunks(part_size) {
+                if let Err(e) = upload
+                    .put_part(PutPayload::from(bytes.slice_ref(chunk)))
+                    .await
+                {
+                    outcome = Err(e);
+                    break;
+                }
+            }
+            match outcome {
+                Ok(()) => match upload.complete().await {
+                    Ok(_) => Ok(()),
+                    Err(e) => {
+                        let _ = upload.abort().await;
+                        Err(e)
+                    }
+                },
+                Err(e) => {
+                    let _ = upload.abort().await;
+                    Err(e)
+                }
+            }
+        })
+    }
+
+    /// Writes `bytes` as the object of `relative` only if no object is there (one
+    /// conditional PUT). Answers `false`, writing nothing, when one already is.
+    pub fn put_if_absent(&self, relative: &str, bytes: Bytes) -> Result<bool, ColdError> {
+        let location = self.location(relative);
+        let store = self.store.clone();
+        self.requests.puts.fetch_add(1, Ordering::Relaxed);
+        self.run(
+            format!("create {}", self.object_url(relative)),
+            async move {
+                let opts = object_store::PutOptions::from(object_store::PutMode::Create);
+                match store
+                    .put_opts(&location, PutPayload::from(bytes), opts)
+                    .await
+                {
+                    Ok(_) => Ok(true),
+                    Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+                    Err(e) => Err(e),
+                }
+            },
+        )
+    }
+
+    /// Bytes `offset..offset + len` of the object (one ranged GET).
+    pub fn read(&self, relative: &str, offset: u64, len: u64) -> Result<Bytes, ColdError> {
+        let location = self.location(relative);
+        let store = self.store.clone();
+        self.requests.gets.fetch_add(1, Ordering::Relaxed);
+        self.run(
+            format!(
+                "read bytes {offset}..{} of {}",
+                offset + len,
+                self.object_url(relative)
+            ),
+            async move { store.get_range(&location, offset..offset + len).await },
+        )
+    }
+
+    /// The whole object (one GET).
+    pub fn get(&self, relative: &str) -> Result<Bytes, ColdError> {
+        let location = self.location(relative);
+        let store = self.store.clone();
+        self.requests.gets.fetch_add(1, Ordering::Relaxed);
+        self.run(format!("read {}", self.object_url(relative)), async move {
+            store.get(&location).await?.bytes().await
+        })
+    }
+
+    /// The object's size in bytes (one HEAD).
+    pub fn size(&self, relative: &str) -> Result<u64, ColdError> {
+        let location = self.location(relative);
+        let store = self.store.clone();
+        self.requests.gets.fetch_add(1, Ordering::Relaxed);
+        self.run(
+            format!("look up {}", self.object_url(relative)),
+            async move { store.head(&location).await.map(|meta| meta.size) },
+        )
+    }
+
+    /// Deletes the object (already absent is fine).
+    pub fn delete(&self, relative: &str) -> Result<(), ColdError> {
+        let location = self.location(relative);
+        let store = self.store.clone();
+        self.requests.deletes.fetch_add(1, Ordering::Relaxed);
+        self.run(
+            format!("delete {}", self.object_url(relative)),
+            async move {
+                match store.delete(&location).await {
+                    Err(object_store::Error::NotFound { .. }) => Ok(()),
+                    other => other,
+                }
+            },
+        )
+    }
+
+    /// Every object under `relative_dir`, as archive-relative paths with their sizes.
+    pub fn list(&self, relative_dir: &str) -> Result<Vec<(String, u64)>, ColdError> {
+        let location = self.location(relative_dir);
+        let store = self.store.clone();
+        let prefix = self.prefix.clone();
+        self.requests.lists.fetch_add(1, Ordering::Relaxed);
+        self.run(
+            format!("list {}", self.object_url(relative_dir)),
+            async move {
+                let metas: Vec<object_store::ObjectMeta> =
+                    store.list(Some(&location)).try_collect().await?;
+                Ok(metas
+                    .into_iter()
+                    .filter_map(|m| {
+                        let parts: Vec<String> = m
+                            .location
+                            .prefix_match(&prefix)?
+                            .map(|p| p.as_ref().to_owned())
+                            .collect();
+                        Some((parts.join("/"), m.size))
+                    })
+                    .collect())
+            },
+        )
+    }
+}
+
+/// What `verify` learned of the cold tiers so far: those that did not answer, so that each
+/// is asked once and every other file in it is reported unverified at once, not after a
+/// timeout each.
+#[derive(Debug, Default)]
+pub(crate) struct Reach {
+    /// Tier URLs that failed to answer.
+    unreachable: Vec<String>,
+}
+
+/// Verifies one committed file for [`Archive::verify`](crate::archive::engine::Archive::verify): a local one
+/// as before (length, footer and every row group digest); a cold one first by its size in
+/// the tier (one HEAD: an object longer or shorter than the manifest records is damaged,
+/// even where the recorded ranges still read back whole), then its digests. A tier that does
+/// not answer (a timeout, a refused connection, a server error) is reported once, naming it,
+/// and every file in it as [`UNVERIFIED`], without asking it again.
+pub(crate) fn verify_file(
+    store: &crate::archive::io::store::Store,
+    file: &crate::archive::format::manifest::record::SegmentFile,
+    reach: &mut Reach,
+) -> Result<(), crate::archive::error::StoredError> {
+    use crate::archive::error::{StoredError, StoredErrorKind};
+    let whole =
+        || crate::archive::io::segment::OpenSegment::open(store, file).and_then(|s| s.verify_all());
+    let Some(url) = file.cold.as_deref() else {
+        return whole();
+    };
+    let tier_url = url
+        .strip_suffix(file.path.as_str())
+        .map(|t| t.trim_end_matches('/'))
+        .unwrap_or(url)
+        .to_owned();
+    let unverified = |tier: &str, why: String| {
+        StoredError::new(
+            StoredErrorKind::Unavailable,
+            format!("{UNVERIFIED} {url}: not verified: {why}; run `verify` again once the cold tier {tier} answers"),
+        )
+    };
+    if reach.unreachable.contains(&tier_url) {
+        return Err(unverified(
+            &tier_url,
+            "its cold tier did not answer (above)".into(),
+        ));
+    }
+    let tier = store.tier_for(url, &file.path).map_err(|e| {
+        StoredError::new(
+            StoredErrorKind::Io,
+            format!("{url}: its cold tier cannot be opened: {e}"),
+        )
+    })?;
+    let mut unreachable = |e: &dyn std::fmt::Display| {
+        reach.unreachable.push(tier_url.clone());
+        unverified(
+            &tier_url,
+            format!("the cold tier {tier_url} is unreachable ({e}); every other file in it is reported unverified without asking it again"),
+        )
+    };
+    match tier.size(&file.path) {
+        Ok(size) if size != file.bytes => {
+            return Err(StoredError::corrupt(format!(
+                "{url}: {size} bytes in the cold tier, the manifest recorded {}",
+                file.bytes
+            )))
+        }
+        Ok(_) => {}
+        Err(e) if e.transient => return Err(unreachable(&e)),
+        Err(e) if e.missing => {
+            return Err(StoredError::new(
+                StoredErrorKind::Missing,
+                format!("{url} (named by the manifest) is not in the cold tier: {e}"),
+            ))
+        }
+        Err(e) => return Err(StoredError::new(StoredErrorKind::Io, format!("{url}: {e}"))),
+    }
+    match whole() {
+        Err(e) if e.kind == StoredErrorKind::Unavailable => Err(unreachable(&e)),
+        other => other,
+    }
+}

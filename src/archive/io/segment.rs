@@ -1,0 +1,431 @@
+//! Data and level files on their way to and from storage: a file written row group by row
+//! group straight to disk, and an open file (local, or an object in a cold tier) whose
+//! footer is verified once and whose row groups are read by range and verified each time.
+
+use crate::archive::error::{ArchiveError, ColdError, Result, StoredError, StoredErrorKind};
+use crate::archive::format::manifest::{GroupEntry, SegmentFile, Span};
+use crate::archive::format::segment::{
+    digest, encode_error, group_starts, seed, writer_properties, TrackRows, Verified, FOOTER_INDEX,
+    PAR1_LEN,
+};
+use crate::archive::io::cold::ColdTier;
+use crate::archive::io::durable;
+use crate::archive::io::faults::{Faults, Op};
+use crate::archive::io::store::Store;
+use arrow::array::{RecordBatch, RecordBatchReader};
+use arrow::datatypes::SchemaRef;
+use bytes::Bytes;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A file being written row group by row group straight to disk, each group's digest taken
+/// as its bytes pass: memory holds one row group, never the file. The bytes and digests are
+/// exactly what [`encode`] makes of the same groups.
+pub(crate) struct Writer {
+    writer: ArrowWriter<DigestSink>,
+    stream: String,
+    name: u64,
+    path: std::path::PathBuf,
+    groups: Vec<GroupEntry>,
+    start: u64,
+}
+
+/// The file under a [`Writer`]. Parquet buffers its writes, so bytes arrive here later than
+/// the writer knows where a region ends: each region's end is registered as a cut (with the
+/// seed of the region after it) when the writer reaches it, and the running CRC-32C is
+/// closed there as the bytes pass.
+struct DigestSink {
+    file: std::io::BufWriter<File>,
+    written: u64,
+    crc: u32,
+    cuts: std::collections::VecDeque<(u64, u32)>,
+    closed: Vec<u32>,
+}
+
+impl std::io::Write for DigestSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        let mut part = &buf[..n];
+        while let Some(&(at, seed)) = self.cuts.front() {
+            let room = at.saturating_sub(self.written);
+            if room > part.len() as u64 {
+                break;
+            }
+            let (before, after) = part.split_at(room as usize);
+            self.closed.push(crc32c::crc32c_append(self.crc, before));
+            self.crc = seed;
+            self.written += before.len() as u64;
+            part = after;
+            self.cuts.pop_front();
+        }
+        self.crc = crc32c::crc32c_append(self.crc, part);
+        self.written += part.len() as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// The digest seed of region `index` of file `name` (see [`digest`]).
+impl Writer {
+    /// Creates the file at `path` (it must not exist) for file name `name`.
+    pub fn create(
+        faults: &Faults,
+        path: &Path,
+        stream: &str,
+        schema: &SchemaRef,
+        name: u64,
+    ) -> Result<Writer> {
+        let file = durable::create(faults, path)?;
+        let sink = DigestSink {
+            file: std::io::BufWriter::with_capacity(1 << 20, file),
+            written: 0,
+            crc: 0,
+            // Group 0 starts after the leading magic.
+            cuts: std::collections::VecDeque::from([(PAR1_LEN, seed(name, 0))]),
+            closed: Vec::new(),
+        };
+        let writer = ArrowWriter::try_new(sink, schema.clone(), Some(writer_properties(schema)))
+            .map_err(|e| encode_error(stream, e))?;
+        Ok(Writer {
+            writer,
+            stream: stream.to_owned(),
+            name,
+            path: path.to_path_buf(),
+            groups: Vec::new(),
+            start: PAR1_LEN,
+        })
+    }
+
+    /// Writes one row group.
+    pub fn push(&mut self, group: &TrackRows) -> Result<()> {
+        let fail = |e| encode_error(&self.stream, e);
+        self.writer.write(&group.batch).map_err(fail)?;
+        self.writer.flush().map_err(fail)?;
+        let end = self.writer.bytes_written() as u64;
+        let index = self.groups.len() as u32;
+        self.writer
+            .inner_mut()
+            .cuts
+            .push_back((end, seed(self.name, index + 1)));
+        self.groups.push(GroupEntry {
+            track: group.labels.clone(),
+            rows: group.batch.num_rows() as u64,
+            position: group.position,
+            axis: group.axis,
+            seq: group.seq,
+            // The digest is filled in once the bytes have passed (`finish`).
+            span: Span {
+                offset: self.start,
+                len: end - self.start,
+                crc32c: 0,
+            },
+            last_track: None,
+        });
+        self.start = end;
+        Ok(())
+    }
+
+    /// Writes the footer, checks every region against the file's own metadata, flushes and
+    /// syncs. Answers the file's length, footer span and group entries.
+    pub fn finish(mut self, faults: &Faults) -> Result<(u64, Span, Vec<GroupEntry>)> {
+        let fail = |e| encode_error(&self.stream, e);
+        let footer_offset = self.start;
+        // The last cut opens the footer's region, whose digest also covers the magic.
+        if let Some(last) = self.writer.inner_mut().cuts.back_mut() {
+            last.1 = digest(self.name, FOOTER_INDEX, &[b"PAR1"]);
+        }
+        let metadata = self.writer.finish().map_err(fail)?;
+        let starts = group_starts(&metadata);
+        let sink = self.writer.inner_mut();
+        std::io::Write::flush(&mut sink.file).map_err(ArchiveError::io("write", &self.path))?;
+        // Region 0 is the magic; then one per group; the footer's is still running.
+        let closed = sink.closed.get(1..).unwrap_or_default();
+        if starts.len() != self.groups.len()
+            || closed.len() != self.groups.len()
+            || !sink.cuts.is_empty()
+            || starts
+                .iter()
+                .zip(&self.groups)
+                .any(|(s, g)| *s != g.span.offset)
+        {
+            return Err(ArchiveError::Encode {
+                stream: self.stream.clone(),
+                message: format!(
+                    "{}: the row groups the metadata places ({starts:?}) are not the regions written",
+                    self.path.display()
+                ),
+            });
+        }
+        for (group, crc) in self.groups.iter_mut().zip(closed) {
+            group.span.crc32c = *crc;
+        }
+        let footer = Span {
+            offset: footer_offset,
+            len: sink.written - footer_offset,
+            crc32c: sink.crc,
+        };
+        let length = sink.written;
+        let file = sink.file.get_ref();
+        durable::sync(faults, &self.path, file)?;
+        Ok((length, footer, self.groups))
+    }
+}
+
+fn read_from(
+    store: &Store,
+    source: &Source,
+    shown: &str,
+    offset: u64,
+    len: u64,
+) -> std::result::Result<Bytes, StoredError> {
+    match source {
+        Source::Local(file) => {
+            store.count_local_read();
+            let mut buf = vec![0u8; len as usize];
+            store
+                .faults()
+                .check(Op::Read, Path::new(shown))
+                .and_then(|()| file.read_exact_at(&mut buf, offset))
+                .map_err(|e| {
+                    let kind = if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                        StoredErrorKind::Corrupt
+                    } else {
+                        StoredErrorKind::Io
+                    };
+                    StoredError::new(
+                        kind,
+                        format!("{shown}: reading bytes {offset}..{}: {e}", offset + len),
+                    )
+                })?;
+            Ok(Bytes::from(buf))
+        }
+        Source::Cold(tier, relative) => {
+            store
+                .faults()
+                .check(Op::Read, Path::new(shown))
+                .map_err(|e| StoredError::new(StoredErrorKind::Io, format!("{shown}: {e}")))?;
+            let bytes = tier.read(relative, offset, len).map_err(cold_failure)?;
+            if bytes.len() as u64 != len {
+                return Err(StoredError::corrupt(format!(
+                    "{shown}: bytes {offset}..{} answered {} bytes (the object is shorter than the manifest records)",
+                    offset + len,
+                    bytes.len()
+                )));
+            }
+            Ok(bytes)
+        }
+    }
+}
+
+/// Where an open file's bytes come from.
+enum Source {
+    /// The local copy under the root.
+    Local(File),
+    /// An object in a cold tier, by its archive-relative path.
+    Cold(Arc<ColdTier>, String),
+}
+
+/// The files one read opens, each once: a file's footer is verified the first time one of
+/// its row groups is read, and the open file is kept for the rest of the read.
+pub(crate) struct Opened<'a, K> {
+    store: &'a Store,
+    files: std::collections::BTreeMap<K, OpenSegment<'a>>,
+}
+
+impl<'a, K: Ord> Opened<'a, K> {
+    pub fn new(store: &'a Store) -> Self {
+        Opened {
+            store,
+            files: std::collections::BTreeMap::new(),
+        }
+    }
+
+    /// Row group `group` of `file`, known to this read as `key`.
+    pub fn read_group(
+        &mut self,
+        key: K,
+        file: &'a SegmentFile,
+        group: usize,
+    ) -> std::result::Result<RecordBatch, StoredError> {
+        let segment = match self.files.entry(key) {
+            std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(OpenSegment::open(self.store, file)?)
+            }
+        };
+        segment.read_group(group)
+    }
+}
+
+/// An open data file whose footer has been verified.
+pub(crate) struct OpenSegment<'a> {
+    source: Source,
+    /// The local path or the object's URL, for messages.
+    shown: String,
+    entry: &'a SegmentFile,
+    magic: Bytes,
+    footer: Bytes,
+    store: &'a Store,
+}
+
+/// A cold read's failure by kind: transient failures say so, so a caller can retry.
+fn cold_failure(e: ColdError) -> StoredError {
+    let kind = if e.transient {
+        StoredErrorKind::Unavailable
+    } else if e.missing {
+        StoredErrorKind::Missing
+    } else {
+        StoredErrorKind::Io
+    };
+    StoredError::new(kind, e.to_string())
+}
+
+impl<'a> OpenSegment<'a> {
+    fn read_at(&self, offset: u64, len: u64) -> std::result::Result<Bytes, StoredError> {
+        read_from(self.store, &self.source, &self.shown, offset, len)
+    }
+
+    /// Opens the file where it lives (locally, or in the cold tier its URL names), checks
+    /// its length and verifies the footer's digest. The verified footer is cached in the
+    /// store: opening the file again reads no footer (for a cold file, costs no request).
+    pub fn open(
+        store: &'a Store,
+        entry: &'a SegmentFile,
+    ) -> std::result::Result<Self, StoredError> {
+        let (source, shown) = match &entry.cold {
+            None => {
+                let path = store.root().join(&entry.path);
+                let shown = path.display().to_string();
+                let file = store
+                    .faults()
+                    .check(Op::Read, &path)
+                    .and_then(|()| File::open(&path))
+                    .map_err(|e| {
+                        let kind = if e.kind() == std::io::ErrorKind::NotFound {
+                            StoredErrorKind::Missing
+                        } else {
+                            StoredErrorKind::Io
+                        };
+                        StoredError::new(kind, format!("{shown} (named by the manifest): {e}"))
+                    })?;
+                let len = file
+                    .metadata()
+                    .map_err(|e| StoredError::new(StoredErrorKind::Io, format!("{shown}: {e}")))?
+                    .len();
+                if len != entry.bytes {
+                    return Err(StoredError::corrupt(format!(
+                        "{shown}: {len} bytes on disk, the manifest recorded {}",
+                        entry.bytes
+                    )));
+                }
+                (Source::Local(file), shown)
+            }
+            Some(url) => {
+                let tier = store.tier_for(url, &entry.path).map_err(cold_failure)?;
+                (Source::Cold(tier, entry.path.clone()), url.clone())
+            }
+        };
+        // One cache for rows, surveys, folds and compaction: a file's verified footer is
+        // read once per store (names are never reused; every row group is still checked
+        // against its own digest on every read).
+        let cached = store.cached_footer(entry.name);
+        let (magic, footer) = match cached {
+            Some(pair) => pair,
+            None => {
+                let magic = read_from(store, &source, &shown, 0, PAR1_LEN)?;
+                let footer = read_from(
+                    store,
+                    &source,
+                    &shown,
+                    entry.footer.offset,
+                    entry.footer.len,
+                )?;
+                if digest(entry.name, FOOTER_INDEX, &[&magic, &footer]) != entry.footer.crc32c {
+                    return Err(StoredError::corrupt(format!(
+                        "{shown}: footer digest mismatch (bytes {}..{} or the leading magic were altered)",
+                        entry.footer.offset, entry.bytes
+                    )));
+                }
+                store.cache_footer(entry.name, magic.clone(), footer.clone());
+                (magic, footer)
+            }
+        };
+        Ok(OpenSegment {
+            source,
+            shown,
+            entry,
+            magic,
+            footer,
+            store,
+        })
+    }
+
+    /// Reads row group `index`, verifying its digest first.
+    pub fn read_group(&self, index: usize) -> std::result::Result<RecordBatch, StoredError> {
+        let group = self.entry.groups.get(index).ok_or_else(|| {
+            StoredError::internal(format!("{}: no row group {index}", self.shown))
+        })?;
+        let bytes = self.read_at(group.span.offset, group.span.len)?;
+        if digest(self.entry.name, index as u32, &[&bytes]) != group.span.crc32c {
+            return Err(StoredError::corrupt(format!(
+                "{}: row group {index} digest mismatch (bytes {}..{} were altered)",
+                self.shown,
+                group.span.offset,
+                group.span.offset + group.span.len
+            )));
+        }
+        let verified = Verified {
+            len: self.entry.bytes,
+            ranges: vec![
+                (0, self.magic.clone()),
+                (group.span.offset, bytes),
+                (self.entry.footer.offset, self.footer.clone()),
+            ],
+        };
+        let decode = |e: &dyn std::fmt::Display| {
+            StoredError::corrupt(format!("{}: row group {index}: {e}", self.shown))
+        };
+        let reader = ParquetRecordBatchReaderBuilder::try_new(verified)
+            .map_err(|e| decode(&e))?
+            .with_row_groups(vec![index])
+            .with_batch_size(group.rows.max(1) as usize)
+            .build()
+            .map_err(|e| decode(&e))?;
+        let schema = reader.schema();
+        let batches: Vec<RecordBatch> = reader
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| decode(&e))?;
+        let batch = arrow::compute::concat_batches(&schema, &batches).map_err(|e| decode(&e))?;
+        if batch.num_rows() as u64 != group.rows {
+            return Err(decode(&format!(
+                "{} rows decoded, {} recorded",
+                batch.num_rows(),
+                group.rows
+            )));
+        }
+        Ok(batch)
+    }
+
+    /// Verifies every digest of the file.
+    pub fn verify_all(&self) -> std::result::Result<(), StoredError> {
+        for (index, group) in self.entry.groups.iter().enumerate() {
+            let bytes = self.read_at(group.span.offset, group.span.len)?;
+            if digest(self.entry.name, index as u32, &[&bytes]) != group.span.crc32c {
+                return Err(StoredError::corrupt(format!(
+                    "{}: row group {index} digest mismatch (bytes {}..{})",
+                    self.shown,
+                    group.span.offset,
+                    group.span.offset + group.span.len
+                )));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,176 @@
+//! Where the archive's stored files are read from: the local directory, or a cold tier.
+//!
+//! Every read of a data or level file goes through a `Store`: it knows the root, the injected
+//! faults, the configured cold tier (and opens others from the URLs the manifest records),
+//! and caches the verified footer of each file (one cache for rows, surveys, folds and
+//! compaction), so a cold read costs one ranged GET per row group once a file has been
+//! opened.
+
+use crate::archive::error::ColdError;
+use crate::archive::io::cold::ColdTier;
+use crate::archive::io::faults::Faults;
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+/// Requests one tier served, for `--requests` and the benchmarks. For the local directory
+/// only reads are counted (writes are the barrier's and the lifecycle's, priced in fsyncs).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TierRequests {
+    /// The local directory, or the cold tier's URL.
+    pub tier: String,
+    /// Reads: local `pread`s, or GETs (whole or ranged).
+    pub reads: u64,
+    /// Objects written (a multipart upload counts once per part); 0 locally.
+    pub writes: u64,
+    /// Objects deleted; 0 locally.
+    pub deletes: u64,
+    /// Listings; 0 locally.
+    pub lists: u64,
+}
+
+/// Requests of every store this process has dropped, summed per tier.
+static DROPPED: Mutex<Vec<TierRequests>> = Mutex::new(Vec::new());
+
+/// The requests every archive handle this process opened and dropped made, summed per tier
+/// (the local directory, then cold tiers, in the order first seen). A command-line run
+/// prints it with `--requests` after its archives are closed.
+pub fn requests_of_closed_handles() -> Vec<TierRequests> {
+    DROPPED.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        let mine = self.requests();
+        let mut all = DROPPED.lock().unwrap_or_else(|p| p.into_inner());
+        for r in mine {
+            match all.iter_mut().find(|a| a.tier == r.tier) {
+                Some(a) => {
+                    a.reads += r.reads;
+                    a.writes += r.writes;
+                    a.deletes += r.deletes;
+                    a.lists += r.lists;
+                }
+                None => all.push(r),
+            }
+        }
+    }
+}
+
+/// The read side of the storage seam.
+#[derive(Debug)]
+pub(crate) struct Store {
+    root: PathBuf,
+    faults: Faults,
+    /// The tier configured at assembly: the only one offload writes to and the orphan sweep
+    /// lists.
+    configured: Option<Arc<ColdTier>>,
+    /// Tiers opened from the URLs the manifest records, only to read from.
+    opened: Mutex<Vec<Arc<ColdTier>>>,
+    /// Reads of local files (ranged reads, each one `pread`).
+    local_reads: std::sync::atomic::AtomicU64,
+    /// Verified `(leading magic, footer)` of opened files, by name.
+    footers: Mutex<HashMap<u64, (Bytes, Bytes)>>,
+}
+
+impl Store {
+    pub fn new(root: &Path, faults: Faults, cold: Option<Arc<ColdTier>>) -> Store {
+        Store {
+            root: root.to_path_buf(),
+            faults,
+            configured: cold,
+            opened: Mutex::new(Vec::new()),
+            local_reads: std::sync::atomic::AtomicU64::new(0),
+            footers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    /// The tier configured at assembly, if any.
+    pub fn configured(&self) -> Option<Arc<ColdTier>> {
+        self.configured.clone()
+    }
+
+    /// The tier holding the object at `url`, whose archive-relative path is `relative`: the
+    /// configured one when the URL is under it, else one opened from the URL (credentials
+    /// and endpoint from the environment) and kept, for reading.
+    pub fn tier_for(&self, url: &str, relative: &str) -> Result<Arc<ColdTier>, ColdError> {
+        let holds = |t: &Arc<ColdTier>| t.relative(url) == Some(relative);
+        if let Some(tier) = self.configured.as_ref().filter(|t| holds(t)) {
+            return Ok(tier.clone());
+        }
+        let mut opened = self.opened.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tier) = opened.iter().find(|t| holds(t)) {
+            return Ok(tier.clone());
+        }
+        let base = url
+            .strip_suffix(relative)
+            .and_then(|b| b.strip_suffix('/'))
+            .ok_or_else(|| ColdError {
+                message: format!("cold URL {url:?} does not end with the file's path {relative:?}"),
+                transient: false,
+                missing: false,
+            })?;
+        let tier = Arc::new(ColdTier::from_url(base)?);
+        opened.push(tier.clone());
+        Ok(tier)
+    }
+
+    /// Counts one read of a local file.
+    pub fn count_local_read(&self) {
+        self.local_reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The requests this store made so far, per tier: the local directory first, then each
+    /// cold tier (the configured one, then those opened from recorded URLs).
+    pub fn requests(&self) -> Vec<TierRequests> {
+        let mut out = vec![TierRequests {
+            tier: self.root.display().to_string(),
+            reads: self.local_reads.load(std::sync::atomic::Ordering::Relaxed),
+            ..TierRequests::default()
+        }];
+        let opened = self.opened.lock().unwrap_or_else(|p| p.into_inner());
+        for tier in self.configured.iter().chain(opened.iter()) {
+            let [puts, gets, deletes, lists] = tier.requests().snapshot();
+            out.push(TierRequests {
+                tier: tier.url().to_owned(),
+                reads: gets,
+                writes: puts,
+                deletes,
+                lists,
+            });
+        }
+        out
+    }
+
+    pub fn cached_footer(&self, name: u64) -> Option<(Bytes, Bytes)> {
+        self.footers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&name)
+            .cloned()
+    }
+
+    pub fn cache_footer(&self, name: u64, magic: Bytes, footer: Bytes) {
+        self.footers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name, (magic, footer));
+    }
+
+    /// Forgets a file's verified footer (it was deleted or replaced, or must be read again).
+    pub fn forget(&self, name: u64) {
+        self.footers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&name);
+    }
+}

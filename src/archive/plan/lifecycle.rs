@@ -1,0 +1,662 @@
+//! Pure planners: state + declaration + now → a plan. No I/O, no clock: tests run days of
+//! cadence in microseconds, and the executor only carries a plan out.
+
+use super::retention::{Compaction, Lifetime, Retention};
+use crate::archive::format::levels;
+use crate::archive::format::manifest::{
+    LevelFloor, RawFloor, Retire, SegmentFile, StreamState, TrackRetire, TrackState,
+};
+use crate::contract::TrackKey;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Floors one track would move to.
+#[derive(Default)]
+struct Moves {
+    raw: Option<RawFloor>,
+    levels: Vec<Option<LevelFloor>>,
+    whole: bool,
+}
+
+/// The retirement the stream's declared lifetimes and idle time call for at `now_ns`, if any.
+/// A duration or size sweep never retires a track's newest row group nor its newest level
+/// cell; only the idle time retires a track whole.
+pub fn plan_retirement(stream: &StreamState, retention: &Retention, now_ns: u64) -> Option<Retire> {
+    let mut moves: BTreeMap<&TrackKey, Moves> = BTreeMap::new();
+    // Raw rows: per track, the longest prefix of row groups the lifetime lets go.
+    let retirable = raw_retirable(stream, retention.raw, now_ns);
+    for (key, track) in &stream.tracks {
+        if track.whole {
+            continue;
+        }
+        let n = retirable.get(key).copied().unwrap_or(0);
+        if n > 0 {
+            let floor = raw_floor_after(stream, track, n);
+            if floor != track.raw {
+                moves.entry(key).or_default().raw = Some(floor);
+            }
+        }
+    }
+    // Levels: per track and level, a cell-aligned axis floor.
+    if let Some(ladder) = stream.decl.ladder {
+        for (key, track) in &stream.tracks {
+            let Some(last) = track.last_axis.filter(|_| !track.whole) else {
+                continue;
+            };
+            for k in 0..ladder.levels as usize {
+                let w = ladder.width(k);
+                let end = match retention.level_lifetime(k) {
+                    Lifetime::Forever | Lifetime::Bytes(_) => continue,
+                    Lifetime::Age(d) => {
+                        track.sealed_axis_by(now_ns.saturating_sub(d.as_nanos() as u64))
+                    }
+                    Lifetime::Behind(d) => last.saturating_sub(d),
+                };
+                // Whole cells only, and never the cell holding the newest axis value.
+                let axis = (end / w * w).min(last / w * w);
+                if axis > track.level_floor(k).axis {
+                    let floor = LevelFloor {
+                        axis,
+                        position: level_position_floor(stream, track, k, axis),
+                    };
+                    let m = moves.entry(key).or_default();
+                    if m.levels.len() <= k {
+                        m.levels.resize(k + 1, None);
+                    }
+                    m.levels[k] = Some(floor);
+                }
+            }
+        }
+    }
+    // Idle tracks retire whole.
+    if let Some(idle) = retention.idle {
+        let cutoff = now_ns.saturating_sub(idle.as_nanos() as u64);
+        for (key, track) in &stream.tracks {
+            if !track.whole && track.last_sealed_ns < cutoff {
+                moves.insert(key, whole_moves(stream, track));
+            }
+        }
+    }
+    finish(stream, moves, now_ns, "sweep")
+}
+
+/// The retirement of every track beneath `prefix`, whole: nothing of them is served after.
+pub fn plan_track_retirement(
+    stream: &StreamState,
+    prefix: &TrackKey,
+    now_ns: u64,
+) -> Option<Retire> {
+    let tracks = crate::archive::engine::read::select(stream, prefix);
+    let moves = tracks
+        .into_iter()
+        .filter(|(_, t)| !t.whole)
+        .map(|(key, track)| (key, whole_moves(stream, track)))
+        .collect();
+    finish(stream, moves, now_ns, "explicit")
+}
+
+fn whole_moves(stream: &StreamState, track: &TrackState) -> Moves {
+    let n = track.groups.len();
+    let raw = if n > 0 {
+        raw_floor_after(stream, track, n)
+    } else {
+        track.raw
+    };
+    let levels = match (stream.decl.ladder, track.last_axis) {
+        (Some(ladder), Some(last)) => (0..ladder.levels as usize)
+            .map(|k| {
+                let w = ladder.width(k);
+                Some(LevelFloor {
+                    axis: (last / w).saturating_add(1).saturating_mul(w),
+                    position: raw.position,
+                })
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    Moves {
+        raw: Some(raw),
+        levels,
+        whole: true,
+    }
+}
+
+fn finish(
+    stream: &StreamState,
+    moves: BTreeMap<&TrackKey, Moves>,
+    now_ns: u64,
+    reason: &str,
+) -> Option<Retire> {
+    if moves.is_empty() {
+        return None;
+    }
+    // A data file leaves the live set when every group in it is retired under the new floors.
+    let retired = |track: &[String], seq_hi: u64| -> bool {
+        let Ok(key) = TrackKey::encode(track) else {
+            return false;
+        };
+        let Some(state) = stream.tracks.get(&key) else {
+            return false;
+        };
+        match moves.get(&key) {
+            Some(m) if m.whole => true,
+            Some(Moves { raw: Some(f), .. }) => seq_hi < f.seq,
+            _ => state.retires(seq_hi),
+        }
+    };
+    let dropped = stream
+        .files
+        .iter()
+        .filter(|f| f.groups.iter().all(|g| retired(&g.track, g.seq[1])))
+        .map(|f| f.name)
+        .collect();
+    let tracks = moves
+        .into_iter()
+        .map(|(key, m)| TrackRetire {
+            track: stream.tracks[key].labels.clone(),
+            raw: m.raw,
+            levels: m.levels,
+            whole: m.whole,
+        })
+        .collect();
+    Some(Retire {
+        stream: stream.decl.id.clone(),
+        retired_at_ns: now_ns,
+        reason: reason.to_owned(),
+        tracks,
+        dropped,
+    })
+}
+
+/// The raw floor after retiring the first `n` live groups of `track`.
+fn raw_floor_after(stream: &StreamState, track: &TrackState, n: usize) -> RawFloor {
+    let mut floor = track.raw;
+    for g in &track.groups[..n] {
+        let entry = &stream.files[g.file].groups[g.group];
+        floor.position = floor.position.max(entry.position[1].saturating_add(1));
+        floor.seq = floor.seq.max(entry.seq[1].saturating_add(1));
+        if let Some([_, hi]) = entry.axis {
+            floor.axis = floor.axis.max(hi.saturating_add(1));
+        }
+    }
+    floor
+}
+
+/// How many leading live groups of each track the raw lifetime retires (never the newest).
+fn raw_retirable(
+    stream: &StreamState,
+    lifetime: Lifetime,
+    now_ns: u64,
+) -> BTreeMap<&TrackKey, usize> {
+    let mut out = BTreeMap::new();
+    match lifetime {
+        Lifetime::Forever => {}
+        Lifetime::Age(d) => {
+            let cutoff = now_ns.saturating_sub(d.as_nanos() as u64);
+            for (key, track) in &stream.tracks {
+                let n = track
+                    .groups
+                    .iter()
+                    .take(track.groups.len().saturating_sub(1))
+                    .take_while(|g| stream.files[g.file].sealed_at_ns < cutoff)
+                    .count();
+                out.insert(key, n);
+            }
+        }
+        Lifetime::Behind(d) => {
+            for (key, track) in &stream.tracks {
+                let Some(last) = track.last_axis else {
+                    continue;
+                };
+                let horizon = last.saturating_sub(d);
+                let n = track
+                    .groups
+                    .iter()
+                    .take(track.groups.len().saturating_sub(1))
+                    .take_while(|g| {
+                        stream.files[g.file].groups[g.group]
+                            .axis
+                            .is_some_and(|[_, hi]| hi < horizon)
+                    })
+                    .count();
+                out.insert(key, n);
+            }
+        }
+        Lifetime::Bytes(budget) => {
+            // Oldest first across tracks (by `_seq`), each track's newest group kept.
+            let mut groups: Vec<(u64, u64, &TrackKey, usize)> = Vec::new();
+            let mut total = 0u64;
+            for (key, track) in &stream.tracks {
+                for (i, g) in track.groups.iter().enumerate() {
+                    let entry = &stream.files[g.file].groups[g.group];
+                    total += entry.span.len;
+                    if i + 1 < track.groups.len() {
+                        groups.push((entry.seq[0], entry.span.len, key, i));
+                    }
+                }
+            }
+            groups.sort_unstable();
+            let mut counts: BTreeMap<&TrackKey, usize> = BTreeMap::new();
+            for (_, bytes, key, i) in groups {
+                if total <= budget {
+                    break;
+                }
+                // Prefixes only: a track's group retires after every older one of it.
+                let n = counts.entry(key).or_insert(0);
+                if *n == i {
+                    *n += 1;
+                    total -= bytes;
+                }
+            }
+            out.extend(counts);
+        }
+    }
+    out
+}
+
+/// A lower bound on the position of any row a retained cell of level `k` at or above
+/// `axis` folds: the least first position of the level files that may hold such cells.
+fn level_position_floor(stream: &StreamState, track: &TrackState, k: usize, axis: u64) -> u64 {
+    let this = std::slice::from_ref(&track.labels);
+    let known = levels::level_groups(&stream.levels, k)
+        .map(|(f, g)| &stream.levels[f].groups[g])
+        .filter(|g| levels::group_holds_any(g, this))
+        .filter(|g| g.axis.is_none_or(|[_, hi]| hi >= axis))
+        .map(|g| g.position[0])
+        .min();
+    let previous = track.level_floor(k).position;
+    known.unwrap_or(track.raw.position).max(previous)
+}
+
+/// Where compacted segments are cut besides their size, so compaction never merges rows
+/// the raw lifetime would retire at different times into one segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Split {
+    /// Size only (raw rows kept forever, or by a byte budget).
+    None,
+    /// At multiples of this many ns of sealing time (an age lifetime: an eighth of it).
+    Sealed(u64),
+    /// At multiples of this many axis units (an axis-distance lifetime: an eighth of it).
+    Axis(u64),
+}
+
+impl Split {
+    /// The cut a raw lifetime calls for: an eighth of it, so a segment retires at most an
+    /// eighth of a lifetime late.
+    pub fn for_lifetime(raw: Lifetime) -> Split {
+        match raw {
+            Lifetime::Age(d) => Split::Sealed((d.as_nanos() as u64 / 8).max(1)),
+            Lifetime::Behind(units) => Split::Axis((units / 8).max(1)),
+            Lifetime::Forever | Lifetime::Bytes(_) => Split::None,
+        }
+    }
+}
+
+/// A track's older segment joins a compaction while it is at most this many times the bytes
+/// newer than it (size-tiered merging).
+pub const MERGE_RATIO: u64 = 4;
+
+/// What one compaction of a stream rewrites and writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompactPlan {
+    /// The stream.
+    pub stream: String,
+    /// Data files rewritten (removed by the swap), by name.
+    pub inputs: Vec<u64>,
+    /// The single-track segments to write: each a track and its source groups in order
+    /// (`(file name, group index)`), split into files of about the target size.
+    pub outputs: Vec<PlannedSegment>,
+    /// Level files merged into one run (removed by the swap), by name, in publish order:
+    /// whole runs, adjacent.
+    pub level_inputs: Vec<u64>,
+    /// The tier of the run the merge writes.
+    pub level_tier: u8,
+    /// Whether the merged run is written as level tables (one file per level); otherwise as
+    /// one file of every level. Tables once the run is worth them ([`TABLE_MIN_BYTES`]), and
+    /// always for a forced compaction.
+    pub level_tables: bool,
+}
+
+/// A merged level run this large (its inputs' bytes) is written as level tables, one file
+/// per level; a smaller one stays one file of every level, so small barriers do not multiply
+/// files (a table's footer and page index cost a few KiB each).
+pub const TABLE_MIN_BYTES: u64 = 256 << 10;
+
+/// One compacted segment to write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedSegment {
+    /// The track's labels.
+    pub track: Vec<String>,
+    /// Source row groups, in `_seq` order: `(file name, group index)`.
+    pub sources: Vec<(u64, usize)>,
+}
+
+/// Whether the data file `f` of `stream` holds a row group its track has retired.
+pub fn holds_retired(stream: &StreamState, f: &SegmentFile) -> bool {
+    f.groups.iter().any(|g| {
+        TrackKey::encode(&g.track)
+            .ok()
+            .and_then(|k| stream.tracks.get(&k))
+            .is_some_and(|t| t.retires(g.seq[1]))
+    })
+}
+
+/// What a compaction rewrites.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rewrite {
+    /// What is due under the policy's thresholds.
+    Due,
+    /// Whatever can be rewritten at all (`compact --force`).
+    All,
+    /// Only the data files that hold retired row groups (with every later file of their
+    /// tracks), whatever their number; no level merge. A retirement runs it so that no live
+    /// file holds a row the archive no longer serves: what a Delta reader, or a glob, sees is
+    /// then exactly what `rows` serves.
+    Retired,
+}
+
+/// The compaction `stream` calls for under `policy`, if any. A data file is rewritten when it holds several tracks, is smaller
+/// than half the target, or holds retired groups; every later group of each track it holds is
+/// rewritten with it, so a track's segments stay in `_seq` order. Level runs merge
+/// size-tiered ([`tiered_merge`]) into one run of whole cells (level tables once it is large,
+/// or forced), retired cells dropped.
+pub fn plan_compaction(
+    stream: &StreamState,
+    policy: &Compaction,
+    split: Split,
+    rewrite: Rewrite,
+) -> Option<CompactPlan> {
+    let force = rewrite == Rewrite::All;
+    let key_of = |file: &SegmentFile, group: usize| -> u64 {
+        match split {
+            Split::None => 0,
+            Split::Sealed(ns) => file.sealed_at_ns / ns.max(1),
+            Split::Axis(units) => file.groups[group]
+                .axis
+                .map_or(0, |[lo, _]| lo / units.max(1)),
+        }
+    };
+    let small = |f: &SegmentFile| f.bytes < policy.target_bytes / 2;
+    let by_name: BTreeMap<u64, &SegmentFile> = stream.files.iter().map(|f| (f.name, f)).collect();
+    let several_tracks = |f: &SegmentFile| {
+        let first = f.groups.first().map(|g| &g.track);
+        f.groups.iter().any(|g| Some(&g.track) != first)
+    };
+    let has_retired = |f: &SegmentFile| holds_retired(stream, f);
+    // Barrier files (several tracks) and files holding retired groups always go. A track's
+    // small single-track segments are merged size-tiered, per retention slice: from the newest
+    // back, an older segment joins while it is at most `MERGE_RATIO` times what is newer than
+    // it, so each byte is rewritten a logarithmic number of times and a slice keeps a
+    // logarithmic number of segments.
+    let always = |f: &SegmentFile| several_tracks(f) || has_retired(f);
+    let purge = rewrite == Rewrite::Retired;
+    let mut inputs: BTreeSet<u64> = stream
+        .files
+        .iter()
+        .filter(|f| if purge { has_retired(f) } else { always(f) })
+        .map(|f| f.name)
+        .collect();
+    for track in stream.tracks.values().filter(|_| !purge) {
+        // This track's pieces per slice, in `_seq` order: (file name, bytes, always).
+        let mut slices: BTreeMap<u64, Vec<(u64, u64, bool)>> = BTreeMap::new();
+        for g in &track.groups {
+            let file = &stream.files[g.file];
+            let piece = (file.name, file.groups[g.group].span.len, always(file));
+            let list = slices.entry(key_of(file, g.group)).or_default();
+            match list.last_mut() {
+                Some(last) if last.0 == file.name => last.1 += piece.1,
+                _ => list.push(piece),
+            }
+        }
+        for pieces in slices.values() {
+            let (mut newer, mut pending) = (0u64, None);
+            for &(name, bytes, forced) in pieces.iter().rev() {
+                let file_small = by_name.get(&name).is_some_and(|f| small(f));
+                if forced {
+                    newer += bytes;
+                } else if !file_small {
+                    break;
+                } else if newer == 0 {
+                    // The newest segment waits for an older one to join it.
+                    newer = bytes;
+                    pending = Some(name);
+                } else if bytes <= MERGE_RATIO * newer {
+                    inputs.insert(name);
+                    inputs.extend(pending.take());
+                    newer += bytes;
+                } else {
+                    break;
+                }
+            }
+        }
+    }
+    // Closure: for every track an input holds, every later file holding that track.
+    loop {
+        let mut from: BTreeMap<&Vec<String>, usize> = BTreeMap::new();
+        for (i, f) in stream.files.iter().enumerate() {
+            if inputs.contains(&f.name) {
+                for g in &f.groups {
+                    from.entry(&g.track).or_insert(i);
+                }
+            }
+        }
+        let before = inputs.len();
+        for (i, f) in stream.files.iter().enumerate() {
+            if f.groups
+                .iter()
+                .any(|g| from.get(&g.track).is_some_and(|&s| i > s))
+            {
+                inputs.insert(f.name);
+            }
+        }
+        if inputs.len() == before {
+            break;
+        }
+    }
+    // Levels: runs merged size-tiered; a forced compaction merges every run into one (or
+    // rewrites a lone run to drop the cells a level floor has passed, or to turn a run that is
+    // not yet in tables into tables).
+    let floors_moved = stream
+        .tracks
+        .values()
+        .any(|t| t.level_floors.iter().any(|f| f.axis > 0));
+    let runs = level_runs(&stream.levels);
+    let (merged, level_tier) = if purge {
+        (0..0, 0)
+    } else if force {
+        let rewrite = runs.len() >= 2 || runs.first().is_some_and(|r| floors_moved || !r.tables);
+        let top = runs.iter().map(|r| r.tier).max().unwrap_or(0);
+        if rewrite {
+            (0..runs.len(), top.saturating_add(u8::from(runs.len() > 1)))
+        } else {
+            (0..0, 0)
+        }
+    } else {
+        tiered_merge(&runs.iter().map(|r| r.tier).collect::<Vec<_>>()).unwrap_or((0..0, 0))
+    };
+    let level_bytes: u64 = runs[merged.clone()].iter().map(|r| r.bytes).sum();
+    let level_tables = force || level_bytes >= TABLE_MIN_BYTES;
+    let level_inputs: Vec<u64> = runs[merged]
+        .iter()
+        .flat_map(|r| r.files.iter().copied())
+        .collect();
+    // Raw files are rewritten when there are enough of them, whether or not levels merge.
+    let raw_worth = if force || purge {
+        !inputs.is_empty()
+    } else {
+        inputs.len() >= policy.min_inputs
+    };
+    if !raw_worth {
+        inputs.clear();
+    }
+    if inputs.is_empty() && level_inputs.is_empty() {
+        return None;
+    }
+    // Per track, its live groups in the input files, split at about the target size.
+    let mut outputs = Vec::new();
+    for track in stream.tracks.values() {
+        let mut current = PlannedSegment {
+            track: track.labels.clone(),
+            sources: Vec::new(),
+        };
+        let mut bytes = 0u64;
+        let mut slice = None;
+        for g in &track.groups {
+            let file = &stream.files[g.file];
+            if !inputs.contains(&file.name) {
+                continue;
+            }
+            let len = file.groups[g.group].span.len;
+            let key = key_of(file, g.group);
+            let crosses = slice.is_some_and(|s| s != key);
+            slice = Some(key);
+            if !current.sources.is_empty() && (crosses || bytes + len > policy.target_bytes) {
+                outputs.push(std::mem::replace(
+                    &mut current,
+                    PlannedSegment {
+                        track: track.labels.clone(),
+                        sources: Vec::new(),
+                    },
+                ));
+                bytes = 0;
+            }
+            current.sources.push((file.name, g.group));
+            bytes += len;
+        }
+        if !current.sources.is_empty() {
+            outputs.push(current);
+        }
+    }
+    Some(CompactPlan {
+        stream: stream.decl.id.clone(),
+        inputs: inputs.into_iter().collect(),
+        outputs,
+        level_inputs,
+        level_tier,
+        level_tables,
+    })
+}
+
+/// How many level runs merge at once, and the most a tier keeps before they do.
+pub const LEVEL_FANOUT: usize = 4;
+
+/// One run of live level files, oldest first: a barrier's partials alone (tier 0), or what
+/// one compaction wrote (one file of every level, or level tables).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Run {
+    /// Its files' names, in live order.
+    pub files: Vec<u64>,
+    /// Its tier (0 for a barrier's partials).
+    pub tier: u8,
+    /// Whether it is level tables (one file per level).
+    pub tables: bool,
+    /// Its files' bytes.
+    pub bytes: u64,
+}
+
+/// The stream's live level files as runs, in publish order.
+pub fn level_runs(levels: &[SegmentFile]) -> Vec<Run> {
+    let mut runs: Vec<(Option<u64>, Run)> = Vec::new();
+    for file in levels {
+        let id = file.run.map(|r| r.id);
+        match runs.last_mut() {
+            Some((Some(run), last)) if id == Some(*run) => {
+                last.files.push(file.name);
+                last.bytes += file.bytes;
+            }
+            _ => runs.push((
+                id,
+                Run {
+                    files: vec![file.name],
+                    tier: file.run.map_or(0, |r| r.tier),
+                    tables: file.run.is_some_and(|r| r.level.is_some()),
+                    bytes: file.bytes,
+                },
+            )),
+        }
+    }
+    runs.into_iter().map(|(_, r)| r).collect()
+}
+
+/// The size-tiered merge the runs' tiers (oldest first) call for: the runs to merge and the
+/// merged run's tier. Like carrying in a base-`LEVEL_FANOUT` counter: the runs are counted in
+/// oldest first, and whenever the newest `LEVEL_FANOUT` counted share a tier t they become one
+/// run of tier t + 1, which may carry on. The first carry (with its cascade) is the answer, so
+/// a backlog is worked off one merge at a time. A barrier's cells are rewritten once a tier,
+/// `log_FANOUT(barriers)` times in all, and at most `FANOUT − 1` runs of each tier stay live.
+pub fn tiered_merge(tiers: &[u8]) -> Option<(std::ops::Range<usize>, u8)> {
+    // (tier, index of its first run)
+    let mut counted: Vec<(u8, usize)> = Vec::new();
+    for (i, &tier) in tiers.iter().enumerate() {
+        counted.push((tier, i));
+        let mut carried = false;
+        while counted.len() >= LEVEL_FANOUT {
+            let tail = &counted[counted.len() - LEVEL_FANOUT..];
+            if tail.iter().any(|(t, _)| *t != tail[0].0) {
+                break;
+            }
+            let merged = (tail[0].0.saturating_add(1), tail[0].1);
+            counted.truncate(counted.len() - LEVEL_FANOUT);
+            counted.push(merged);
+            carried = true;
+        }
+        if carried {
+            let (tier, start) = counted[counted.len() - 1];
+            return Some((start..i + 1, tier));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counts `barriers` partials in one at a time, merging whenever the plan says so, and
+    /// answers the tiers that stay and the barrier-cells rewritten (a run's size is the number
+    /// of barriers it holds).
+    fn count(barriers: usize) -> (Vec<u8>, usize) {
+        let mut runs: Vec<(u8, usize)> = Vec::new();
+        let mut rewritten = 0;
+        for _ in 0..barriers {
+            runs.push((0, 1));
+            while let Some((merged, tier)) =
+                tiered_merge(&runs.iter().map(|r| r.0).collect::<Vec<_>>())
+            {
+                let size: usize = runs[merged.clone()].iter().map(|r| r.1).sum();
+                rewritten += size;
+                runs.splice(merged, [(tier, size)]);
+            }
+        }
+        (runs.iter().map(|r| r.0).collect(), rewritten)
+    }
+
+    #[test]
+    fn level_runs_merge_like_a_base_four_counter() {
+        assert_eq!(tiered_merge(&[0, 0, 0]), None);
+        assert_eq!(tiered_merge(&[0, 0, 0, 0]), Some((0..4, 1)));
+        assert_eq!(tiered_merge(&[1, 1, 1, 0, 0, 0, 0]), Some((0..7, 2)));
+        assert_eq!(tiered_merge(&[2, 1, 0, 0, 0, 0, 0]), Some((2..6, 1)));
+        // 40 = 2·16 + 2·4 + 0 in base 4.
+        assert_eq!(count(40).0, [2, 2, 1, 1]);
+        // Each barrier's cells are rewritten at most once per tier: log4(N) times (a cascade
+        // skips the intermediate rewrites).
+        for n in [16usize, 256, 4096] {
+            let (tiers, rewritten) = count(n);
+            let log = (n as f64).log(4.0).round() as usize;
+            assert_eq!(tiers, [log as u8]);
+            assert!(
+                rewritten <= n * log && rewritten >= n,
+                "{n} barriers: {rewritten}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_backlog_is_worked_off_oldest_first_and_ends_as_the_counter_would() {
+        let mut tiers = vec![0u8; 21];
+        while let Some((merged, tier)) = tiered_merge(&tiers) {
+            tiers.splice(merged, [tier]);
+        }
+        assert_eq!(tiers, [2, 1, 0], "21 = 1·16 + 1·4 + 1");
+    }
+}
