@@ -1,9 +1,16 @@
 //! Raw reads: the catalog chooses row groups, digests are verified, runs merge by `_seq`.
 
+use super::Archive;
+use crate::archive::error::Result;
+use crate::archive::error::StoredErrorKind;
 use crate::archive::error::{ReadError, StoredError};
+use crate::archive::format::manifest::SegmentFile;
 use crate::archive::format::manifest::{StreamState, TrackState};
+use crate::archive::format::spec::stored_schema;
 use crate::archive::format::spec::{POSITION_COLUMN, SEQ_COLUMN};
+use crate::archive::io::cold;
 use crate::archive::io::store::Store;
+use crate::archive::io::store::TierRequests;
 pub(crate) use crate::archive::plan::select::{beneath, floor_refusal, select};
 use crate::contract::{Position, TrackKey};
 use arrow::array::{Array, BooleanArray, RecordBatch, UInt64Array};
@@ -151,4 +158,172 @@ fn merge_by_seq(schema: &SchemaRef, runs: Vec<RecordBatch>) -> Result<RecordBatc
     let refs: Vec<&RecordBatch> = runs.iter().collect();
     Ok(interleave_record_batch(&refs, &indices)
         .map_err(|e| StoredError::internal(e.to_string()))?)
+}
+
+impl Archive {
+    /// Refuses every read of an archive whose manifest is damaged mid-log (a read-only open
+    /// past the damage holds only the trusted prefix, which may be less than the archive
+    /// holds: answering from it would be a quiet short answer).
+    pub(super) fn trusted(&self) -> std::result::Result<(), ReadError> {
+        match self.recovery.unrepaired_damage() {
+            None => Ok(()),
+            Some(offset) => Err(StoredError::corrupt(format!(
+                "the manifest is damaged at byte {offset} ({}), so the archive may hold more than its trusted prefix names; nothing is served from it (`series-archive repair` shows what the evidence holds and starts a new generation, keeping it)",
+                self.recovery.damage.as_deref().unwrap_or("valid records follow the damage")
+            ))
+            .into()),
+        }
+    }
+
+    pub(super) fn recorded(
+        &self,
+        stream: &str,
+    ) -> std::result::Result<(&StreamState, SchemaRef), ReadError> {
+        self.trusted()?;
+        let state = self
+            .commit
+            .state()
+            .streams
+            .get(stream)
+            .ok_or_else(|| ReadError::UnknownStream(stream.to_owned()))?;
+        let schema = match self.selected.get(stream) {
+            Some(s) => s.full_schema.clone(),
+            None => stored_schema(&state.decl).map_err(StoredError::corrupt)?,
+        };
+        Ok((state, schema))
+    }
+
+    /// Raw rows of `stream` beneath the selection `track` (labels, outermost first; empty
+    /// selects every track) within the position range, in publish order, as one Arrow batch
+    /// of the stream's columns followed by `_position` and `_seq`. Rows staged by this
+    /// process and not yet sealed are part of the answer (after the sealed rows of their
+    /// track, merged by publish order); surveys and folds answer from sealed rows only.
+    pub fn read_rows(
+        &self,
+        stream: &str,
+        track: &[String],
+        start: Bound<Position>,
+        end: Bound<Position>,
+    ) -> std::result::Result<RecordBatch, ReadError> {
+        let (state, schema) = self.recorded(stream)?;
+        if track.len() > state.decl.track.len() {
+            return Err(ReadError::BadSelection(format!(
+                "stream {stream:?} is tracked by {} component(s) ({}); {} label(s) were given",
+                state.decl.track.len(),
+                state.decl.track.join(", "),
+                track.len()
+            )));
+        }
+        let prefix = TrackKey::encode(track).map_err(|e| ReadError::BadSelection(e.to_string()))?;
+        if let Some(reason) = self.commit.poisoned() {
+            // A failed barrier discarded what was staged: the rows it held are neither
+            // durable nor here, so an answer now could be short.
+            return Err(StoredError::new(
+                StoredErrorKind::Poisoned,
+                format!(
+                    "an earlier barrier failed ({reason}); the rows it was sealing are not served by this handle — reopen the archive to serve what is durable"
+                ),
+            )
+            .into());
+        }
+        let tracks = select(state, &prefix);
+        // Rows staged and not yet sealed are served too: a window that evicted them has
+        // handed them to this tier, and leaving them out would be a quiet short answer.
+        let staged: Vec<(&TrackKey, &[RecordBatch])> = self
+            .staged
+            .get(stream)
+            .map(|s| {
+                beneath(&s.tracks, &prefix)
+                    .into_iter()
+                    .map(|(k, t)| (k, t.batches.as_slice()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        rows(&self.store, state, &schema, &tracks, &staged, start, end)
+    }
+
+    /// The committed data files of `stream`: exactly what the manifest holds, no more and no
+    /// less. A local file as its path under the root, a cold one as its object URL.
+    pub fn files(&self, stream: &str) -> std::result::Result<Vec<String>, ReadError> {
+        let (state, _) = self.recorded(stream)?;
+        Ok(state.files.iter().map(|f| self.location(f)).collect())
+    }
+
+    /// The committed level files of `stream`, as [`Archive::files`] names them, in the order
+    /// their cells merge (publish order). With `level`, only the files holding that level:
+    /// every barrier's partials and the level tables of that level.
+    pub fn level_files(
+        &self,
+        stream: &str,
+        level: Option<usize>,
+    ) -> std::result::Result<Vec<String>, ReadError> {
+        let (state, _) = self.recorded(stream)?;
+        let Some(k) = level else {
+            return Ok(state.levels.iter().map(|f| self.location(f)).collect());
+        };
+        let levels = state.decl.ladder.map_or(0, |l| l.levels as usize);
+        if k >= levels {
+            return Err(ReadError::BadSelection(format!(
+                "stream {stream:?} has {levels} level(s) (0 to {}); there is no level {k}",
+                levels.saturating_sub(1)
+            )));
+        }
+        Ok(state
+            .levels
+            .iter()
+            .filter(|f| f.run.and_then(|r| r.level).is_none_or(|l| l as usize == k))
+            .map(|f| self.location(f))
+            .collect())
+    }
+
+    /// Where a committed file lives: its local path, or its object URL.
+    pub(super) fn location(&self, file: &SegmentFile) -> String {
+        match &file.cold {
+            Some(url) => url.clone(),
+            None => self.root.join(&file.path).display().to_string(),
+        }
+    }
+
+    /// The requests this handle made so far, per tier: the local directory (reads), then
+    /// each cold tier it wrote to or read from (reads, writes, deletes, lists).
+    pub fn requests(&self) -> Vec<TierRequests> {
+        self.store.requests()
+    }
+
+    /// The configured cold tier's request counters `(puts, gets, deletes, lists)`, when one
+    /// is configured.
+    pub fn cold_requests(&self) -> Option<[u64; 4]> {
+        self.store.configured().map(|t| t.requests().snapshot())
+    }
+
+    /// Verifies every digest of every committed file; `progress(done, total)` after each
+    /// file. Answers what is damaged (empty when everything verifies), and, each beginning
+    /// [`cold::UNVERIFIED`], the cold files whose tier did not answer (`cold::verify_file`).
+    pub fn verify(&self, mut progress: impl FnMut(usize, usize)) -> Vec<String> {
+        let files: Vec<&SegmentFile> = self.commit.state().live_files().collect();
+        let mut damaged = Vec::new();
+        if let Some(offset) = self.recovery.unrepaired_damage() {
+            damaged.push(format!(
+                "manifest {}: damaged at byte {offset}: {} (what follows is not served; see `series-archive repair`)",
+                self.recovery.damaged_path.as_deref().unwrap_or("(current generation)"),
+                self.recovery.damage.as_deref().unwrap_or("a record fails its check and valid records follow it")
+            ));
+        }
+        let mut reach = cold::Reach::default();
+        for (i, file) in files.iter().enumerate() {
+            // `verify` reads every byte again: no cached footer stands in for the file's.
+            self.store.forget(file.name);
+            let check = cold::verify_file(&self.store, file, &mut reach);
+            if let Err(e) = check {
+                damaged.push(e.what);
+            }
+            progress(i + 1, files.len());
+        }
+        damaged
+    }
+
+    /// Files under `.quarantine/`, relative to the root, with their sizes.
+    pub fn quarantine(&self) -> Result<Vec<(String, u64)>> {
+        Ok(self.evidence()?.into_iter().flat_map(|e| e.files).collect())
+    }
 }

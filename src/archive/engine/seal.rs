@@ -1,0 +1,289 @@
+//! Staging rows in memory and the barrier that makes them durable: one file per stream,
+//! its level partials, one manifest record.
+
+use super::stage::Staged;
+use super::{selected_in, stage, Archive, PARALLEL_SEAL_ROWS};
+use crate::archive::error::{ArchiveError, Result};
+use crate::archive::format::levels;
+use crate::archive::format::manifest::{Barrier, BarrierStream, Record, SegmentFile, StreamState};
+use crate::archive::format::segment;
+use crate::archive::format::spec::{stored_schema, StreamSpec};
+use crate::archive::io::durable;
+use crate::archive::io::faults::FaultPoint;
+use crate::archive::layout::data_file_name;
+use crate::archive::layout::{STREAMS_DIR, TMP_DIR};
+use crate::contract::Position;
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// What one barrier made durable.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BarrierReport {
+    /// The barrier's number.
+    pub barrier: u64,
+    /// Per stream written: the position it is durable through and the rows written.
+    pub streams: Vec<SealedStream>,
+}
+
+/// One stream's part of a barrier.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SealedStream {
+    /// The stream id.
+    pub stream: String,
+    /// The position through which it is durable.
+    pub watermark: Position,
+    /// Rows the barrier wrote for it.
+    pub rows: u64,
+    /// Tracks it wrote.
+    pub tracks: usize,
+    /// The file, relative to the root.
+    pub file: String,
+}
+
+impl Archive {
+    /// Stages a batch of rows (the stream's own columns, in declared order) published at
+    /// `positions`. Touches no file. All or nothing: an invalid row stages none of them.
+    pub fn stage_batch(
+        &mut self,
+        stream: &str,
+        batch: &RecordBatch,
+        positions: &[u64],
+    ) -> Result<usize> {
+        // Field by field, so the staged map can be borrowed mutably beside them.
+        let (selected, durable) = selected_in(&self.selected, self.commit.state(), stream)?;
+        let staged = self.staged.entry(stream.to_owned()).or_default();
+        let n = stage::stage(
+            &durable.decl,
+            &selected.full_schema,
+            durable,
+            staged,
+            batch,
+            positions,
+        )?;
+        if let Some(&p) = positions.last() {
+            self.cursor = self.cursor.max(Position(p));
+        }
+        Ok(n)
+    }
+
+    /// A dry run of staging for `stream`: checks deliveries exactly as [`Archive::stage_batch`]
+    /// would (against what is durable and what the dry run has seen), keeping no rows. Used
+    /// to refuse a bad input file before any of it is staged or sealed.
+    pub fn validator(&self, stream: &str) -> Result<Validator> {
+        let (selected, durable) = self.selected_stream(stream)?;
+        Ok(Validator {
+            full_schema: selected.full_schema.clone(),
+            durable: durable.clone(),
+            staged: Staged::default(),
+        })
+    }
+
+    /// Rows staged and not yet sealed.
+    pub fn staged_rows(&self) -> usize {
+        self.staged.values().map(|s| s.rows).sum()
+    }
+
+    /// The position through which `stream` is durable (the last recorded barrier's).
+    pub fn watermark(&self, stream: &str) -> Position {
+        self.commit
+            .state()
+            .streams
+            .get(stream)
+            .map_or(Position::ORIGIN, |s| s.watermark)
+    }
+
+    /// One barrier for everything staged, across all streams: per stream one Parquet file,
+    /// one row group per track in key order; each written under `.tmp/`, synced, renamed
+    /// into place, the directory synced; then one manifest record, synced. With nothing
+    /// staged it does no I/O and answers `None`.
+    ///
+    /// A failed write or sync poisons the archive: no retry, no further barrier until it is
+    /// reopened and recovery decides what is durable.
+    pub fn seal_all(&mut self) -> Result<Option<BarrierReport>> {
+        self.commit.writable("seal")?;
+        if self.staged.values().all(Staged::is_empty) {
+            return Ok(None);
+        }
+        match self.write_barrier() {
+            Ok(report) => Ok(Some(report)),
+            Err(e) => {
+                self.staged.clear();
+                Err(self.poison(e))
+            }
+        }
+    }
+
+    pub(super) fn write_barrier(&mut self) -> Result<BarrierReport> {
+        let barrier_no = self.commit.state().barriers + 1;
+        let sealed_at_ns = self.config.clock.now_ns();
+        let tmp = self.root.join(TMP_DIR);
+        let mut written: Vec<(PathBuf, PathBuf)> = Vec::new();
+        let mut streams = Vec::new();
+        let mut report = Vec::new();
+        let mut next_name = self.commit.next_name();
+        let staged = std::mem::take(&mut self.staged);
+        for (id, mut staged) in staged {
+            if staged.is_empty() {
+                continue;
+            }
+            let selected = &self.selected[&id];
+            let decl = &self.commit.state().streams[&id].decl;
+            let (tracks, watermark, next_seq) =
+                staged
+                    .drain(&selected.full_schema)
+                    .map_err(|e| ArchiveError::Encode {
+                        stream: id.clone(),
+                        message: e.to_string(),
+                    })?;
+            let mut place = |relative_dir: String, bytes: &[u8], name: u64| -> Result<String> {
+                let file_name = data_file_name(name);
+                let staged_path = tmp.join(&file_name);
+                durable::write_synced(&self.config.faults, &staged_path, bytes)?;
+                let dir = self.root.join(&relative_dir);
+                durable::create_dir(&self.config.faults, &dir)?;
+                written.push((staged_path, dir.join(&file_name)));
+                Ok(format!("{relative_dir}/{file_name}"))
+            };
+            let segment_file =
+                |name: u64, path: String, bytes: &[u8], footer, groups| SegmentFile {
+                    name,
+                    path,
+                    bytes: bytes.len() as u64,
+                    barrier: barrier_no,
+                    sealed_at_ns,
+                    footer,
+                    groups,
+                    cold: None,
+                    run: None,
+                };
+            // The data file and the level partials these rows make (in the same commit) encode
+            // at once, on two cores; the level file, when there is one, is named right after.
+            let name = next_name;
+            // Row groups of at most the configured rows: a track's rows of one barrier may
+            // span several (the level partials are folded per track, whole).
+            let cap = self.config.compaction.group_rows;
+            let groups: Vec<segment::TrackRows> = tracks
+                .iter()
+                .flat_map(|t| segment::bounded(&t.labels, &t.batch, cap, decl.axis.as_deref()))
+                .collect();
+            let tracks_written = tracks.len();
+            let data = || segment::encode(&id, &selected.full_schema, name, &groups);
+            let partials = || levels::barrier_partials(decl, &tracks, name + 1);
+            let rows: usize = tracks.iter().map(|t| t.batch.num_rows()).sum();
+            let (data, partials) = if rows >= PARALLEL_SEAL_ROWS {
+                std::thread::scope(|scope| {
+                    let partials = scope.spawn(partials);
+                    let data = data();
+                    let partials = partials.join().unwrap_or_else(|_| {
+                        Err(ArchiveError::Internal(format!(
+                            "stream {id:?}: encoding the level partials panicked"
+                        )))
+                    });
+                    (data, partials)
+                })
+            } else {
+                (data(), partials())
+            };
+            let ((bytes, footer, groups), partials) = (data?, partials?);
+            next_name += 1;
+            let path = place(format!("{STREAMS_DIR}/{id}/rows"), &bytes, name)?;
+            let rows: u64 = groups.iter().map(|g| g.rows).sum();
+            report.push(SealedStream {
+                stream: id.clone(),
+                watermark: Position(watermark),
+                rows,
+                tracks: tracks_written,
+                file: path.clone(),
+            });
+            let file = segment_file(name, path, &bytes, footer, groups);
+            let mut level_file = None;
+            if let Some((bytes, footer, groups)) = partials {
+                let name = next_name;
+                next_name += 1;
+                let path = place(format!("{STREAMS_DIR}/{id}/levels"), &bytes, name)?;
+                level_file = Some(segment_file(name, path, &bytes, footer, groups));
+            }
+            streams.push(BarrierStream {
+                stream: id.clone(),
+                watermark,
+                next_seq,
+                file,
+                levels: level_file,
+            });
+        }
+        // Each file is synced; `.tmp/`'s own entries need no sync (whatever a crash leaves
+        // there is quarantined), only the directories the files are renamed into.
+        self.config.faults.hit(FaultPoint::AfterDataWrite);
+        let mut dirs = std::collections::BTreeSet::new();
+        for (from, to) in &written {
+            durable::rename(&self.config.faults, from, to)?;
+            if let Some(parent) = to.parent() {
+                dirs.insert(parent.to_path_buf());
+            }
+        }
+        for dir in &dirs {
+            durable::sync_dir(&self.config.faults, dir)?;
+        }
+        self.config.faults.hit(FaultPoint::AfterDataRename);
+        let record = Record::Barrier(Barrier {
+            barrier: barrier_no,
+            sealed_at_ns,
+            next_name,
+            streams,
+        });
+        // The record carries the name counter past every name this barrier used.
+        self.commit(&record)?;
+        tracing::debug!(
+            barrier = barrier_no,
+            streams = report.len(),
+            "barrier committed"
+        );
+        Ok(BarrierReport {
+            barrier: barrier_no,
+            streams: report,
+        })
+    }
+
+    /// A clean stop: closes the last barrier.
+    pub fn flush_all(&mut self) -> Result<Option<BarrierReport>> {
+        self.seal_all()
+    }
+}
+
+/// Checks deliveries without keeping them; see [`Archive::validator`].
+pub struct Validator {
+    full_schema: SchemaRef,
+    durable: StreamState,
+    staged: Staged,
+}
+
+impl Validator {
+    /// A dry run for a stream no archive records yet: checks deliveries against the
+    /// declaration alone, without opening (or creating) anything.
+    pub fn for_new_stream(spec: &StreamSpec) -> Result<Validator> {
+        let decl = spec.decl()?;
+        let full_schema =
+            stored_schema(&decl).map_err(|m| ArchiveError::declaration(&decl.id, m))?;
+        Ok(Validator {
+            full_schema,
+            durable: StreamState::new(decl),
+            staged: Staged::default(),
+        })
+    }
+
+    /// Checks one delivery as staging would; answers its row count.
+    pub fn check(&mut self, batch: &RecordBatch, positions: &[u64]) -> Result<usize> {
+        let n = stage::stage(
+            &self.durable.decl,
+            &self.full_schema,
+            &self.durable,
+            &mut self.staged,
+            batch,
+            positions,
+        )?;
+        self.staged.forget_rows();
+        Ok(n)
+    }
+}
