@@ -17,6 +17,7 @@ pub struct Config {
     pub(crate) streams: Vec<StreamSpec>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) faults: Faults,
+    pub(crate) storage: Option<crate::archive::io::storage::Disk>,
     pub(crate) read_only: bool,
     pub(crate) retention: BTreeMap<String, Retention>,
     pub(crate) compaction: Compaction,
@@ -37,6 +38,7 @@ impl Default for Config {
             streams: Vec::new(),
             clock: Arc::new(SystemClock),
             faults: Faults::default(),
+            storage: None,
             read_only: false,
             retention: BTreeMap::new(),
             compaction: Compaction::default(),
@@ -74,10 +76,29 @@ impl Config {
         self
     }
 
-    /// Installs a fault hook (crash tests).
+    /// Installs a fault hook (crash and failure tests): the storage backend is wrapped in
+    /// the backends the hooks describe (see [`Faults::over`]).
     pub fn faults(mut self, faults: Faults) -> Self {
         self.faults = faults;
         self
+    }
+
+    /// Keeps the archive's files through `storage` (the local directory,
+    /// [`LocalDisk`](crate::archive::LocalDisk), when not set). Every durable operation and
+    /// every read of a stored file goes through it.
+    pub fn storage(mut self, storage: crate::archive::io::storage::Disk) -> Self {
+        self.storage = Some(storage);
+        self
+    }
+
+    /// The backend this archive's files go through: the configured one (or the local
+    /// directory) with the configured faults on it.
+    pub(crate) fn disk(&self) -> crate::archive::io::storage::Disk {
+        let base = self
+            .storage
+            .clone()
+            .unwrap_or_else(|| Arc::new(crate::archive::io::storage::LocalDisk));
+        self.faults.over(base)
     }
 
     /// Whether a writable archive keeps each stream's Delta log (`_delta_log/` beside its

@@ -13,8 +13,9 @@
 
 use crate::archive::error::{ArchiveError, Result};
 use crate::archive::format::manifest::{Record, State};
-use crate::archive::io::faults::{FaultPoint, Faults};
+use crate::archive::io::faults::FaultPoint;
 use crate::archive::io::log::LogWriter;
+use crate::archive::io::storage::Disk;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -30,7 +31,7 @@ pub(crate) struct CommitPoint {
     poisoned: Option<String>,
     /// The highest generation the archive ever held (live or evidence).
     highest_generation: u64,
-    faults: Faults,
+    disk: Disk,
     root: PathBuf,
 }
 
@@ -39,7 +40,7 @@ impl CommitPoint {
     /// the name floor and the highest generation ever held.
     pub fn recovered(
         root: &Path,
-        faults: Faults,
+        disk: Disk,
         state: State,
         log: Option<LogWriter>,
         next_name: u64,
@@ -51,7 +52,7 @@ impl CommitPoint {
             next_name,
             poisoned: None,
             highest_generation,
-            faults,
+            disk,
             root: root.to_path_buf(),
         }
     }
@@ -96,10 +97,10 @@ impl CommitPoint {
         let Some(log) = self.log.as_mut() else {
             return Err(ArchiveError::ReadOnly("recording"));
         };
-        if let Err(e) = log.append(record, &self.faults) {
+        if let Err(e) = log.append(record) {
             return Err(self.poison(e));
         }
-        self.faults.hit(FaultPoint::AfterRecord);
+        self.disk.reached(FaultPoint::AfterRecord);
         let path = log.path().to_path_buf();
         self.state
             .apply(record)
@@ -141,7 +142,7 @@ impl CommitPoint {
         next.next_name = next.next_name.max(self.next_name);
         next.generation = generation;
         next.obsolete.clear();
-        let log = match LogWriter::create(tmp, manifest_dir, generation, &next, &self.faults) {
+        let log = match LogWriter::create(tmp, manifest_dir, generation, &next, &self.disk) {
             Ok(log) => log,
             Err(e) => return Err(self.poison(e)),
         };

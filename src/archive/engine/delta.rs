@@ -13,7 +13,8 @@
 use crate::archive::error::ArchiveError;
 use crate::archive::error::Result;
 use crate::archive::format::manifest::{SegmentFile, StreamState};
-use crate::archive::io::faults::{FaultPoint, Faults};
+use crate::archive::io::faults::FaultPoint;
+use crate::archive::io::storage::Disk;
 use arrow::array::{
     Array, BooleanArray, Int64Array, MapBuilder, MapFieldNames, RecordBatch, StringArray,
     StringBuilder, StructArray,
@@ -268,7 +269,7 @@ struct Known {
 pub(crate) struct Publisher {
     kernel: Kernel,
     root: PathBuf,
-    faults: Faults,
+    disk: Disk,
     tables: BTreeMap<(String, Table), Known>,
 }
 
@@ -283,11 +284,11 @@ impl std::fmt::Debug for Publisher {
 
 impl Publisher {
     /// A publisher for the archive at `root`.
-    pub fn new(root: &Path, faults: Faults) -> Result<Publisher> {
+    pub fn new(root: &Path, disk: Disk) -> Result<Publisher> {
         Ok(Publisher {
             kernel: Kernel::new()?,
             root: root.to_path_buf(),
-            faults,
+            disk,
             tables: BTreeMap::new(),
         })
     }
@@ -358,13 +359,13 @@ impl Publisher {
                 });
             }
         }
-        let (engine, root, faults) = (&self.kernel.engine, self.root.as_path(), &self.faults);
+        let (engine, root, disk) = (&self.kernel.engine, self.root.as_path(), &self.disk);
         let done: Vec<Result<Done>> = match jobs.as_mut_slice() {
             [] => Vec::new(),
-            [one] => vec![one.commit(engine, root, faults)],
+            [one] => vec![one.commit(engine, root, disk)],
             [first, second, ..] => std::thread::scope(|scope| {
-                let other = scope.spawn(|| second.commit(engine, root, faults));
-                let here = first.commit(engine, root, faults);
+                let other = scope.spawn(|| second.commit(engine, root, disk));
+                let here = first.commit(engine, root, disk);
                 let there = other
                     .join()
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -414,7 +415,7 @@ impl Publisher {
         for file in [log.join("_last_checkpoint"), log.clone()] {
             sync_path(&file)?;
         }
-        self.faults.hit(FaultPoint::AfterDeltaCheckpoint);
+        self.disk.reached(FaultPoint::AfterDeltaCheckpoint);
         Ok(())
     }
 
@@ -430,9 +431,9 @@ impl Publisher {
             match evidence {
                 Some(dir) => {
                     let to = dir.join(crate::archive::layout::relative(&self.root, &log));
-                    local::move_to(&self.faults, &log, &to)?;
+                    local::move_to(&self.disk, &log, &to)?;
                 }
-                None => local::remove_tree(&self.faults, &log)?,
+                None => local::remove_tree(&self.disk, &log)?,
             }
         }
         Ok(())
@@ -499,7 +500,7 @@ struct Done {
 impl Job<'_> {
     /// Writes the commit (creating the table when it has no log), syncs it, and answers
     /// what the log shows after it.
-    fn commit(&mut self, engine: &Engine, root: &Path, faults: &Faults) -> Result<Done> {
+    fn commit(&mut self, engine: &Engine, root: &Path, disk: &Disk) -> Result<Done> {
         let (stream, table) = (self.stream, self.table);
         let err = |what: &str| delta_error(stream, table, what);
         let (adds, removes) = (&self.diff.adds, &self.diff.removes);
@@ -558,7 +559,7 @@ impl Job<'_> {
         };
         let version = committed.commit_version();
         sync_commit(root, stream, table, version)?;
-        faults.hit(FaultPoint::AfterDeltaCommit);
+        disk.reached(FaultPoint::AfterDeltaCommit);
         let mut shown = match &mut self.log {
             Log::Known(known) => std::mem::take(&mut known.shown),
             Log::Create(_) => BTreeSet::new(),
@@ -860,7 +861,7 @@ impl super::Archive {
             None => self.commit.state().streams.keys().cloned().collect(),
         };
         if self.delta.is_none() {
-            self.delta = Some(Publisher::new(&self.root, self.config.faults.clone())?);
+            self.delta = Some(Publisher::new(&self.root, self.disk.clone())?);
         }
         let mut out = Vec::new();
         for id in ids {

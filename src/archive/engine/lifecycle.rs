@@ -23,8 +23,9 @@ use crate::archive::format::manifest::{
 };
 use crate::archive::format::segment::{self, TrackRows};
 use crate::archive::io::durable;
-use crate::archive::io::faults::{FaultPoint, Faults};
+use crate::archive::io::faults::FaultPoint;
 use crate::archive::io::segment::OpenSegment;
+use crate::archive::io::storage::Disk;
 use crate::archive::io::store::Store;
 use crate::archive::layout::{STREAMS_DIR, TMP_DIR};
 use crate::archive::plan::lifecycle::{
@@ -148,7 +149,7 @@ pub struct CompactionJob {
     floors: Floors,
     names: std::ops::Range<u64>,
     group_rows: usize,
-    faults: Faults,
+    disk: Disk,
     store: Arc<Store>,
 }
 
@@ -222,7 +223,7 @@ impl CompactionJob {
         };
         let mut placer = Placer {
             root: &self.root,
-            faults: &self.faults,
+            disk: &self.disk,
             stream: &id,
             names: self.names.clone(),
             staged: Vec::new(),
@@ -288,20 +289,20 @@ impl CompactionJob {
             done += 1;
             progress(done, total);
         }
-        self.faults.hit(FaultPoint::AfterDataWrite);
+        self.disk.reached(FaultPoint::AfterDataWrite);
         let mut dirs = std::collections::BTreeSet::new();
         let mut placed = Vec::new();
         for (from, to) in &placer.staged {
-            durable::rename(&self.faults, from, to)?;
+            durable::rename(&self.disk, from, to)?;
             if let Some(parent) = to.parent() {
                 dirs.insert(parent.to_path_buf());
             }
             placed.push(to.clone());
         }
         for dir in &dirs {
-            durable::sync_dir(&self.faults, dir)?;
+            durable::sync_dir(&self.disk, dir)?;
         }
-        self.faults.hit(FaultPoint::AfterDataRename);
+        self.disk.reached(FaultPoint::AfterDataRename);
         Ok(CompactedFiles {
             stream: id.clone(),
             record: Compact {
@@ -662,7 +663,7 @@ impl TableGroups {
 /// remembers where each goes.
 struct Placer<'a> {
     root: &'a Path,
-    faults: &'a Faults,
+    disk: &'a Disk,
     stream: &'a str,
     names: std::ops::Range<u64>,
     staged: Vec<(PathBuf, PathBuf)>,
@@ -686,13 +687,8 @@ impl Placer<'_> {
             ))
         })?;
         let at = self.root.join(TMP_DIR).join(segment::data_file_name(name));
-        let writer = crate::archive::io::segment::Writer::create(
-            self.faults,
-            &at,
-            self.stream,
-            schema,
-            name,
-        )?;
+        let writer =
+            crate::archive::io::segment::Writer::create(self.disk, &at, self.stream, schema, name)?;
         Ok(Placing {
             writer,
             name,
@@ -703,11 +699,11 @@ impl Placer<'_> {
 
     /// Finishes and syncs a file, and remembers where it goes.
     fn finish(&mut self, file: Placing, barrier: u64, sealed_at_ns: u64) -> Result<SegmentFile> {
-        let (bytes, footer, groups) = file.writer.finish(self.faults)?;
+        let (bytes, footer, groups) = file.writer.finish()?;
         let file_name = segment::data_file_name(file.name);
         let dir = format!("{STREAMS_DIR}/{}/{}", self.stream, file.kind);
         let dir_path = self.root.join(&dir);
-        durable::create_dir(self.faults, &dir_path)?;
+        durable::create_dir(self.disk, &dir_path)?;
         self.staged.push((file.at, dir_path.join(&file_name)));
         Ok(SegmentFile {
             name: file.name,
@@ -830,7 +826,7 @@ impl Archive {
     }
 
     pub(super) fn delete<'p>(&mut self, paths: impl Iterator<Item = &'p Path>) -> Result<()> {
-        if let Err(e) = durable::remove_all(&self.config.faults, paths) {
+        if let Err(e) = durable::remove_all(&self.disk, paths) {
             return Err(self.poison(e));
         }
         Ok(())
@@ -960,7 +956,7 @@ impl Archive {
             level_files,
             names,
             group_rows: self.config.compaction.group_rows,
-            faults: self.config.faults.clone(),
+            disk: self.disk.clone(),
             store: self.store.clone(),
         }))
     }

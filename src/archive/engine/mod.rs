@@ -83,6 +83,8 @@ pub struct Archive {
     level_cache: Arc<std::sync::Mutex<levels::LevelCache>>,
     /// The generation this open replayed and the length of its trusted prefix.
     replayed: Option<(u64, u64)>,
+    /// The backend every durable operation and every read of a local file goes through.
+    disk: crate::archive::io::storage::Disk,
     /// Where stored files are read from: the root, or a cold tier.
     store: Arc<store::Store>,
     /// Keeps the streams' Delta logs level with the manifest (writable, unless turned off).

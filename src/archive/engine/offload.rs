@@ -90,7 +90,7 @@ impl Archive {
                 reports.push(report);
                 continue;
             }
-            self.config.faults.hit(FaultPoint::AfterUpload);
+            self.disk.reached(FaultPoint::AfterUpload);
             let record = Offload {
                 stream: id.clone(),
                 files: moved
@@ -243,10 +243,10 @@ impl Archive {
                     .root
                     .join(crate::archive::layout::TMP_DIR)
                     .join(OWNER_FILE);
-                let faults = &self.config.faults;
-                durable::write_synced(faults, &staged, format!("{token}\n").as_bytes())?;
-                durable::rename(faults, &staged, &local_path)?;
-                durable::sync_dir(faults, &self.root)?;
+                let disk = &self.disk;
+                durable::write_synced(disk, &staged, format!("{token}\n").as_bytes())?;
+                durable::rename(disk, &staged, &local_path)?;
+                durable::sync_dir(disk, &self.root)?;
                 token
             }
         };
@@ -319,11 +319,11 @@ impl Archive {
                     .map_err(|e| ArchiveError::Cold(e.to_string()))?;
                 let target = quarantine.join(relative);
                 if let Some(parent) = target.parent() {
-                    durable::create_dir(&self.config.faults, parent)?;
+                    durable::create_dir(&self.disk, parent)?;
                 }
-                durable::write_synced(&self.config.faults, &target, &bytes)?;
+                durable::write_synced(&self.disk, &target, &bytes)?;
                 if let Some(parent) = target.parent() {
-                    durable::sync_dir(&self.config.faults, parent)?;
+                    durable::sync_dir(&self.disk, parent)?;
                 }
                 self.recovery
                     .quarantined
@@ -375,8 +375,7 @@ impl Archive {
         }
         let paths: Vec<std::path::PathBuf> =
             local.iter().map(|f| self.root.join(&f.path)).collect();
-        if let Err(e) = durable::remove_all(&self.config.faults, paths.iter().map(|p| p.as_path()))
-        {
+        if let Err(e) = durable::remove_all(&self.disk, paths.iter().map(|p| p.as_path())) {
             return Err(self.poison(e));
         }
         Ok(())

@@ -81,24 +81,20 @@ impl Archive {
     pub fn open(root: impl AsRef<Path>, config: Config) -> Result<Archive> {
         let root = root.as_ref().to_path_buf();
         let read_only = config.read_only;
+        let disk = config.disk();
         let lock = if read_only {
             lock::is_archive(&root)?;
             None
         } else {
-            durable::create_dir(&config.faults, &root)?;
+            durable::create_dir(&disk, &root)?;
             let lock = lock::acquire(&root)?;
             for dir in [MANIFEST_DIR, STREAMS_DIR, TMP_DIR, QUARANTINE_DIR] {
-                durable::create_dir(&config.faults, &root.join(dir))?;
+                durable::create_dir(&disk, &root.join(dir))?;
             }
             Some(lock)
         };
-        let store = Arc::new(store::Store::new(
-            &root,
-            config.faults.clone(),
-            config.cold.clone(),
-        ));
-        let commit =
-            CommitPoint::recovered(&root, config.faults.clone(), State::default(), None, 1, 0);
+        let store = Arc::new(store::Store::new(&root, disk.clone(), config.cold.clone()));
+        let commit = CommitPoint::recovered(&root, disk.clone(), State::default(), None, 1, 0);
         let level_cache = Arc::new(std::sync::Mutex::new(levels::LevelCache::new(
             config.level_cache_cells,
         )));
@@ -113,6 +109,7 @@ impl Archive {
             recovery: Recovery::default(),
             level_cache,
             replayed: None,
+            disk,
             store,
             delta: None,
         };
@@ -123,10 +120,7 @@ impl Archive {
         if !archive.config.read_only {
             archive.recovery.cold_orphans_removed = archive.sweep_cold_orphans()?;
             if archive.config.delta {
-                archive.delta = Some(delta::Publisher::new(
-                    &archive.root,
-                    archive.config.faults.clone(),
-                )?);
+                archive.delta = Some(delta::Publisher::new(&archive.root, archive.disk.clone())?);
                 archive.level_delta_logs()?;
             }
         }
@@ -139,7 +133,7 @@ impl Archive {
         let next_name = self.name_floor(&state, &evidence)?;
         self.commit = CommitPoint::recovered(
             &self.root,
-            self.config.faults.clone(),
+            self.disk.clone(),
             state,
             log,
             next_name,
@@ -198,7 +192,7 @@ impl Archive {
                         &manifest_dir,
                         generation,
                         &state,
-                        &self.config.faults,
+                        &self.disk,
                     )?);
                 }
                 self.recovery.quarantined = moved.iter().map(|p| relative(&self.root, p)).collect();
@@ -309,7 +303,7 @@ impl Archive {
             for path in durable::walk_files(&self.root.join(STREAMS_DIR))? {
                 match leftover(&relative(&self.root, &path)) {
                     manifest::Leftover::Live => {}
-                    manifest::Leftover::Gone => durable::remove(&self.config.faults, &path)?,
+                    manifest::Leftover::Gone => durable::remove(&self.disk, &path)?,
                     manifest::Leftover::Evidence => {
                         moved.push(self.keep_as_evidence(&quarantine, &path)?)
                     }
@@ -326,14 +320,14 @@ impl Archive {
                 &manifest_dir,
                 generation,
                 &state,
-                &self.config.faults,
+                &self.disk,
             )?;
             state.generation = generation;
             self.recovery.repaired_generation = Some(generation);
             moved.push(self.keep_as_evidence(&quarantine, &current_path)?);
             log
         } else {
-            LogWriter::append_to(&current_path, replayed.trusted_len)?
+            LogWriter::append_to(&self.disk, &current_path, replayed.trusted_len)?
         };
         self.recovery.quarantined = moved.iter().map(|p| relative(&self.root, p)).collect();
         if !moved.is_empty() {
@@ -344,7 +338,7 @@ impl Archive {
 
     /// Moves `path` into this open's evidence directory, keeping its relative path.
     pub(super) fn keep_as_evidence(&self, quarantine: &Path, path: &Path) -> Result<PathBuf> {
-        durable::quarantine(&self.config.faults, &self.root, quarantine, path)
+        durable::quarantine(&self.disk, &self.root, quarantine, path)
     }
 
     /// A fresh directory under `.quarantine/` for this open's evidence.

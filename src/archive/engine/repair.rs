@@ -249,13 +249,13 @@ impl Archive {
         for evidence in self.evidence()? {
             if evidence.kept_at_ns.is_some_and(|t| t < before_ns) {
                 let path = self.root.join(&evidence.dir);
-                local::remove_tree(&self.config.faults, &path)?;
+                local::remove_tree(&self.disk, &path)?;
                 purged.push(evidence);
             }
         }
         if !purged.is_empty() {
             durable::sync_dir(
-                &self.config.faults,
+                &self.disk,
                 &self.root.join(crate::archive::layout::QUARANTINE_DIR),
             )?;
         }

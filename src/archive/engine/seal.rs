@@ -140,9 +140,9 @@ impl Archive {
             let mut place = |relative_dir: String, bytes: &[u8], name: u64| -> Result<String> {
                 let file_name = data_file_name(name);
                 let staged_path = tmp.join(&file_name);
-                durable::write_synced(&self.config.faults, &staged_path, bytes)?;
+                durable::write_synced(&self.disk, &staged_path, bytes)?;
                 let dir = self.root.join(&relative_dir);
-                durable::create_dir(&self.config.faults, &dir)?;
+                durable::create_dir(&self.disk, &dir)?;
                 written.push((staged_path, dir.join(&file_name)));
                 Ok(format!("{relative_dir}/{file_name}"))
             };
@@ -215,18 +215,18 @@ impl Archive {
         }
         // Each file is synced; `.tmp/`'s own entries need no sync (whatever a crash leaves
         // there is quarantined), only the directories the files are renamed into.
-        self.config.faults.hit(FaultPoint::AfterDataWrite);
+        self.disk.reached(FaultPoint::AfterDataWrite);
         let mut dirs = std::collections::BTreeSet::new();
         for (from, to) in &written {
-            durable::rename(&self.config.faults, from, to)?;
+            durable::rename(&self.disk, from, to)?;
             if let Some(parent) = to.parent() {
                 dirs.insert(parent.to_path_buf());
             }
         }
         for dir in &dirs {
-            durable::sync_dir(&self.config.faults, dir)?;
+            durable::sync_dir(&self.disk, dir)?;
         }
-        self.config.faults.hit(FaultPoint::AfterDataRename);
+        self.disk.reached(FaultPoint::AfterDataRename);
         let record = Record::Barrier(Barrier {
             barrier: barrier_no,
             sealed_at_ns,

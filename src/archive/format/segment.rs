@@ -322,12 +322,13 @@ mod tests {
         let (bytes, footer, entries) = encode("s", &schema, 42, &groups).expect("encode");
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("f.parquet");
-        let faults = crate::archive::io::faults::Faults::default();
-        let mut writer = Writer::create(&faults, &path, "s", &schema, 42).expect("create");
+        let disk: crate::archive::io::storage::Disk =
+            Arc::new(crate::archive::io::storage::LocalDisk);
+        let mut writer = Writer::create(&disk, &path, "s", &schema, 42).expect("create");
         for g in &groups {
             writer.push(g).expect("push");
         }
-        let (len, streamed_footer, streamed) = writer.finish(&faults).expect("finish");
+        let (len, streamed_footer, streamed) = writer.finish().expect("finish");
         assert_eq!(std::fs::read(&path).expect("read"), bytes);
         assert_eq!(len, bytes.len() as u64);
         assert_eq!(streamed_footer, footer);

@@ -1,80 +1,55 @@
 //! Every durability step in one place: write, sync, rename, sync the directory, quarantine.
-//! Each step first asks the archive's [`Faults`] whether it may proceed, so a test can make
-//! any of them fail as a disk would (EIO, ENOSPC, a timeout).
+//! Each step is one operation of the archive's [`Storage`](super::storage::Storage), so a
+//! backend that fails (a test's, or a disk's) fails it as a disk would (EIO, ENOSPC, a
+//! timeout), and the error names the step and the path.
 
 use crate::archive::error::{ArchiveError, Result};
-use crate::archive::io::faults::{Faults, Op};
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use crate::archive::io::storage::{Disk, WriteFile};
+use std::fs;
 use std::path::{Path, PathBuf};
 
 /// Writes `bytes` to a new file at `path` and syncs it.
-pub(crate) fn write_synced(faults: &Faults, path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut file = create(faults, path)?;
+pub(crate) fn write_synced(disk: &Disk, path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut file = create(disk, path)?;
     file.write_all(bytes)
         .map_err(ArchiveError::io("write", path))?;
-    sync(faults, path, &file)
+    sync(path, file.as_mut())
 }
 
 /// Creates a new file at `path` to be written (the first write is checked here, as one).
-pub(crate) fn create(faults: &Faults, path: &Path) -> Result<File> {
-    faults
-        .check(Op::Create, path)
-        .map_err(ArchiveError::io("create", path))?;
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(ArchiveError::io("create", path))?;
-    faults
-        .check(Op::Write, path)
-        .map_err(ArchiveError::io("write", path))?;
-    Ok(file)
+pub(crate) fn create(disk: &Disk, path: &Path) -> Result<Box<dyn WriteFile>> {
+    disk.create(path).map_err(ArchiveError::io("create", path))
 }
 
 /// Syncs a file written through [`create`].
-pub(crate) fn sync(faults: &Faults, path: &Path, file: &File) -> Result<()> {
-    faults
-        .check(Op::Sync, path)
-        .and_then(|()| file.sync_all())
-        .map_err(ArchiveError::io("sync", path))
+pub(crate) fn sync(path: &Path, file: &mut dyn WriteFile) -> Result<()> {
+    file.sync().map_err(ArchiveError::io("sync", path))
 }
 
 /// Syncs a directory so renames and creations inside it are durable.
-pub(crate) fn sync_dir(faults: &Faults, dir: &Path) -> Result<()> {
-    faults
-        .check(Op::SyncDir, dir)
-        .and_then(|()| File::open(dir))
-        .and_then(|d| d.sync_all())
+pub(crate) fn sync_dir(disk: &Disk, dir: &Path) -> Result<()> {
+    disk.sync_dir(dir)
         .map_err(ArchiveError::io("sync directory", dir))
 }
 
 /// Renames `from` to `to` (same filesystem; atomic).
-pub(crate) fn rename(faults: &Faults, from: &Path, to: &Path) -> Result<()> {
-    faults
-        .check(Op::Rename, to)
-        .and_then(|()| fs::rename(from, to))
+pub(crate) fn rename(disk: &Disk, from: &Path, to: &Path) -> Result<()> {
+    disk.rename(from, to)
         .map_err(ArchiveError::io("rename into place", to))
 }
 
 /// Removes a file the manifest no longer names (already absent is fine), then syncs its
 /// directory.
-pub(crate) fn remove(faults: &Faults, path: &Path) -> Result<()> {
-    remove_all(faults, std::iter::once(path))
+pub(crate) fn remove(disk: &Disk, path: &Path) -> Result<()> {
+    remove_all(disk, std::iter::once(path))
 }
 
 /// Removes files the manifest no longer names (already absent is fine), then syncs each
 /// directory they were in once.
-pub(crate) fn remove_all<'p>(
-    faults: &Faults,
-    paths: impl IntoIterator<Item = &'p Path>,
-) -> Result<()> {
+pub(crate) fn remove_all<'p>(disk: &Disk, paths: impl IntoIterator<Item = &'p Path>) -> Result<()> {
     let mut dirs = std::collections::BTreeSet::new();
     for path in paths {
-        match faults
-            .check(Op::Remove, path)
-            .and_then(|()| fs::remove_file(path))
-        {
+        match disk.remove_file(path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(ArchiveError::io("remove", path)(e)),
@@ -84,25 +59,23 @@ pub(crate) fn remove_all<'p>(
         }
     }
     for dir in &dirs {
-        sync_dir(faults, dir)?;
+        sync_dir(disk, dir)?;
     }
     Ok(())
 }
 
 /// Creates a directory and its missing parents, syncing the parent of each one created so
 /// the new entries survive a power cut (a file the manifest names must keep its directory).
-pub(crate) fn create_dir(faults: &Faults, dir: &Path) -> Result<()> {
+pub(crate) fn create_dir(disk: &Disk, dir: &Path) -> Result<()> {
     if dir.is_dir() {
         return Ok(());
     }
     let missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.is_dir()).collect();
-    faults
-        .check(Op::CreateDir, dir)
-        .and_then(|()| fs::create_dir_all(dir))
+    disk.create_dir_all(dir)
         .map_err(ArchiveError::io("create directory", dir))?;
     for created in missing.iter().rev() {
         if let Some(parent) = created.parent().filter(|p| !p.as_os_str().is_empty()) {
-            sync_dir(faults, parent)?;
+            sync_dir(disk, parent)?;
         }
     }
     Ok(())
@@ -111,7 +84,7 @@ pub(crate) fn create_dir(faults: &Faults, dir: &Path) -> Result<()> {
 /// Moves `path` (relative to `root`) into `quarantine`, keeping its relative path, and syncs
 /// both directories. Evidence is moved, never deleted.
 pub(crate) fn quarantine(
-    faults: &Faults,
+    disk: &Disk,
     root: &Path,
     quarantine: &Path,
     path: &Path,
@@ -119,17 +92,15 @@ pub(crate) fn quarantine(
     let relative = path.strip_prefix(root).unwrap_or(path);
     let target = quarantine.join(relative);
     if let Some(parent) = target.parent() {
-        create_dir(faults, parent)?;
+        create_dir(disk, parent)?;
     }
-    faults
-        .check(Op::Rename, &target)
-        .and_then(|()| fs::rename(path, &target))
+    disk.rename(path, &target)
         .map_err(ArchiveError::io("move into quarantine", path))?;
     if let Some(parent) = path.parent() {
-        sync_dir(faults, parent)?;
+        sync_dir(disk, parent)?;
     }
     if let Some(parent) = target.parent() {
-        sync_dir(faults, parent)?;
+        sync_dir(disk, parent)?;
     }
     Ok(target)
 }
@@ -173,7 +144,7 @@ pub(crate) fn walk_files(dir: &Path) -> Result<Vec<PathBuf>> {
                 .file_type()
                 .map_err(ArchiveError::io("stat", entry.path()))?;
             if kind.is_dir() {
-                if entry.file_name() != crate::archive::engine::delta::LOG_DIR {
+                if entry.file_name() != crate::archive::layout::LOG_DIR {
                     stack.push(entry.path());
                 }
             } else if kind.is_file() {

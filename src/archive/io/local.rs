@@ -3,7 +3,7 @@
 //! store the Delta kernel writes through. Durable writes are `durable`'s.
 
 use crate::archive::error::{ArchiveError, Result};
-use crate::archive::io::faults::{Faults, Op};
+use crate::archive::io::storage::Disk;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -98,27 +98,21 @@ pub(crate) fn footer(path: &Path) -> Option<ParquetMetaData> {
 }
 
 /// Removes a file or a whole directory (evidence being purged), through the fault points.
-pub(crate) fn remove_tree(faults: &Faults, path: &Path) -> Result<()> {
-    faults
-        .check(Op::Remove, path)
-        .and_then(|()| {
-            if path.is_dir() {
-                std::fs::remove_dir_all(path)
-            } else {
-                std::fs::remove_file(path)
-            }
-        })
-        .map_err(ArchiveError::io("remove", path))
+pub(crate) fn remove_tree(disk: &Disk, path: &Path) -> Result<()> {
+    if path.is_dir() {
+        disk.remove_dir_all(path)
+    } else {
+        disk.remove_file(path)
+    }
+    .map_err(ArchiveError::io("remove", path))
 }
 
 /// Moves `from` to `to`, creating `to`'s missing parents (a log set aside as evidence).
-pub(crate) fn move_to(faults: &Faults, from: &Path, to: &Path) -> Result<()> {
+pub(crate) fn move_to(disk: &Disk, from: &Path, to: &Path) -> Result<()> {
     if let Some(parent) = to.parent() {
-        super::durable::create_dir(faults, parent)?;
+        super::durable::create_dir(disk, parent)?;
     }
-    faults
-        .check(Op::Rename, to)
-        .and_then(|()| std::fs::rename(from, to))
+    disk.rename(from, to)
         .map_err(ArchiveError::io("move aside", from))
 }
 

@@ -5,9 +5,8 @@ use crate::archive::error::{ArchiveError, Result};
 use crate::archive::format::manifest::log::{encode, generation_name, replay_bytes, Replayed};
 use crate::archive::format::manifest::{Record, State};
 use crate::archive::io::durable;
-use crate::archive::io::faults::{FaultPoint, Faults, Op};
-use std::fs::{File, OpenOptions};
-use std::io::Write;
+use crate::archive::io::faults::FaultPoint;
+use crate::archive::io::storage::{Disk, WriteFile};
 use std::path::{Path, PathBuf};
 
 /// Replays the generation file at `path`.
@@ -17,22 +16,31 @@ pub fn replay(path: &Path, generation: u64) -> Result<Replayed> {
 }
 
 /// The open, appendable current generation.
-#[derive(Debug)]
 pub struct LogWriter {
-    file: File,
+    file: Box<dyn WriteFile>,
+    disk: Disk,
     path: PathBuf,
     len: u64,
 }
 
+impl std::fmt::Debug for LogWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogWriter")
+            .field("path", &self.path)
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
 impl LogWriter {
     /// Opens an existing generation whose trusted prefix is all of it.
-    pub fn append_to(path: &Path, len: u64) -> Result<LogWriter> {
-        let file = OpenOptions::new()
-            .append(true)
-            .open(path)
+    pub fn append_to(disk: &Disk, path: &Path, len: u64) -> Result<LogWriter> {
+        let file = disk
+            .append(path)
             .map_err(ArchiveError::io("open manifest", path))?;
         Ok(LogWriter {
             file,
+            disk: disk.clone(),
             path: path.to_path_buf(),
             len,
         })
@@ -45,38 +53,35 @@ impl LogWriter {
         manifest_dir: &Path,
         generation: u64,
         state: &State,
-        faults: &Faults,
+        disk: &Disk,
     ) -> Result<LogWriter> {
         let name = generation_name(generation);
         let staged = tmp.join(&name);
         let framed = encode(&Record::Snapshot(state.snapshot(generation)));
-        durable::write_synced(faults, &staged, &framed)?;
-        durable::sync_dir(faults, tmp)?;
-        faults.hit(FaultPoint::AfterSnapshotWrite);
+        durable::write_synced(disk, &staged, &framed)?;
+        durable::sync_dir(disk, tmp)?;
+        disk.reached(FaultPoint::AfterSnapshotWrite);
         let path = manifest_dir.join(&name);
-        durable::rename(faults, &staged, &path)?;
-        durable::sync_dir(faults, manifest_dir)?;
-        faults.hit(FaultPoint::AfterSnapshotRename);
-        Self::append_to(&path, framed.len() as u64)
+        durable::rename(disk, &staged, &path)?;
+        durable::sync_dir(disk, manifest_dir)?;
+        disk.reached(FaultPoint::AfterSnapshotRename);
+        Self::append_to(disk, &path, framed.len() as u64)
     }
 
     /// Appends one record and syncs it. The record is written in two parts so a fault
     /// injected between them leaves a real torn record.
-    pub fn append(&mut self, record: &Record, faults: &Faults) -> Result<()> {
+    pub fn append(&mut self, record: &Record) -> Result<()> {
         let framed = encode(record);
         let half = framed.len() / 2;
-        faults
-            .check(Op::Write, &self.path)
-            .and_then(|()| self.file.write_all(&framed[..half]))
+        self.file
+            .write_all(&framed[..half])
             .map_err(ArchiveError::io("append to manifest", &self.path))?;
-        faults.hit(FaultPoint::MidRecord);
-        faults
-            .check(Op::Write, &self.path)
-            .and_then(|()| self.file.write_all(&framed[half..]))
+        self.disk.reached(FaultPoint::MidRecord);
+        self.file
+            .write_all(&framed[half..])
             .map_err(ArchiveError::io("append to manifest", &self.path))?;
-        faults
-            .check(Op::Sync, &self.path)
-            .and_then(|()| self.file.sync_data())
+        self.file
+            .sync()
             .map_err(ArchiveError::io("sync manifest", &self.path))?;
         self.len += framed.len() as u64;
         Ok(())

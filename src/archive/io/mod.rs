@@ -13,4 +13,5 @@ pub(crate) mod local;
 pub(crate) mod lock;
 pub mod log;
 pub(crate) mod segment;
+pub mod storage;
 pub mod store;

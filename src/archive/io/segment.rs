@@ -10,15 +10,13 @@ use crate::archive::format::segment::{
 };
 use crate::archive::io::cold::ColdTier;
 use crate::archive::io::durable;
-use crate::archive::io::faults::{Faults, Op};
+use crate::archive::io::storage::{Disk, ReadFile, WriteFile};
 use crate::archive::io::store::Store;
 use arrow::array::{RecordBatch, RecordBatchReader};
 use arrow::datatypes::SchemaRef;
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -34,12 +32,26 @@ pub(crate) struct Writer {
     start: u64,
 }
 
+/// A [`WriteFile`] as `std::io::Write` (what a buffered writer writes into).
+struct Sink(Box<dyn WriteFile>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write_all(buf)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// The file under a [`Writer`]. Parquet buffers its writes, so bytes arrive here later than
 /// the writer knows where a region ends: each region's end is registered as a cut (with the
 /// seed of the region after it) when the writer reaches it, and the running CRC-32C is
 /// closed there as the bytes pass.
 struct DigestSink {
-    file: std::io::BufWriter<File>,
+    file: std::io::BufWriter<Sink>,
     written: u64,
     crc: u32,
     cuts: std::collections::VecDeque<(u64, u32)>,
@@ -76,13 +88,13 @@ impl std::io::Write for DigestSink {
 impl Writer {
     /// Creates the file at `path` (it must not exist) for file name `name`.
     pub fn create(
-        faults: &Faults,
+        disk: &Disk,
         path: &Path,
         stream: &str,
         schema: &SchemaRef,
         name: u64,
     ) -> Result<Writer> {
-        let file = durable::create(faults, path)?;
+        let file = Sink(durable::create(disk, path)?);
         let sink = DigestSink {
             file: std::io::BufWriter::with_capacity(1 << 20, file),
             written: 0,
@@ -134,7 +146,7 @@ impl Writer {
 
     /// Writes the footer, checks every region against the file's own metadata, flushes and
     /// syncs. Answers the file's length, footer span and group entries.
-    pub fn finish(mut self, faults: &Faults) -> Result<(u64, Span, Vec<GroupEntry>)> {
+    pub fn finish(mut self) -> Result<(u64, Span, Vec<GroupEntry>)> {
         let fail = |e| encode_error(&self.stream, e);
         let footer_offset = self.start;
         // The last cut opens the footer's region, whose digest also covers the magic.
@@ -172,8 +184,8 @@ impl Writer {
             crc32c: sink.crc,
         };
         let length = sink.written;
-        let file = sink.file.get_ref();
-        durable::sync(faults, &self.path, file)?;
+        let file = sink.file.get_mut();
+        durable::sync(&self.path, file.0.as_mut())?;
         Ok((length, footer, self.groups))
     }
 }
@@ -189,27 +201,23 @@ fn read_from(
         Source::Local(file) => {
             store.count_local_read();
             let mut buf = vec![0u8; len as usize];
-            store
-                .faults()
-                .check(Op::Read, Path::new(shown))
-                .and_then(|()| file.read_exact_at(&mut buf, offset))
-                .map_err(|e| {
-                    let kind = if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                        StoredErrorKind::Corrupt
-                    } else {
-                        StoredErrorKind::Io
-                    };
-                    StoredError::new(
-                        kind,
-                        format!("{shown}: reading bytes {offset}..{}: {e}", offset + len),
-                    )
-                })?;
+            file.read_exact_at(&mut buf, offset).map_err(|e| {
+                let kind = if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    StoredErrorKind::Corrupt
+                } else {
+                    StoredErrorKind::Io
+                };
+                StoredError::new(
+                    kind,
+                    format!("{shown}: reading bytes {offset}..{}: {e}", offset + len),
+                )
+            })?;
             Ok(Bytes::from(buf))
         }
         Source::Cold(tier, relative) => {
             store
-                .faults()
-                .check(Op::Read, Path::new(shown))
+                .disk()
+                .before_cold_read(Path::new(shown))
                 .map_err(|e| StoredError::new(StoredErrorKind::Io, format!("{shown}: {e}")))?;
             let bytes = tier.read(relative, offset, len).map_err(cold_failure)?;
             if bytes.len() as u64 != len {
@@ -227,7 +235,7 @@ fn read_from(
 /// Where an open file's bytes come from.
 enum Source {
     /// The local copy under the root.
-    Local(File),
+    Local(Box<dyn ReadFile>),
     /// An object in a cold tier, by its archive-relative path.
     Cold(Arc<ColdTier>, String),
 }
@@ -303,22 +311,17 @@ impl<'a> OpenSegment<'a> {
             None => {
                 let path = store.root().join(&entry.path);
                 let shown = path.display().to_string();
-                let file = store
-                    .faults()
-                    .check(Op::Read, &path)
-                    .and_then(|()| File::open(&path))
-                    .map_err(|e| {
-                        let kind = if e.kind() == std::io::ErrorKind::NotFound {
-                            StoredErrorKind::Missing
-                        } else {
-                            StoredErrorKind::Io
-                        };
-                        StoredError::new(kind, format!("{shown} (named by the manifest): {e}"))
-                    })?;
+                let file = store.disk().open(&path).map_err(|e| {
+                    let kind = if e.kind() == std::io::ErrorKind::NotFound {
+                        StoredErrorKind::Missing
+                    } else {
+                        StoredErrorKind::Io
+                    };
+                    StoredError::new(kind, format!("{shown} (named by the manifest): {e}"))
+                })?;
                 let len = file
-                    .metadata()
-                    .map_err(|e| StoredError::new(StoredErrorKind::Io, format!("{shown}: {e}")))?
-                    .len();
+                    .len()
+                    .map_err(|e| StoredError::new(StoredErrorKind::Io, format!("{shown}: {e}")))?;
                 if len != entry.bytes {
                     return Err(StoredError::corrupt(format!(
                         "{shown}: {len} bytes on disk, the manifest recorded {}",

@@ -1,14 +1,14 @@
 //! Where the archive's stored files are read from: the local directory, or a cold tier.
 //!
 //! Every read of a data or level file goes through a `Store`: it knows the root, the injected
-//! faults, the configured cold tier (and opens others from the URLs the manifest records),
+//! storage backend, the configured cold tier (and opens others from the URLs the manifest records),
 //! and caches the verified footer of each file (one cache for rows, surveys, folds and
 //! compaction), so a cold read costs one ranged GET per row group once a file has been
 //! opened.
 
 use crate::archive::error::ColdError;
 use crate::archive::io::cold::ColdTier;
-use crate::archive::io::faults::Faults;
+use crate::archive::io::storage::Disk;
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -61,7 +61,7 @@ impl Drop for Store {
 #[derive(Debug)]
 pub(crate) struct Store {
     root: PathBuf,
-    faults: Faults,
+    disk: Disk,
     /// The tier configured at assembly: the only one offload writes to and the orphan sweep
     /// lists.
     configured: Option<Arc<ColdTier>>,
@@ -74,10 +74,10 @@ pub(crate) struct Store {
 }
 
 impl Store {
-    pub fn new(root: &Path, faults: Faults, cold: Option<Arc<ColdTier>>) -> Store {
+    pub fn new(root: &Path, disk: Disk, cold: Option<Arc<ColdTier>>) -> Store {
         Store {
             root: root.to_path_buf(),
-            faults,
+            disk,
             configured: cold,
             opened: Mutex::new(Vec::new()),
             local_reads: std::sync::atomic::AtomicU64::new(0),
@@ -89,8 +89,8 @@ impl Store {
         &self.root
     }
 
-    pub fn faults(&self) -> &Faults {
-        &self.faults
+    pub fn disk(&self) -> &Disk {
+        &self.disk
     }
 
     /// The tier configured at assembly, if any.
