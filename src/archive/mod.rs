@@ -21,6 +21,7 @@ pub mod levels;
 pub mod lifecycle;
 pub mod manifest;
 pub(crate) mod read;
+pub mod reader;
 mod repair;
 pub mod restore;
 mod segment;

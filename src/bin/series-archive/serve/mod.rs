@@ -21,7 +21,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use serde::Serialize;
-use series_archive::archive::{Archive, Config, ReadError, StoredErrorKind};
+use series_archive::archive::{reader, Archive, Config, ReadError};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -149,7 +149,7 @@ impl Shared {
         if !snapshot.manifest_moved() {
             return Ok(snapshot);
         }
-        let mut opened = crate::open_read_only(&self.root, &self.config).map_err(|e| {
+        let mut opened = reader::open(&self.root, &self.config).map_err(|e| {
             api::ApiError::unreadable(format!("reopening the archive after a commit: {e}"))
         })?;
         // Committed files never change and names are never reused: what the last snapshot
@@ -171,26 +171,10 @@ impl Shared {
 
     /// Runs a read on the current snapshot (blocking). A read that finds a file its snapshot
     /// named deleted, or no stream by that name, after a writer moved the manifest reads
-    /// again on a fresh snapshot, at most `READ_ATTEMPTS` times, as the CLI does.
+    /// again on a fresh snapshot, at most `READ_ATTEMPTS` times, as the CLI does
+    /// ([`reader::read_on`]).
     fn read<T>(&self, read: impl Fn(&Archive) -> Result<T, ReadError>) -> Result<T, api::ApiError> {
-        let mut snapshot = self.snapshot();
-        for attempt in 1.. {
-            let answer = read(&snapshot);
-            let again = match &answer {
-                Err(ReadError::Stored(e)) => e.kind == StoredErrorKind::Missing,
-                Err(ReadError::UnknownStream(_)) => true,
-                _ => false,
-            };
-            if !again || attempt == crate::READ_ATTEMPTS || !snapshot.manifest_moved() {
-                return answer.map_err(api::ApiError::from);
-            }
-            tracing::debug!(
-                attempt,
-                "the manifest moved on during a read; reading again"
-            );
-            snapshot = self.refresh()?;
-        }
-        unreachable!("the loop returns on its last attempt")
+        reader::read_on(self.snapshot(), || self.refresh(), read)?.map_err(api::ApiError::from)
     }
 }
 
@@ -223,7 +207,7 @@ pub fn run(options: Options) -> Result<(), Failure> {
         );
     }
     let config = Config::new().level_cache_cells(level_cache);
-    let opened = crate::open_read_only(&archive, &config)?;
+    let opened = reader::open(&archive, &config)?;
     let summary = Summary::of(&opened);
     let shared = Arc::new(Shared {
         root: archive.clone(),
