@@ -88,6 +88,8 @@ extern crate self as series_archive;
 
 pub mod archive;
 pub mod contract;
+#[cfg(feature = "eventd")]
+pub mod eventd;
 pub mod host;
 
 pub use archive::{Archive, ArchiveError, Config, ReadError, StreamSpec};

@@ -139,7 +139,7 @@ enum Command {
         seal_rows: u64,
         /// The level ladder of new sample streams: BASE,FACTOR,LEVELS, BASE in nanoseconds or
         /// as a duration. Default 60s,8,8 (cells as wide as eventd's finest rollup window).
-        #[arg(long, value_parser = eventd::parse_ladder)]
+        #[arg(long, value_parser = series_archive::eventd::parse_ladder)]
         ladder: Option<series_archive::archive::Ladder>,
         /// Keep the barrier files as sealed (skip the automatic compaction at the end).
         #[arg(long)]
@@ -940,7 +940,7 @@ pub(crate) fn print_barrier(r: &series_archive::archive::BarrierReport, bar: &Pr
 }
 
 /// The path a file had before recovery moved it to `kept` (`.quarantine/open-…/PATH`).
-fn quarantined_from(kept: &str) -> &str {
+pub(crate) fn quarantined_from(kept: &str) -> &str {
     kept.splitn(3, '/').nth(2).unwrap_or(kept)
 }
 
