@@ -91,6 +91,9 @@ pub mod contract;
 #[cfg(feature = "eventd")]
 pub mod eventd;
 pub mod host;
+pub mod render;
+#[cfg(feature = "serve")]
+pub mod serve;
 
 pub use archive::{Archive, ArchiveError, Config, ReadError, StreamSpec};
 pub use contract::*;

@@ -1075,7 +1075,7 @@ fn rows(
         note_unknown_track(a, stream, track);
         a.read_rows(stream, track, start, end)
     })?;
-    let batch = output::without_seq(&batch)?;
+    let batch = series_archive::render::without_seq(&batch)?;
     output::write(&batch, format, out)?;
     if let Some(out) = out {
         eprintln!("wrote {} rows to {}", batch.num_rows(), out.display());

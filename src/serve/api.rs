@@ -1,6 +1,8 @@
 //! The JSON endpoints: streams, survey, fold, watch; request parsing and refusals.
 
 use super::{Shared, Summary};
+use crate::archive::{Archive, Ladder, ReadError, StoredErrorKind};
+use crate::{Aggregate, BeneathWindow};
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -8,8 +10,6 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::{Stream, StreamExt};
 use serde::Serialize;
-use series_archive::archive::{Archive, ReadError, StoredErrorKind};
-use series_archive::{Aggregate, BeneathWindow};
 use std::convert::Infallible;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -274,7 +274,7 @@ struct StreamInfo {
     axis: Option<String>,
     measured: Vec<String>,
     track: Vec<String>,
-    ladder: Option<series_archive::archive::Ladder>,
+    ladder: Option<Ladder>,
     rows: u64,
     watermark: u64,
     tree: Vec<Node>,
@@ -288,12 +288,21 @@ struct Streams {
     streams: Vec<StreamInfo>,
 }
 
+/// What the tree shows of one track.
+struct Leaf<'a> {
+    labels: &'a [String],
+    rows: u64,
+    origin_axis: Option<u64>,
+    last_axis: Option<u64>,
+    whole: bool,
+}
+
 /// The tracks (key order, so every prefix is contiguous) beneath a prefix of `depth`
 /// labels, as tree nodes; the floors are the archive's own ([`Archive::floors`]).
 fn nodes(
     archive: &Archive,
     stream: &str,
-    tracks: &[&series_archive::archive::manifest::state::TrackState],
+    tracks: &[Leaf],
     depth: usize,
 ) -> Result<Vec<Node>, ReadError> {
     let mut out = Vec::new();
@@ -325,7 +334,17 @@ fn describe(archive: &Archive) -> Result<Streams, ReadError> {
         .streams
         .iter()
         .map(|(id, s)| {
-            let tracks: Vec<_> = s.tracks.values().collect();
+            let tracks: Vec<Leaf> = s
+                .tracks
+                .values()
+                .map(|t| Leaf {
+                    labels: &t.labels,
+                    rows: t.rows,
+                    origin_axis: t.origin_axis,
+                    last_axis: t.last_axis,
+                    whole: t.whole,
+                })
+                .collect();
             Ok(StreamInfo {
                 id: id.clone(),
                 axis: s.decl.axis.clone(),
