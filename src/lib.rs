@@ -38,6 +38,16 @@
 //!   splices every read from the window and the tier beneath; the typed verbs
 //!   `query(..).track(..).as_of(..)`, `survey(..).budget(n)` / `.fold(kind)`, `seal()`.
 //!
+//! ## Features
+//!
+//! Without default features the crate is the archive, the contract and the host. Each
+//! feature adds a part with a stack of its own:
+//!
+//! - `serve`: `series_archive::serve`, the HTTP API and the history page (axum, hyper).
+//! - `eventd`: `series_archive::eventd`, the eventd metric store importer (SQLite).
+//! - `cli` (the default): the `series-archive` command line (clap, progress bars, plots),
+//!   with `serve` and `eventd`.
+//!
 //! ## Example
 //!
 //! ```
@@ -88,7 +98,12 @@ extern crate self as series_archive;
 
 pub mod archive;
 pub mod contract;
+#[cfg(feature = "eventd")]
+pub mod eventd;
 pub mod host;
+pub mod render;
+#[cfg(feature = "serve")]
+pub mod serve;
 
 pub use archive::{Archive, ArchiveError, Config, ReadError, StreamSpec};
 pub use contract::*;

@@ -41,8 +41,8 @@ pub(crate) mod plan;
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use config::Config;
 pub use engine::{
-    beyond, delta, restore, Archive, BarrierReport, DeltaDescription, Description, Evidence,
-    Floors, Folded, LostRecord, QuarantinedFile, Recovery, RepairPlan, SealedStream,
+    beyond, delta, reader, restore, Archive, BarrierReport, DeltaDescription, Description,
+    Evidence, Floors, Folded, LostRecord, QuarantinedFile, Recovery, RepairPlan, SealedStream,
     StreamDescription, Survey, TrackDescription, Validator,
 };
 pub use error::{ArchiveError, ColdError, ReadError, Result, StoredError, StoredErrorKind};

@@ -7,7 +7,7 @@
 //! archive appends one Delta commit per table whose files changed, adding and removing
 //! exactly the difference between what the log shows and what the manifest holds. A crash
 //! between the two leaves the log one step behind; the next writable open brings it level
-//! ([`Publisher::level`] is the same code either way). The log is written through
+//! (`Publisher::level` is the same code either way). The log is written through
 //! delta-kernel-rs, the Delta project's own kernel (see `docs/format.md`, "The Delta log").
 
 use crate::archive::error::ArchiveError;

@@ -19,6 +19,7 @@ pub mod lifecycle;
 pub mod offload;
 mod open;
 pub(crate) mod read;
+pub mod reader;
 mod repair;
 pub mod restore;
 mod seal;

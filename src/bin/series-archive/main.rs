@@ -28,9 +28,7 @@ mod survey;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use series_archive::archive::delta::Table;
-use series_archive::archive::{
-    Archive, ArchiveError, Config, ReadError, StoredErrorKind, StreamSpec,
-};
+use series_archive::archive::{reader, Archive, ArchiveError, Config, ReadError, StreamSpec};
 use series_archive::Position;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -141,7 +139,7 @@ enum Command {
         seal_rows: u64,
         /// The level ladder of new sample streams: BASE,FACTOR,LEVELS, BASE in nanoseconds or
         /// as a duration. Default 60s,8,8 (cells as wide as eventd's finest rollup window).
-        #[arg(long, value_parser = eventd::parse_ladder)]
+        #[arg(long, value_parser = series_archive::eventd::parse_ladder)]
         ladder: Option<series_archive::archive::Ladder>,
         /// Keep the barrier files as sealed (skip the automatic compaction at the end).
         #[arg(long)]
@@ -622,7 +620,7 @@ pub(crate) fn progress(total: u64, what: &str, units: &str) -> ProgressBar {
 }
 
 pub(crate) fn read_only(archive: &Path) -> Result<Archive, Failure> {
-    Ok(open_read_only(archive, &Config::new())?)
+    Ok(reader::open(archive, &Config::new())?)
 }
 
 /// An empty answer for a selection that names no track is true, but it is also what a typo
@@ -640,49 +638,14 @@ pub(crate) fn note_unknown_track(archive: &Archive, stream: &str, track: &[Strin
     }
 }
 
-/// How many times a read-only open or read starts again when a writer moved the manifest
-/// under it (a checkpoint replaced the generation it was reading, a compaction deleted a
-/// file its snapshot named).
-pub(crate) const READ_ATTEMPTS: usize = 4;
-
-/// Opens the archive read-only (never the writer's lock) with `config`, starting again when
-/// a checkpoint replaced the manifest generation between listing and reading it.
-pub(crate) fn open_read_only(archive: &Path, config: &Config) -> Result<Archive, ArchiveError> {
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        match Archive::open(archive, config.clone().read_only(true)) {
-            Err(ArchiveError::Io { source, .. })
-                if attempt < READ_ATTEMPTS
-                    && source.kind() == std::io::ErrorKind::NotFound
-                    && archive.join("manifest").is_dir() => {}
-            other => return other,
-        }
-    }
-}
-
-/// Opens read-only and reads. A writer may commit a compaction, retirement or checkpoint
-/// while this reads, and delete files the opened snapshot names: a read that finds a named
-/// file missing (`StoredErrorKind::Missing`) after the manifest moved on starts again on a
-/// fresh open, at most `READ_ATTEMPTS` times in all. Anything else is answered as it is.
+/// Opens read-only and reads, beside a writer: a read the writer's commit explains (a file
+/// its snapshot named deleted, a stream it did not know) is read again on a fresh open
+/// ([`series_archive::archive::reader::read`]). Anything else is answered as it is.
 pub(crate) fn reading<T>(
     archive: &Path,
     read: impl Fn(&Archive) -> Result<T, ReadError>,
 ) -> Result<T, Failure> {
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let last = attempt == READ_ATTEMPTS;
-        let opened = read_only(archive)?;
-        match read(&opened) {
-            Err(ReadError::Stored(e))
-                if e.kind == StoredErrorKind::Missing && !last && opened.manifest_moved() =>
-            {
-                tracing::debug!(attempt, reason = %e, "the manifest moved on during the read; reading again");
-            }
-            other => return other.map_err(refused),
-        }
-    }
+    reader::read(archive, &Config::new(), read)?.map_err(refused)
 }
 
 /// How `ingest` paces its work.
@@ -977,7 +940,7 @@ pub(crate) fn print_barrier(r: &series_archive::archive::BarrierReport, bar: &Pr
 }
 
 /// The path a file had before recovery moved it to `kept` (`.quarantine/open-…/PATH`).
-fn quarantined_from(kept: &str) -> &str {
+pub(crate) fn quarantined_from(kept: &str) -> &str {
     kept.splitn(3, '/').nth(2).unwrap_or(kept)
 }
 
@@ -1112,7 +1075,7 @@ fn rows(
         note_unknown_track(a, stream, track);
         a.read_rows(stream, track, start, end)
     })?;
-    let batch = output::without_seq(&batch)?;
+    let batch = series_archive::render::without_seq(&batch)?;
     output::write(&batch, format, out)?;
     if let Some(out) = out {
         eprintln!("wrote {} rows to {}", batch.num_rows(), out.display());

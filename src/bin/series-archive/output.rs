@@ -253,7 +253,7 @@ pub fn write(batch: &RecordBatch, format: Format, out: Option<&Path>) -> Result<
             let mut w = arrow::csv::WriterBuilder::new()
                 .with_header(true)
                 .build(sink);
-            w.write(&flat(batch).map_err(|e| fail(&e))?)
+            w.write(&series_archive::render::flat(batch).map_err(|e| fail(&e))?)
                 .map_err(|e| fail(&e))?;
             w.into_inner().flush().map_err(|e| fail(&e))
         }
@@ -269,45 +269,4 @@ pub fn write(batch: &RecordBatch, format: Format, out: Option<&Path>) -> Result<
             w.close().map(|_| ()).map_err(|e| fail(&e))
         }
     }
-}
-
-/// The batch without `_seq`: internal bookkeeping, never an output field.
-pub(crate) fn without_seq(batch: &RecordBatch) -> Result<RecordBatch, arrow::error::ArrowError> {
-    let keep: Vec<usize> = (0..batch.num_columns())
-        .filter(|&i| batch.schema().field(i).name() != series_archive::archive::SEQ_COLUMN)
-        .collect();
-    batch.project(&keep)
-}
-
-/// The batch with every nested column (a list, such as a histogram's counts) as text,
-/// `[1, null, 3]`, which CSV can hold.
-pub(crate) fn flat(batch: &RecordBatch) -> Result<RecordBatch, arrow::error::ArrowError> {
-    use arrow::array::{ArrayRef, StringArray};
-    use arrow::datatypes::{DataType, Field, Schema};
-    use arrow::util::display::{ArrayFormatter, FormatOptions};
-    if !batch
-        .schema()
-        .fields()
-        .iter()
-        .any(|f| f.data_type().is_nested())
-    {
-        return Ok(batch.clone());
-    }
-    let options = FormatOptions::default().with_null("null");
-    let mut fields = Vec::with_capacity(batch.num_columns());
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(batch.num_columns());
-    for (f, c) in batch.schema().fields().iter().zip(batch.columns()) {
-        if f.data_type().is_nested() {
-            let shown = ArrayFormatter::try_new(c.as_ref(), &options)?;
-            let text: StringArray = (0..c.len())
-                .map(|i| c.is_valid(i).then(|| shown.value(i).to_string()))
-                .collect();
-            fields.push(Field::new(f.name(), DataType::Utf8, f.is_nullable()));
-            columns.push(std::sync::Arc::new(text));
-        } else {
-            fields.push(f.as_ref().clone());
-            columns.push(c.clone());
-        }
-    }
-    RecordBatch::try_new(std::sync::Arc::new(Schema::new(fields)), columns)
 }

@@ -1,30 +1,36 @@
-//! `serve`: the archive's reads over HTTP (a JSON API) and a history viewer page.
+//! `serve`: the archive's reads over HTTP (a JSON API) and a history viewer page. Behind the
+//! cargo feature `serve` (axum, hyper).
 //!
 //! The server holds one read-only snapshot of the archive (never the writer's lock) and
 //! replaces it when a writer commits: a task looks for a moved manifest every
-//! [`REFRESH`], and a read that finds a file its snapshot named deleted, or a stream it does
+//! `REFRESH`, and a read that finds a file its snapshot named deleted, or a stream it does
 //! not know, reopens and reads again as the CLI does. Reads run on tokio's blocking pool;
-//! raw scans (a percentile's, one read window of rows) each take one of [`RAW_SCANS`]
+//! raw scans (a percentile's, one read window of rows) each take one of `RAW_SCANS`
 //! permits, so at most that many run at once; surveys take none. Connections are served by
-//! [`conn`]: a deadline for each request head, a cap on open connections, the token checked
+//! `conn`: a deadline for each request head, a cap on open connections, the token checked
 //! before any work. The API: `docs/serve.md`.
+//!
+//! [`run`] serves until Ctrl-C (or SIGTERM), telling an [`Announce`] where it listens and
+//! when it stopped. Its refusals of what it was asked ([`ServeError`]) name the command
+//! line's flags (`--listen`, `--token`, …), the [`Options`] fields of the same names.
 
 mod api;
 mod conn;
+mod request;
 mod rows;
+mod shared;
 
-use crate::Failure;
+use shared::{Shared, Summary};
+
+use crate::archive::{reader, ArchiveError, Config};
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use serde::Serialize;
-use series_archive::archive::{Archive, Config, ReadError, StoredErrorKind};
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -38,164 +44,79 @@ const MAX_QUERY: usize = 8 * 1024;
 /// The page: HTML, CSS and JavaScript in one file, compiled into the binary.
 const PAGE: &str = include_str!("page/index.html");
 
-/// What `serve` was asked for.
-#[derive(clap::Args)]
+/// What a server is asked for (the command line's `serve` flags of the same names).
+#[derive(Clone, Debug)]
 pub struct Options {
     /// The archive directory.
-    archive: PathBuf,
-    /// The address to listen on (port 0: the system chooses; the line printed says which).
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    listen: SocketAddr,
+    pub archive: PathBuf,
+    /// The address to listen on (port 0: the system chooses; [`Announce::listening`] says
+    /// which).
+    pub listen: SocketAddr,
     /// Require `Authorization: Bearer TOKEN` on every API request (needed to listen anywhere
     /// but loopback; at least 16 characters).
-    #[arg(long, env = "SERIES_ARCHIVE_TOKEN", hide_env_values = true)]
-    token: Option<String>,
+    pub token: Option<String>,
     /// The largest survey budget answered (points); larger is refused with 413.
-    #[arg(long, default_value_t = 1 << 20)]
-    max_budget: usize,
-    /// Decoded level cells kept for surveys (about 100 bytes each), across commits: enough to
-    /// hold a large stream's finest level whole.
-    #[arg(long, default_value_t = 1 << 20)]
-    level_cache: usize,
-    /// Connections open at once (lowered to fit the open-file limit). A connection past it
-    /// closes the oldest one still waiting for a request head; when every open one is
-    /// answering a request, the new one is answered 503.
-    #[arg(long, default_value_t = 512)]
-    max_connections: usize,
+    pub max_budget: usize,
+    /// Decoded level cells kept for surveys (about 100 bytes each), across commits.
+    pub level_cache: usize,
+    /// Connections open at once (lowered to fit `open_files`). A connection past it closes
+    /// the oldest one still waiting for a request head; when every open one is answering a
+    /// request, the new one is answered 503.
+    pub max_connections: usize,
     /// How long a connection may take to send a request's head (line and headers), and may
-    /// stay idle between requests, before it is closed: seconds, or with a unit (500ms, 10s).
-    #[arg(long, default_value = "10s", value_parser = parse_timeout)]
-    header_timeout: Duration,
+    /// stay idle between requests, before it is closed.
+    pub header_timeout: Duration,
+    /// How many files this process may open (`ulimit -n`), when the caller knows: the
+    /// connections are capped to leave a quarter of it (at least 64) for the archive's own.
+    pub open_files: Option<u64>,
 }
 
-/// `--header-timeout`: seconds, or a number with `ms` or `s`.
-fn parse_timeout(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let parsed = if let Some(ms) = t.strip_suffix("ms") {
-        ms.trim().parse::<u64>().ok().map(Duration::from_millis)
-    } else {
-        t.strip_suffix('s')
-            .unwrap_or(t)
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .map(Duration::from_secs_f64)
-    };
-    match parsed {
-        Some(d) if d >= Duration::from_millis(100) => Ok(d),
-        Some(_) => Err(format!(
-            "{text:?} is under 100 ms: no client could send a request in it"
-        )),
-        None => Err(format!(
-            "{text:?} is not a duration (write 10, 10s or 500ms)"
-        )),
-    }
+/// Why a server did not start, or stopped serving.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A non-loopback address without a token.
+    #[error("--listen {0} is not a loopback address: anyone who reaches it could read the archive; pass --token (or set SERIES_ARCHIVE_TOKEN) to require a bearer token")]
+    Exposed(SocketAddr),
+    /// A token shorter than 16 characters.
+    #[error("--token must be at least 16 characters")]
+    ShortToken,
+    /// No connection allowed.
+    #[error("--max-connections 0 would answer nobody: it must be at least 1")]
+    NoConnections,
+    /// A largest budget that buys no bucket.
+    #[error("--max-budget {0} buys no bucket: it must be at least 4")]
+    Budget(usize),
+    /// The archive could not be opened.
+    #[error(transparent)]
+    Open(#[from] ArchiveError),
+    /// The server's runtime could not be started.
+    #[error("starting the server's runtime: {0}")]
+    Runtime(std::io::Error),
+    /// The address could not be listened on.
+    #[error("--listen {listen}: {error}")]
+    Listen {
+        /// The address asked for.
+        listen: SocketAddr,
+        /// Why not.
+        error: std::io::Error,
+    },
 }
 
-/// Where the archive stands: sent to `/api/watch` subscribers on every commit.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-struct Summary {
-    generation: u64,
-    barriers: u64,
-    watermarks: BTreeMap<String, u64>,
+/// What a server tells whoever started it.
+pub trait Announce {
+    /// `asked` connections were lowered to `fitted`, to fit the `open_files` this process
+    /// may open (before the server listens).
+    fn lowered(&mut self, asked: usize, fitted: usize, open_files: u64);
+    /// The server listens at `address` and answers from the archive at `archive`.
+    fn listening(&mut self, archive: &Path, address: SocketAddr);
+    /// The server was asked to stop, and stopped serving.
+    fn stopped(&mut self, archive: &Path);
 }
 
-impl Summary {
-    fn of(archive: &Archive) -> Summary {
-        let state = archive.state();
-        Summary {
-            generation: state.generation,
-            barriers: state.barriers,
-            watermarks: state
-                .streams
-                .iter()
-                .map(|(id, s)| (id.clone(), s.watermark.0))
-                .collect(),
-        }
-    }
-}
-
-/// The server's state: the snapshot it answers from and what it was asked to enforce.
-struct Shared {
-    root: PathBuf,
-    config: Config,
-    current: RwLock<Arc<Archive>>,
-    changes: tokio::sync::watch::Sender<Summary>,
-    stopping: tokio::sync::watch::Sender<bool>,
-    token: Option<String>,
-    max_budget: usize,
-    raw: Arc<tokio::sync::Semaphore>,
-    reopening: std::sync::Mutex<()>,
-}
-
-impl Shared {
-    fn snapshot(&self) -> Arc<Archive> {
-        match self.current.read() {
-            Ok(current) => current.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
-    }
-
-    /// Reopens when a writer moved the manifest since the snapshot was opened (blocking).
-    /// One reopen at a time: requests that find the manifest moved together wait for it and
-    /// take its snapshot.
-    fn refresh(&self) -> Result<Arc<Archive>, api::ApiError> {
-        if !self.snapshot().manifest_moved() {
-            return Ok(self.snapshot());
-        }
-        let _one = self.reopening.lock().unwrap_or_else(|p| p.into_inner());
-        let snapshot = self.snapshot();
-        if !snapshot.manifest_moved() {
-            return Ok(snapshot);
-        }
-        let mut opened = crate::open_read_only(&self.root, &self.config).map_err(|e| {
-            api::ApiError::unreadable(format!("reopening the archive after a commit: {e}"))
-        })?;
-        // Committed files never change and names are never reused: what the last snapshot
-        // decoded stays true, so a commit does not leave the next surveys cold.
-        opened.share_level_cache(&snapshot);
-        let opened = Arc::new(opened);
-        let summary = Summary::of(&opened);
-        match self.current.write() {
-            Ok(mut current) => *current = opened.clone(),
-            Err(poisoned) => *poisoned.into_inner() = opened.clone(),
-        }
-        self.changes.send_if_modified(|old| {
-            let moved = *old != summary;
-            *old = summary;
-            moved
-        });
-        Ok(opened)
-    }
-
-    /// Runs a read on the current snapshot (blocking). A read that finds a file its snapshot
-    /// named deleted, or no stream by that name, after a writer moved the manifest reads
-    /// again on a fresh snapshot, at most `READ_ATTEMPTS` times, as the CLI does.
-    fn read<T>(&self, read: impl Fn(&Archive) -> Result<T, ReadError>) -> Result<T, api::ApiError> {
-        let mut snapshot = self.snapshot();
-        for attempt in 1.. {
-            let answer = read(&snapshot);
-            let again = match &answer {
-                Err(ReadError::Stored(e)) => e.kind == StoredErrorKind::Missing,
-                Err(ReadError::UnknownStream(_)) => true,
-                _ => false,
-            };
-            if !again || attempt == crate::READ_ATTEMPTS || !snapshot.manifest_moved() {
-                return answer.map_err(api::ApiError::from);
-            }
-            tracing::debug!(
-                attempt,
-                "the manifest moved on during a read; reading again"
-            );
-            snapshot = self.refresh()?;
-        }
-        unreachable!("the loop returns on its last attempt")
-    }
-}
-
-/// Serves until Ctrl-C (or SIGTERM).
-pub fn run(options: Options) -> Result<(), Failure> {
+/// Serves the archive `options.archive` read-only (beside a writer) until Ctrl-C (or
+/// SIGTERM). Refuses options that would expose the archive or answer nothing before
+/// anything is opened.
+pub fn run(options: Options, announce: &mut dyn Announce) -> Result<(), ServeError> {
     let Options {
         archive,
         listen,
@@ -204,26 +125,22 @@ pub fn run(options: Options) -> Result<(), Failure> {
         level_cache,
         max_connections,
         header_timeout,
+        open_files,
     } = options;
     if !listen.ip().is_loopback() && token.is_none() {
-        return Err(format!(
-            "--listen {listen} is not a loopback address: anyone who reaches it could read the archive; pass --token (or set SERIES_ARCHIVE_TOKEN) to require a bearer token"
-        )
-        .into());
+        return Err(ServeError::Exposed(listen));
     }
     if token.as_deref().is_some_and(|t| t.len() < 16) {
-        return Err("--token must be at least 16 characters".into());
+        return Err(ServeError::ShortToken);
     }
     if max_connections == 0 {
-        return Err("--max-connections 0 would answer nobody: it must be at least 1".into());
+        return Err(ServeError::NoConnections);
     }
     if max_budget < 4 {
-        return Err(
-            format!("--max-budget {max_budget} buys no bucket: it must be at least 4").into(),
-        );
+        return Err(ServeError::Budget(max_budget));
     }
     let config = Config::new().level_cache_cells(level_cache);
-    let opened = crate::open_read_only(&archive, &config)?;
+    let opened = reader::open(&archive, &config)?;
     let summary = Summary::of(&opened);
     let shared = Arc::new(Shared {
         root: archive.clone(),
@@ -239,27 +156,27 @@ pub fn run(options: Options) -> Result<(), Failure> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("starting the server's runtime: {e}"))?;
-    let limits = conn::Limits::fitted(max_connections, header_timeout);
-    runtime.block_on(serve(shared, listen, archive, limits))
+        .map_err(ServeError::Runtime)?;
+    let limits = conn::Limits::fitted(max_connections, header_timeout, open_files);
+    if let Some(open_files) = open_files.filter(|_| limits.max_connections < max_connections) {
+        announce.lowered(max_connections, limits.max_connections, open_files);
+    }
+    runtime.block_on(serve(shared, listen, &archive, limits, announce))
 }
 
 async fn serve(
     shared: Arc<Shared>,
     listen: SocketAddr,
-    archive: PathBuf,
+    archive: &Path,
     limits: conn::Limits,
-) -> Result<(), Failure> {
+    announce: &mut dyn Announce,
+) -> Result<(), ServeError> {
+    let failed = |error| ServeError::Listen { listen, error };
     let listener = tokio::net::TcpListener::bind(listen)
         .await
-        .map_err(|e| format!("--listen {listen}: {e}"))?;
-    let bound = listener
-        .local_addr()
-        .map_err(|e| format!("--listen {listen}: {e}"))?;
-    out!(
-        "serving {} at http://{bound}/ (read-only; Ctrl-C stops)",
-        archive.display()
-    );
+        .map_err(failed)?;
+    let bound = listener.local_addr().map_err(failed)?;
+    announce.listening(archive, bound);
     let refresher = tokio::spawn(refresh_loop(shared.clone()));
     let api = Router::new()
         .route("/streams", get(api::streams))
@@ -288,7 +205,7 @@ async fn serve(
     )
     .await;
     refresher.abort();
-    eprintln!("stopped serving {}", archive.display());
+    announce.stopped(archive);
     Ok(())
 }
 
@@ -332,7 +249,7 @@ async fn refresh_loop(shared: Arc<Shared>) {
 async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
     let query = request.uri().query().map_or(0, str::len);
     if query > MAX_QUERY {
-        let mut refused = api::ApiError::new(
+        let mut refused = request::ApiError::new(
             StatusCode::URI_TOO_LONG,
             "too_large",
             format!("the query string is {query} bytes; at most {MAX_QUERY} are answered"),
@@ -363,7 +280,7 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
                 .flatten()
         });
         if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
-            let mut refused = api::ApiError::new(
+            let mut refused = request::ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 "unauthorized",
                 "this server requires a bearer token: send Authorization: Bearer TOKEN (the page: open it as /#token=TOKEN)",

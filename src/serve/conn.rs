@@ -49,20 +49,13 @@ pub(super) struct Limits {
 }
 
 impl Limits {
-    /// `asked` connections, lowered when the process may not open that many files besides
-    /// those the archive needs; says so on standard error.
-    pub fn fitted(asked: usize, header_timeout: Duration) -> Limits {
-        let max_connections = match open_file_limit() {
+    /// `asked` connections, lowered when the process may not open that many files
+    /// (`open_files`, when known) besides those the archive needs.
+    pub fn fitted(asked: usize, header_timeout: Duration, open_files: Option<u64>) -> Limits {
+        let max_connections = match open_files {
             Some(limit) => {
                 let room = limit.saturating_sub(RESERVED_FILES.max(limit / 4)).max(1);
-                let fitted = asked.min(usize::try_from(room).unwrap_or(usize::MAX));
-                if fitted < asked {
-                    eprintln!(
-                        "--max-connections {asked} lowered to {fitted}: this process may open {limit} files (ulimit -n), and {} stay for the archive's own",
-                        limit - room
-                    );
-                }
-                fitted
+                asked.min(usize::try_from(room).unwrap_or(usize::MAX))
             }
             None => asked,
         };
@@ -71,17 +64,6 @@ impl Limits {
             header_timeout,
         }
     }
-}
-
-/// The soft limit on open files (`RLIMIT_NOFILE`), where the system says (Linux).
-fn open_file_limit() -> Option<u64> {
-    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    line.trim_start_matches("Max open files")
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
 }
 
 /// One open connection as the table sees it.

@@ -2,15 +2,16 @@
 //! or streamed whole (CSV/Arrow without `limit`), read window by window so memory stays
 //! bounded however long the range.
 
-use super::api::{blocking, Abandon, ApiError, Params, Wanted};
-use super::Shared;
+use super::request::{blocking, Abandon, ApiError, Params, Wanted};
+use super::shared::Shared;
+use crate::archive::{Archive, ReadError, POSITION_COLUMN, SEQ_COLUMN};
+use crate::render;
+use crate::Position;
 use arrow::array::{Array, RecordBatch, UInt64Array};
 use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use series_archive::archive::{Archive, ReadError, POSITION_COLUMN, SEQ_COLUMN};
-use series_archive::Position;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -151,7 +152,7 @@ impl Encoder {
     fn encode(&mut self, batch: &RecordBatch) -> Result<Vec<u8>, ApiError> {
         let fail =
             |e: arrow::error::ArrowError| ApiError::unreadable(format!("encoding rows: {e}"));
-        let batch = &crate::output::without_seq(batch).map_err(fail)?;
+        let batch = &render::without_seq(batch).map_err(fail)?;
         match self {
             Encoder::Json(kept) => {
                 kept.push(batch.clone());
@@ -162,8 +163,7 @@ impl Encoder {
                 let mut w = arrow::csv::WriterBuilder::new()
                     .with_header(*header)
                     .build(&mut out);
-                w.write(&crate::output::flat(batch).map_err(fail)?)
-                    .map_err(fail)?;
+                w.write(&render::flat(batch).map_err(fail)?).map_err(fail)?;
                 drop(w);
                 *header = false;
                 Ok(out)
