@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 /// Everything the archive can fail at, with the path or row it failed on.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ArchiveError {
     /// An operating-system call failed.
     #[error("{action} {path}: {source}")]
@@ -189,6 +190,7 @@ pub type Result<T, E = ArchiveError> = std::result::Result<T, E>;
 
 /// Why a read through the archive's own API was not answered.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReadError {
     /// A refusal of the serving contract decided by the archive (a raw floor).
     #[error(transparent)]
@@ -249,6 +251,7 @@ pub enum ReadError {
 /// for `Unavailable`, and the conversion happens at the contract boundary alone
 /// ([`StoredError`] into [`crate::contract::Unreadable`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StoredErrorKind {
     /// A file the manifest names is not there: deleted under a reader by a compaction or
     /// retirement it has not replayed, or lost.

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 /// Why an import was refused or stopped. Each says what and where; the message says whether
 /// anything was imported.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ImportError {
     /// The database path names no file.
     #[error("{}: no such file", .0.display())]

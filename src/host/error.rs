@@ -4,6 +4,7 @@ use crate::contract::BeneathWindow;
 
 /// Why a row was not published.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PublishError {
     /// The stream was not declared at boot: the stream table is frozen there, and a window
     /// made up on the spot would stand on origin over history it knows nothing of.
@@ -16,6 +17,7 @@ pub enum PublishError {
 /// says attach, narrow, or report and retry; an invalid read will never be answered as it
 /// stands, so retrying it would loop forever.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReadFailure {
     /// A wall beneath the window: `Unserved`, `Floor { floor, axis }` or `Unreadable`.
     #[error(transparent)]
@@ -29,6 +31,7 @@ pub enum ReadFailure {
 
 /// Why `stop` could not close the last barrier.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum StopError {
     /// The adapter's `flush` failed: what was staged is not durable.
     #[error("the last barrier failed: {0}")]

@@ -73,6 +73,7 @@ pub struct Options {
 
 /// Why a server did not start, or stopped serving.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServeError {
     /// A non-loopback address without a token.
     #[error("--listen {0} is not a loopback address: anyone who reaches it could read the archive; pass --token (or set SERIES_ARCHIVE_TOKEN) to require a bearer token")]
