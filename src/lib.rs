@@ -38,6 +38,18 @@
 //!   splices every read from the window and the tier beneath; the typed verbs
 //!   `query(..).track(..).as_of(..)`, `survey(..).budget(n)` / `.fold(kind)`, `seal()`.
 //!
+//! ## Where the code is
+//!
+//! The folders are the architecture, and imports only point down (`scripts/layers.py`
+//! checks it): [`contract`] has no I/O; [`archive`] is the adapter, in layers — `layout`
+//! (every on-disk name) and `error` (every error, by kind) at the bottom, then `format` (pure
+//! bytes ⇄ types), beside each other `io` (the only code touching a file system or an object
+//! store, through one trait, [`archive::Storage`]) and `plan` (pure planners), then `config`,
+//! and `engine` ([`Archive`] and one file per verb) on top; [`host`] is the runtime's side
+//! and depends on the contract only. A change to what is stored goes in `format` (with
+//! `docs/format.md` and a golden test), to how bytes reach a disk in `io`, to a decision in
+//! `plan`, to a verb in `engine`.
+//!
 //! ## Features
 //!
 //! Without default features the crate is the archive, the contract and the host. Each

@@ -7,7 +7,6 @@ use crate::archive::config::Config;
 use crate::archive::error::{ArchiveError, Result};
 use crate::archive::format::levels;
 use crate::archive::format::manifest;
-use crate::archive::format::manifest::log::Tail;
 use crate::archive::format::manifest::{Record, State, StreamDecl};
 use crate::archive::format::spec::stored_schema;
 use crate::archive::io::log::{self, LogWriter};
@@ -16,6 +15,7 @@ use crate::archive::io::{durable, local, lock};
 use crate::archive::layout::{
     generation_of, numbered, relative, MANIFEST_DIR, QUARANTINE_DIR, STREAMS_DIR, TMP_DIR,
 };
+use crate::archive::plan::recovery::{self, Action, Verdict};
 use crate::contract::Position;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -233,30 +233,43 @@ impl Archive {
         };
         let mut state = replayed.state;
         self.replayed = Some((current, replayed.trusted_len));
-        // The damage, if any: where the trusted prefix ends, why, and how many valid records
-        // follow.
+        // The plan: what the tail and the evidence say, and what this open does about it.
         let shown = beyond.as_ref().map(|b| b.why.join("; "));
         self.recovery.beyond = beyond;
-        let damage = match (&replayed.tail, shown) {
-            (Tail::Damaged { offset, following }, _) => Some((
-                *offset,
-                format!("a record fails its check and {following} valid record(s) follow it"),
-                Some(*following),
-            )),
-            (Tail::Broken { offset, why }, _) => Some((*offset, why.clone(), None)),
-            (tail, Some(why)) => Some((tail.offset().unwrap_or(replayed.trusted_len), why, None)),
-            (Tail::Torn { offset }, None) => {
-                self.recovery.torn_tail_at = Some(*offset);
-                None
+        let verdict = recovery::verdict(&replayed.tail, replayed.trusted_len, shown);
+        let action = recovery::action(&verdict, !read_only, self.config.repair);
+        // The executor.
+        match (&verdict, action) {
+            (Verdict::Torn { offset }, _) => self.recovery.torn_tail_at = Some(*offset),
+            (_, Action::Refuse) => {
+                let Verdict::Damaged {
+                    offset,
+                    why,
+                    following,
+                } = verdict
+                else {
+                    return Err(ArchiveError::Internal(
+                        "recovery refused an undamaged manifest".into(),
+                    ));
+                };
+                return Err(match following {
+                    Some(following) => ArchiveError::DamagedManifest {
+                        path: current_path,
+                        offset,
+                        following,
+                    },
+                    None => ArchiveError::DamagedTail {
+                        path: current_path,
+                        offset,
+                        why,
+                    },
+                });
             }
-            (_, None) => None,
-        };
-        if let Some((offset, why, following)) = damage {
-            if !read_only && self.config.repair {
+            (Verdict::Damaged { offset, .. }, Action::Repair) => {
                 // `repair`: the damaged tail is handled as a torn one — a new generation from
                 // the trusted prefix, the damaged generation kept whole as evidence.
                 tracing::warn!(manifest = %current_path.display(), offset, "repair: starting a new generation from the trusted prefix");
-                self.recovery.torn_tail_at = Some(offset);
+                self.recovery.torn_tail_at = Some(*offset);
                 // The lost barriers whose files prove themselves come back; the rest stays
                 // evidence.
                 let (restored, stopped) =
@@ -276,25 +289,15 @@ impl Archive {
                 for why in stopped {
                     tracing::warn!(%why, "repair: not restored");
                 }
-            } else if !read_only {
-                return Err(match following {
-                    Some(following) => ArchiveError::DamagedManifest {
-                        path: current_path,
-                        offset,
-                        following,
-                    },
-                    None => ArchiveError::DamagedTail {
-                        path: current_path,
-                        offset,
-                        why,
-                    },
-                });
             }
+            _ => {}
+        }
+        if let Verdict::Damaged { offset, why, .. } = verdict {
             self.recovery.damaged_at = Some(offset);
             self.recovery.damaged_path = Some(relative(&self.root, &current_path));
             self.recovery.damage = Some(why);
         }
-        if read_only {
+        if action == Action::Hold {
             return Ok((state, None, highest_generation_ever));
         }
         // Every other leftover becomes evidence, then repair, then claim.
@@ -313,7 +316,7 @@ impl Archive {
         for (_, path) in &generations[..generations.len() - 1] {
             moved.push(self.keep_as_evidence(&quarantine, path)?);
         }
-        let log = if self.recovery.torn_tail_at.is_some() {
+        let log = if matches!(action, Action::NewGeneration | Action::Repair) {
             let generation = highest_generation_ever + 1;
             let log = LogWriter::create(
                 &self.root.join(TMP_DIR),
