@@ -87,3 +87,53 @@ fn the_checker_names_a_cycle_an_upward_import_and_a_file_system_call() {
         "{text}"
     );
 }
+
+/// The library used as a dependency (`default-features = false`) carries none of the command
+/// line's stack: no argument parser, HTTP server, SQLite, plotting or progress bars.
+#[test]
+fn the_library_without_default_features_carries_no_command_line_dependency() {
+    let out = Command::new(env!("CARGO"))
+        .current_dir(root())
+        .args([
+            "tree",
+            "-e",
+            "normal",
+            "--no-default-features",
+            "--prefix",
+            "none",
+            "--offline",
+        ])
+        .output()
+        .expect("cargo tree runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("arrow-array"),
+        "the tree lists the library's stack:\n{text}"
+    );
+    for banned in ["clap", "axum", "rusqlite", "resvg", "plotters", "indicatif"] {
+        let found: Vec<&str> = text
+            .lines()
+            .filter(|l| l.split_whitespace().next() == Some(banned))
+            .collect();
+        assert!(
+            found.is_empty(),
+            "{banned} is in the library's tree: {found:?}"
+        );
+    }
+    // And with the defaults, the command line's stack is there (the check can fail).
+    let full = Command::new(env!("CARGO"))
+        .current_dir(root())
+        .args(["tree", "-e", "normal", "--prefix", "none", "--offline"])
+        .output()
+        .expect("cargo tree runs");
+    let full = String::from_utf8_lossy(&full.stdout);
+    assert!(
+        full.lines().any(|l| l.starts_with("clap ")),
+        "the default build has clap:\n{full}"
+    );
+}
