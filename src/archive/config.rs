@@ -18,6 +18,7 @@ pub struct Config {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) faults: Faults,
     pub(crate) storage: Option<crate::archive::io::storage::Disk>,
+    pub(crate) requests: crate::archive::io::store::RequestLog,
     pub(crate) read_only: bool,
     pub(crate) retention: BTreeMap<String, Retention>,
     pub(crate) compaction: Compaction,
@@ -39,6 +40,7 @@ impl Default for Config {
             clock: Arc::new(SystemClock),
             faults: Faults::default(),
             storage: None,
+            requests: crate::archive::io::store::RequestLog::default(),
             read_only: false,
             retention: BTreeMap::new(),
             compaction: Compaction::default(),
@@ -88,6 +90,13 @@ impl Config {
     /// every read of a stored file goes through it.
     pub fn storage(mut self, storage: crate::archive::io::storage::Disk) -> Self {
         self.storage = Some(storage);
+        self
+    }
+
+    /// Adds the requests of every handle opened with this configuration (and its clones) to
+    /// `log` when the handle is dropped (the CLI's `--requests`).
+    pub fn requests(mut self, log: crate::archive::io::store::RequestLog) -> Self {
+        self.requests = log;
         self
     }
 

@@ -52,7 +52,7 @@ pub use format::spec::{StreamSpec, MAX_STREAM_ID, POSITION_COLUMN, SEQ_COLUMN};
 pub use format::{levels, spec};
 pub use io::faults::{FaultPoint, Faults, Op};
 pub use io::storage::{Crashing, Disk, Failing, LocalDisk, ReadFile, Storage, WriteFile};
-pub use io::store::{requests_of_closed_handles, TierRequests};
+pub use io::store::{RequestLog, TierRequests};
 pub use io::{cold, faults};
 pub use layout::data_file_name;
 pub use plan::levels::Plan;

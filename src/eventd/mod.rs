@@ -265,7 +265,10 @@ fn preflight(
     check_histograms(conn, db, &series)?;
     check_rollup_values(conn, db)?;
     let recorded = if req.archive.join("manifest").is_dir() {
-        Some(reader::open(req.archive, &Config::new())?)
+        Some(reader::open(
+            req.archive,
+            &Config::new().requests(req.config.requests.clone()),
+        )?)
     } else {
         None
     };

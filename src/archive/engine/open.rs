@@ -93,7 +93,12 @@ impl Archive {
             }
             Some(lock)
         };
-        let store = Arc::new(store::Store::new(&root, disk.clone(), config.cold.clone()));
+        let store = Arc::new(store::Store::new(
+            &root,
+            disk.clone(),
+            config.cold.clone(),
+            config.requests.clone(),
+        ));
         let commit = CommitPoint::recovered(&root, disk.clone(), State::default(), None, 1, 0);
         let level_cache = Arc::new(std::sync::Mutex::new(levels::LevelCache::new(
             config.level_cache_cells,

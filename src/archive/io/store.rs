@@ -29,20 +29,28 @@ pub struct TierRequests {
     pub lists: u64,
 }
 
-/// Requests of every store this process has dropped, summed per tier.
-static DROPPED: Mutex<Vec<TierRequests>> = Mutex::new(Vec::new());
+/// Where archive handles add up the requests they made, summed per tier (the local
+/// directory, then cold tiers, in the order first seen), for a caller that wants the totals
+/// of several handles: the CLI's `--requests` prints the log every handle of its command
+/// shared ([`Config::requests`](crate::archive::Config::requests)). A handle adds its
+/// requests when it is dropped; [`Archive::requests`](crate::archive::Archive::requests)
+/// answers one open handle's. Each configuration has a log of its own unless one is shared.
+#[derive(Clone, Debug, Default)]
+pub struct RequestLog(Arc<Mutex<Vec<TierRequests>>>);
 
-/// The requests every archive handle this process opened and dropped made, summed per tier
-/// (the local directory, then cold tiers, in the order first seen). A command-line run
-/// prints it with `--requests` after its archives are closed.
-pub fn requests_of_closed_handles() -> Vec<TierRequests> {
-    DROPPED.lock().unwrap_or_else(|p| p.into_inner()).clone()
-}
+impl RequestLog {
+    /// An empty log.
+    pub fn new() -> RequestLog {
+        RequestLog::default()
+    }
 
-impl Drop for Store {
-    fn drop(&mut self) {
-        let mine = self.requests();
-        let mut all = DROPPED.lock().unwrap_or_else(|p| p.into_inner());
+    /// The requests of every handle dropped so far, summed per tier.
+    pub fn totals(&self) -> Vec<TierRequests> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn add(&self, mine: Vec<TierRequests>) {
+        let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
         for r in mine {
             match all.iter_mut().find(|a| a.tier == r.tier) {
                 Some(a) => {
@@ -54,6 +62,12 @@ impl Drop for Store {
                 None => all.push(r),
             }
         }
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.log.add(self.requests());
     }
 }
 
@@ -71,10 +85,12 @@ pub(crate) struct Store {
     local_reads: std::sync::atomic::AtomicU64,
     /// Verified `(leading magic, footer)` of opened files, by name.
     footers: Mutex<HashMap<u64, (Bytes, Bytes)>>,
+    /// Where this store's requests are added when it is dropped.
+    log: RequestLog,
 }
 
 impl Store {
-    pub fn new(root: &Path, disk: Disk, cold: Option<Arc<ColdTier>>) -> Store {
+    pub fn new(root: &Path, disk: Disk, cold: Option<Arc<ColdTier>>, log: RequestLog) -> Store {
         Store {
             root: root.to_path_buf(),
             disk,
@@ -82,6 +98,7 @@ impl Store {
             opened: Mutex::new(Vec::new()),
             local_reads: std::sync::atomic::AtomicU64::new(0),
             footers: Mutex::new(HashMap::new()),
+            log,
         }
     }
 

@@ -2,7 +2,7 @@
 //! supervisor owning the archive, the splice), with a restart in the middle, then reads.
 
 use serde::{Deserialize, Serialize};
-use series_archive::archive::{Archive, Config};
+use series_archive::archive::Archive;
 use series_archive::host::Streams;
 use series_archive::{Application, Definition, Position, Series, Stream, StreamConsumer};
 use std::ops::Bound;
@@ -129,7 +129,7 @@ pub fn run(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let open = || Archive::open(dir, Config::new().select::<Capture>()?);
+    let open = || Archive::open(dir, crate::config().select::<Capture>()?);
     let archive = open()?;
     let start_tick = archive.watermark(Capture::ID).0;
     let mut tally = Tally {

@@ -4,7 +4,7 @@
 
 use crate::{lifecycle, progress, Failure};
 use indicatif::ProgressBar;
-use series_archive::archive::{Archive, BarrierReport, Config, Ladder};
+use series_archive::archive::{Archive, BarrierReport, Ladder};
 use series_archive::eventd::{self, ImportError, Progress};
 use std::path::Path;
 
@@ -29,7 +29,7 @@ fn failure(e: ImportError) -> Failure {
 
 pub fn import(req: Request) -> Result<(), Failure> {
     let mut shown = Shown::default();
-    let config = lifecycle::with_cold(Config::new())?;
+    let config = lifecycle::with_cold(crate::config())?;
     let imported = eventd::import(
         eventd::Request {
             database: req.database,

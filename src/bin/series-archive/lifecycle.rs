@@ -96,7 +96,7 @@ fn open(archive: &Path, config: Config) -> Result<Archive, Failure> {
 
 /// `publish`: writes the streams' Delta logs anew from the manifest.
 pub(crate) fn publish(archive: &Path, streams: &[String]) -> Result<(), Failure> {
-    let mut archive = open(archive, Config::new())?;
+    let mut archive = open(archive, crate::config())?;
     let reports = if streams.is_empty() {
         archive.publish(None)?
     } else {
@@ -143,7 +143,7 @@ pub(crate) fn sweep(
     dry_run: bool,
 ) -> Result<(), Failure> {
     // The declaration is checked against the recorded stream before anything is written.
-    let probe = open(archive, Config::new().read_only(true))?;
+    let probe = open(archive, crate::config().read_only(true))?;
     let state = probe
         .state()
         .streams
@@ -197,7 +197,7 @@ pub(crate) fn sweep(
         return Ok(());
     }
     drop(probe);
-    let mut archive = open(archive, Config::new().retention(stream, retention))?;
+    let mut archive = open(archive, crate::config().retention(stream, retention))?;
     let reports = archive.sweep(now)?;
     if reports.is_empty() {
         out!("nothing to retire in {stream}");
@@ -218,7 +218,7 @@ pub(crate) fn retire(
     if track.is_empty() && !all {
         return Err("name the track to retire with --track LABEL.. (a prefix retires every track beneath it), or pass --all-tracks".into());
     }
-    let mut archive = open(archive, Config::new())?;
+    let mut archive = open(archive, crate::config())?;
     // A label that names no track (a typo, `--track a,b` for `--track a b`) is refused:
     // "nothing left to retire" is the answer for tracks that are retired already.
     if let Some(state) = archive.state().streams.get(stream) {
@@ -272,7 +272,7 @@ pub(crate) fn compact(
         group_rows,
         ..Compaction::default()
     };
-    let mut archive = open(archive, Config::new().compaction(compaction))?;
+    let mut archive = open(archive, crate::config().compaction(compaction))?;
     let ids: Vec<String> = if streams.is_empty() {
         archive.state().streams.keys().cloned().collect()
     } else {
@@ -334,7 +334,7 @@ pub(crate) fn compact(
 
 /// `checkpoint`: a new manifest generation from the live state.
 pub(crate) fn checkpoint(archive: &Path) -> Result<(), Failure> {
-    let mut archive = open(archive, Config::new())?;
+    let mut archive = open(archive, crate::config())?;
     let before = archive.manifest_bytes();
     let generation = archive.checkpoint()?;
     out!(
@@ -420,7 +420,7 @@ pub(crate) fn repair(archive: &Path, yes: bool) -> Result<(), Failure> {
         out!("nothing was changed: rerun with --yes to repair");
         return Ok(());
     }
-    let repaired = Archive::open(archive, Config::new().repair(true))?;
+    let repaired = Archive::open(archive, crate::config().repair(true))?;
     let recovery = repaired.recovery();
     out!(
         "repaired: manifest generation {} starts from the trusted prefix and {} restored barrier(s); {} file(s) kept in quarantine",
@@ -463,7 +463,7 @@ pub(crate) fn quarantine(
             }
         }
         Some(age) => {
-            let mut archive = open(archive, Config::new())?;
+            let mut archive = open(archive, crate::config())?;
             let before = now.saturating_sub(u64::try_from(age.as_nanos()).unwrap_or(u64::MAX));
             let purged = archive.purge_evidence(before)?;
             for e in &purged {
@@ -519,7 +519,7 @@ pub(crate) fn offload(
         }
         return Ok(());
     }
-    let mut archive = open(archive, Config::new())?;
+    let mut archive = open(archive, crate::config())?;
     let bar = ProgressBar::new(0);
     bar.set_style(
         ProgressStyle::with_template("offloading {bar:40} {pos}/{len} files, {msg} [{elapsed}]")

@@ -421,6 +421,16 @@ pub(crate) fn refused(e: ReadError) -> Failure {
     }
 }
 
+/// The requests of every archive handle this command opens, summed for `--requests`: every
+/// configuration the command builds shares it (the command is the process).
+static REQUESTS: std::sync::LazyLock<series_archive::archive::RequestLog> =
+    std::sync::LazyLock::new(series_archive::archive::RequestLog::new);
+
+/// A configuration for one of this command's archive handles.
+pub(crate) fn config() -> Config {
+    Config::new().requests(REQUESTS.clone())
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_env(
@@ -585,7 +595,7 @@ fn main() -> ExitCode {
     };
     if requests {
         // Every archive handle is closed by now: the totals are the command's.
-        for r in series_archive::archive::requests_of_closed_handles() {
+        for r in REQUESTS.totals() {
             if r.tier.contains("://") {
                 eprintln!(
                     "requests: {}: {} GET, {} PUT, {} DELETE, {} LIST",
@@ -620,7 +630,7 @@ pub(crate) fn progress(total: u64, what: &str, units: &str) -> ProgressBar {
 }
 
 pub(crate) fn read_only(archive: &Path) -> Result<Archive, Failure> {
-    Ok(reader::open(archive, &Config::new())?)
+    Ok(reader::open(archive, &crate::config())?)
 }
 
 /// An empty answer for a selection that names no track is true, but it is also what a typo
@@ -645,7 +655,7 @@ pub(crate) fn reading<T>(
     archive: &Path,
     read: impl Fn(&Archive) -> Result<T, ReadError>,
 ) -> Result<T, Failure> {
-    reader::read(archive, &Config::new(), read)?.map_err(refused)
+    reader::read(archive, &crate::config(), read)?.map_err(refused)
 }
 
 /// How `ingest` paces its work.
@@ -755,7 +765,7 @@ fn ingest(
     let (opened, mut validator) = if recorded.is_some() {
         let archive = Archive::open(
             archive_dir,
-            lifecycle::with_cold(Config::new().stream(spec.clone()))?,
+            lifecycle::with_cold(crate::config().stream(spec.clone()))?,
         )?;
         for q in &archive.recovery().quarantined {
             eprintln!(
@@ -822,7 +832,7 @@ fn ingest(
         Some(archive) => archive,
         None => Archive::open(
             archive_dir,
-            lifecycle::with_cold(Config::new().stream(spec))?,
+            lifecycle::with_cold(crate::config().stream(spec))?,
         )?,
     };
     // Stage what was checked and seal on the cadence.
@@ -1204,7 +1214,7 @@ fn inspect(archive: &Path, json: bool) -> Result<(), Failure> {
 fn verify(archive: &Path) -> Result<(), Failure> {
     // A manifest that cannot be read at all is damage `verify` exists to report (exit 4),
     // not an ordinary error.
-    let archive = match Archive::open(archive, Config::new().read_only(true)) {
+    let archive = match Archive::open(archive, crate::config().read_only(true)) {
         Ok(archive) => archive,
         Err(
             e @ (ArchiveError::CorruptManifest { .. }
