@@ -350,3 +350,39 @@ impl fmt::Display for ColdError {
 }
 
 impl std::error::Error for ColdError {}
+
+/// What the pure layers (`format`, `plan`) answer when bytes or a declaration do not hold: a
+/// record that breaks an invariant of the state, a column type this build does not know, a
+/// file whose length or digests are not what its entry records. What, in words; the
+/// executor that meets it adds where (the file, the offset, the stream) as it turns it into
+/// an [`ArchiveError`] or a [`StoredError`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);
+
+impl From<String> for Invalid {
+    fn from(what: String) -> Invalid {
+        Invalid(what)
+    }
+}
+
+impl From<&str> for Invalid {
+    fn from(what: &str) -> Invalid {
+        Invalid(what.to_owned())
+    }
+}
+
+/// An `Invalid` reads as its message (`err.contains("not live")`).
+impl std::ops::Deref for Invalid {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<Invalid> for String {
+    fn from(e: Invalid) -> String {
+        e.0
+    }
+}

@@ -45,7 +45,9 @@ pub use engine::{
     Evidence, Floors, Folded, LostRecord, QuarantinedFile, Recovery, RepairPlan, SealedStream,
     StreamDescription, Survey, TrackDescription, Validator,
 };
-pub use error::{ArchiveError, ColdError, ReadError, Result, StoredError, StoredErrorKind};
+pub use error::{
+    ArchiveError, ColdError, Invalid, ReadError, Result, StoredError, StoredErrorKind,
+};
 pub use format::ladder::Ladder;
 pub use format::segment::digest;
 pub use format::spec::{StreamSpec, MAX_STREAM_ID, POSITION_COLUMN, SEQ_COLUMN};

@@ -81,7 +81,7 @@ pub fn parse_ladder(text: &str) -> Result<Ladder, String> {
         .ok_or_else(|| {
             format!("ladder {text:?}: base {base:?} is neither nanoseconds nor a duration like 60s")
         })?;
-    Ladder::parse(&format!("{ns},{rest}"))
+    Ladder::parse(&format!("{ns},{rest}")).map_err(String::from)
 }
 
 /// What an import is asked.

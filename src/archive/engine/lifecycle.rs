@@ -345,7 +345,7 @@ impl CompactionJob {
         let Some(ladder) = self.decl.ladder else {
             return Ok(Vec::new());
         };
-        let schema = levels::level_schema(&self.decl).map_err(fail)?;
+        let schema = levels::level_schema(&self.decl).map_err(|e| fail(e.into()))?;
         let opened: Vec<OpenSegment<'_>> = self
             .level_files
             .iter()

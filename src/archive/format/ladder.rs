@@ -1,5 +1,6 @@
 //! The grid a stream's levels sit on, as declared and recorded.
 
+use crate::archive::error::Invalid;
 use serde::{Deserialize, Serialize};
 
 /// The grid a stream's levels sit on: level k has cells `base × factor^k` axis units wide,
@@ -32,7 +33,11 @@ impl Ladder {
     };
 
     /// A ladder, checked: `base ≥ 1`, `factor ≥ 2`, `1 ≤ levels ≤ 16`, no width overflows.
-    pub fn new(base: u64, factor: u64, levels: u8) -> std::result::Result<Ladder, String> {
+    pub fn new(base: u64, factor: u64, levels: u8) -> std::result::Result<Ladder, Invalid> {
+        Ladder::checked(base, factor, levels).map_err(Invalid)
+    }
+
+    fn checked(base: u64, factor: u64, levels: u8) -> std::result::Result<Ladder, String> {
         if base == 0 {
             return Err("a ladder's base cell width must be at least 1 axis unit".into());
         }
@@ -57,7 +62,11 @@ impl Ladder {
     }
 
     /// Parses `BASE,FACTOR,LEVELS`.
-    pub fn parse(text: &str) -> std::result::Result<Ladder, String> {
+    pub fn parse(text: &str) -> std::result::Result<Ladder, Invalid> {
+        Ladder::parsed(text).map_err(Invalid)
+    }
+
+    fn parsed(text: &str) -> std::result::Result<Ladder, String> {
         let parts: Vec<&str> = text.split(',').map(str::trim).collect();
         let [b, f, l] = parts[..] else {
             return Err(format!(
@@ -70,7 +79,7 @@ impl Ladder {
         };
         let levels = u8::try_from(num(l, "levels")?)
             .map_err(|_| format!("ladder {text:?}: too many levels"))?;
-        Ladder::new(num(b, "base")?, num(f, "factor")?, levels)
+        Ladder::checked(num(b, "base")?, num(f, "factor")?, levels)
     }
 
     /// Cell width of level `k`.

@@ -2,6 +2,7 @@
 //! zero, one table per resolution. Level 0 folds raw rows; level k+1 folds level k by
 //! [`Bucket::merge`], so a stored level equals a fold of its rows in any grouping.
 
+use crate::archive::error::Invalid;
 use crate::archive::error::{ArchiveError, Result};
 use crate::archive::format::manifest::{GroupEntry, SegmentFile, StreamDecl};
 use crate::archive::format::segment::{self, TrackRows};
@@ -182,7 +183,7 @@ pub const LEVEL_COLUMNS: [&str; 14] = [
 
 /// The Arrow schema of a stream's level tables: its track columns (declared types), then
 /// `level, field, cell, first_axis, first, last_axis, last, min_axis, min, max_axis, max, count, sum, sum_sq`.
-pub(crate) fn level_schema(decl: &StreamDecl) -> std::result::Result<SchemaRef, String> {
+pub(crate) fn level_schema(decl: &StreamDecl) -> std::result::Result<SchemaRef, Invalid> {
     let mut fields = Vec::new();
     for name in &decl.track {
         let column = decl

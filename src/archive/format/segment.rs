@@ -1,6 +1,7 @@
 //! Data files: Parquet row groups per track, each row group and the footer under a digest
 //! bound to the file and group identity, verified on every read.
 
+use crate::archive::error::Invalid;
 use crate::archive::error::{ArchiveError, Result};
 use crate::archive::format::manifest::{GroupEntry, SegmentFile, Span};
 use arrow::array::RecordBatch;
@@ -261,7 +262,11 @@ impl ChunkReader for Verified {
 
 /// Checks a whole file's bytes against its manifest entry: its length, the footer digest
 /// (with the leading magic) and every row group's digest. Answers what does not match.
-pub(crate) fn verify_bytes(entry: &SegmentFile, bytes: &[u8]) -> std::result::Result<(), String> {
+pub(crate) fn verify_bytes(entry: &SegmentFile, bytes: &[u8]) -> std::result::Result<(), Invalid> {
+    verify_whole(entry, bytes).map_err(Invalid)
+}
+
+fn verify_whole(entry: &SegmentFile, bytes: &[u8]) -> std::result::Result<(), String> {
     if bytes.len() as u64 != entry.bytes {
         return Err(format!(
             "{} bytes, the manifest records {}",

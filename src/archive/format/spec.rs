@@ -1,6 +1,7 @@
 //! A stream selected at assembly: its schema, track columns, axis column and ladder, checked
 //! before anything is written.
 
+use crate::archive::error::Invalid;
 use crate::archive::error::{ArchiveError, Result};
 use crate::archive::format::levels::Ladder;
 use crate::archive::format::manifest::{ColumnDecl, StreamDecl};
@@ -288,7 +289,7 @@ impl StreamSpec {
             ));
         }
         if let Some(l) = self.ladder {
-            Ladder::new(l.base, l.factor, l.levels).map_err(bad)?;
+            Ladder::new(l.base, l.factor, l.levels).map_err(|e| bad(e.into()))?;
         }
         Ok(StreamDecl {
             id: id.clone(),
@@ -308,7 +309,7 @@ fn is_label_type(t: &DataType) -> bool {
     ) || t.is_integer()
 }
 /// Rebuilds the stored Arrow schema (row columns + `_position` + `_seq`) from a declaration.
-pub(crate) fn stored_schema(decl: &StreamDecl) -> std::result::Result<SchemaRef, String> {
+pub(crate) fn stored_schema(decl: &StreamDecl) -> std::result::Result<SchemaRef, Invalid> {
     let mut fields = Vec::with_capacity(decl.columns.len() + 2);
     for c in &decl.columns {
         let t = DataType::from_str(&c.data_type)

@@ -4,6 +4,7 @@
 //! recorded: a lifetime is policy, and changing it changes what the next sweep retires, not
 //! what was retired (floors are derived from retirement records only).
 
+use crate::archive::error::Invalid;
 use std::fmt;
 use std::time::Duration;
 
@@ -29,14 +30,18 @@ impl Lifetime {
     /// Parses `forever`, `age:DURATION` (`90s`, `15m`, `6h`, `7d`, `250ms`; a bare duration
     /// means age too), `behind:AXIS_UNITS` or `bytes:SIZE` (`5000000`, `512KiB`, `64MiB`,
     /// `10GiB`).
-    pub fn parse(text: &str) -> Result<Lifetime, String> {
+    pub fn parse(text: &str) -> Result<Lifetime, Invalid> {
+        Lifetime::parsed(text).map_err(Invalid)
+    }
+
+    fn parsed(text: &str) -> Result<Lifetime, String> {
         let text = text.trim();
         if text == "forever" {
             return Ok(Lifetime::Forever);
         }
         let (kind, value) = text.split_once(':').unwrap_or(("age", text));
         match kind {
-            "age" => parse_duration(value).map(Lifetime::Age),
+            "age" => duration(value).map(Lifetime::Age),
             "behind" => value
                 .replace('_', "")
                 .parse::<u64>()
@@ -44,7 +49,7 @@ impl Lifetime {
                 .map_err(|_| {
                     format!("lifetime {text:?}: behind needs a whole number of axis units")
                 }),
-            "bytes" => parse_size(value).map(Lifetime::Bytes),
+            "bytes" => size(value).map(Lifetime::Bytes),
             _ => Err(format!(
                 "lifetime {text:?}: write forever, age:7d, behind:AXIS_UNITS or bytes:10GiB"
             )),
@@ -86,7 +91,11 @@ fn show_duration(d: Duration) -> String {
 }
 
 /// Parses `250ms`, `90s`, `15m`, `6h`, `7d`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, Invalid> {
+    duration(text).map_err(Invalid)
+}
+
+fn duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())
@@ -114,7 +123,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 
 /// Parses a byte size: `5000000`, `512KiB`, `64MiB`, `10GiB`, `1TiB` (also `KB`, `MB`, `GB`
 /// as powers of ten).
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, Invalid> {
+    size(text).map_err(Invalid)
+}
+
+fn size(text: &str) -> Result<u64, String> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())
@@ -203,7 +216,11 @@ impl Retention {
     /// ladder with that many levels; a byte budget is for raw rows only. Levels are a few
     /// percent of the raw bytes and answer every survey: a byte budget would retire the fine
     /// levels exactly when the archive is busiest, so levels retire by age or axis distance.
-    pub fn validate(&self, stream: &str, axial: bool, levels: usize) -> Result<(), String> {
+    pub fn validate(&self, stream: &str, axial: bool, levels: usize) -> Result<(), Invalid> {
+        self.valid(stream, axial, levels).map_err(Invalid)
+    }
+
+    fn valid(&self, stream: &str, axial: bool, levels: usize) -> Result<(), String> {
         let behind = |l: &Lifetime| matches!(l, Lifetime::Behind(_));
         if !axial && (behind(&self.raw) || self.levels.iter().any(behind)) {
             return Err(format!(

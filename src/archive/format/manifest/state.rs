@@ -7,6 +7,7 @@ use super::record::{
     Barrier, Compact, LevelFloor, RawFloor, Record, Retire, SegmentFile, Snapshot, StreamDecl,
     StreamSnapshot, TrackSnapshot,
 };
+use crate::archive::error::Invalid;
 use crate::contract::{Position, TrackKey};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -417,7 +418,11 @@ pub struct State {
 impl State {
     /// Applies one record, refusing any that would break an invariant (a watermark moving
     /// back, a name reused, a barrier out of order, a stream declared twice differently).
-    pub fn apply(&mut self, record: &Record) -> Result<(), String> {
+    pub fn apply(&mut self, record: &Record) -> Result<(), Invalid> {
+        self.apply_record(record).map_err(Invalid)
+    }
+
+    fn apply_record(&mut self, record: &Record) -> Result<(), String> {
         match record {
             Record::Snapshot(snapshot) => self.apply_snapshot(snapshot),
             Record::Declare(decl) => match self.streams.get(&decl.id) {
