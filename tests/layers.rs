@@ -101,7 +101,6 @@ fn the_library_without_default_features_carries_no_command_line_dependency() {
             "--no-default-features",
             "--prefix",
             "none",
-            "--offline",
         ])
         .output()
         .expect("cargo tree runs");
@@ -128,7 +127,7 @@ fn the_library_without_default_features_carries_no_command_line_dependency() {
     // And with the defaults, the command line's stack is there (the check can fail).
     let full = Command::new(env!("CARGO"))
         .current_dir(root())
-        .args(["tree", "-e", "normal", "--prefix", "none", "--offline"])
+        .args(["tree", "-e", "normal", "--prefix", "none"])
         .output()
         .expect("cargo tree runs");
     let full = String::from_utf8_lossy(&full.stdout);
