@@ -11,40 +11,11 @@ mod tree;
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use parquet::arrow::ArrowWriter;
-use process::{scratch, BIN};
+use process::{run, sa, scratch, Out, BIN};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-
-/// What a run of the binary did.
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn expect(self, code: i32, what: &str) -> Out {
-        assert_eq!(
-            self.code, code,
-            "{what}: expected exit {code}\nstdout:\n{}\nstderr:\n{}",
-            self.stdout, self.stderr
-        );
-        self
-    }
-
-    fn stderr_has(self, needles: &[&str], what: &str) -> Out {
-        for n in needles {
-            assert!(
-                self.stderr.contains(n),
-                "{what}: stderr should contain {n:?}\nstderr:\n{}",
-                self.stderr
-            );
-        }
-        self
-    }
-}
 
 /// Where a run's standard output goes.
 #[derive(Clone, Copy, Debug)]
@@ -89,29 +60,7 @@ where
     let output = command.output().expect("run series-archive");
     // The command's writer end is dropped with `command`'s Stdio; nothing else holds the
     // closed pipe's read end.
-    Out {
-        code: output
-            .status
-            .code()
-            .unwrap_or_else(|| panic!("exited, not killed: {}", output.status)),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
-
-fn sa<I, S>(args: I) -> Out
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<OsStr>,
-{
-    run_to(Sink::Captured, args)
-}
-
-/// `series-archive VERB ARCHIVE REST…`.
-fn run(verb: &str, archive: &Path, rest: &[&str]) -> Out {
-    let mut args: Vec<&OsStr> = vec![verb.as_ref(), archive.as_os_str()];
-    args.extend(rest.iter().map(OsStr::new));
-    sa(args)
+    Out::of(&output)
 }
 
 /// A CSV of `ticks` rows per track over 2 runs × 2 probes: `4 × ticks` rows of an integer

@@ -7,53 +7,9 @@ mod process;
 #[path = "common/tree.rs"]
 mod tree;
 
-use process::{scratch, BIN};
-use std::ffi::OsStr;
+use process::{run, scratch, Out};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use tree::{copy_tree, listing, tree};
-
-/// What a run of the binary did.
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn expect(self, code: i32, what: &str) -> Out {
-        assert_eq!(
-            self.code, code,
-            "{what}: expected exit {code}\nstdout:\n{}\nstderr:\n{}",
-            self.stdout, self.stderr
-        );
-        self
-    }
-}
-
-fn sa<I, S>(args: I) -> Out
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<OsStr>,
-{
-    let output = Command::new(BIN)
-        .args(args)
-        .env_remove("SERIES_ARCHIVE_LOG")
-        .output()
-        .expect("run series-archive");
-    Out {
-        code: output.status.code().expect("exited, not killed"),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
-
-/// `series-archive VERB ARCHIVE REST…`.
-fn run(verb: &str, archive: &Path, rest: &[&str]) -> Out {
-    let mut args: Vec<&OsStr> = vec![verb.as_ref(), archive.as_os_str()];
-    args.extend(rest.iter().map(OsStr::new));
-    sa(args)
-}
 
 /// A CSV of `ticks` rows per track over 2 runs × 2 probes.
 fn csv(dir: &Path, ticks: u64) -> PathBuf {

@@ -374,26 +374,11 @@ fn an_older_generation_restored_over_a_checkpoint_is_refused() {
 // The issue's reproductions, through the binary as a user runs it.
 // ---------------------------------------------------------------------------------------
 
-use process::BIN;
-use std::process::Command;
+use process::{Out as Run, BIN};
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
+/// `series-archive ARGS…` (the shared runner, for a slice of arguments).
 fn sa(args: &[&str]) -> Run {
-    let out = Command::new(BIN)
-        .args(args)
-        .env_remove("SERIES_ARCHIVE_LOG")
-        .output()
-        .expect("run series-archive");
-    Run {
-        code: out.status.code().expect("exited"),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    process::sa(args)
 }
 
 /// 4,800 rows in 24 barriers (`--seal-rows 200 --no-compact`), as the issue ingests them.

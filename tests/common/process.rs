@@ -1,7 +1,8 @@
 //! Running the real binary and the interop Python, shared by the interop test files.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// The series-archive binary built for these tests.
@@ -103,4 +104,68 @@ pub fn run_checker(
         "{script} exited 0 without its verdict line:\n{stdout}"
     );
     stdout
+}
+
+/// What a run of the binary did.
+pub struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Out {
+    /// The run's status, stdout and stderr, as they came back.
+    pub fn of(output: &Output) -> Out {
+        Out {
+            code: output
+                .status
+                .code()
+                .unwrap_or_else(|| panic!("exited, not killed: {}", output.status)),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    /// Fails the test unless the run exited `code`, showing both streams.
+    pub fn expect(self, code: i32, what: &str) -> Out {
+        assert_eq!(
+            self.code, code,
+            "{what}: expected exit {code}\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+
+    /// Fails the test unless stderr holds every needle.
+    pub fn stderr_has(self, needles: &[&str], what: &str) -> Out {
+        for n in needles {
+            assert!(
+                self.stderr.contains(n),
+                "{what}: stderr should contain {n:?}\nstderr:\n{}",
+                self.stderr
+            );
+        }
+        self
+    }
+}
+
+/// `series-archive ARGS…`, its log quiet, its output captured.
+pub fn sa<I, S>(args: I) -> Out
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let output = Command::new(BIN)
+        .args(args)
+        .env_remove("SERIES_ARCHIVE_LOG")
+        .output()
+        .expect("run series-archive");
+    Out::of(&output)
+}
+
+/// `series-archive VERB ARCHIVE REST…`.
+pub fn run(verb: &str, archive: &Path, rest: &[&str]) -> Out {
+    let mut args: Vec<&OsStr> = vec![verb.as_ref(), archive.as_os_str()];
+    args.extend(rest.iter().map(OsStr::new));
+    sa(args)
 }
