@@ -645,16 +645,25 @@ def targets(results: list[dict]) -> tuple[list[str], list[tuple]]:
 
     b_rate = ingest_rate(base)
 
+    def bound(r, peer, least):
+        """An ingest past the timeout ran below rows / timeout: a miss when even that is short."""
+        m = r.get("ingest")
+        if isinstance(m, dict) and "timeout" in m and peer:
+            x = r["rows"] / m["timeout"] / peer
+            if x < least:
+                return f"< {ratio(x)} (did not finish in {m['timeout']:g} s) **miss**"
+        return why(r, m)
+
     def vs_base_rate(r):
         x = ingest_rate(r)
         if x is None or b_rate is None:
-            return why(r, r.get("ingest"))
+            return bound(r, b_rate, 0.8)
         return cell(ratio(x / b_rate), x / b_rate >= 0.8)
 
     def vs_copy(r):
         x = ingest_rate(r)
         if x is None:
-            return why(r, r.get("ingest"))
+            return bound(r, copy_rate(r), 0.5)
         return cell(ratio(x / copy_rate(r)), x / copy_rate(r) >= 0.5)
 
     def bytes_vs(key):
@@ -686,6 +695,8 @@ def targets(results: list[dict]) -> tuple[list[str], list[tuple]]:
 
     def stream_time(r):
         m = r.get("stream_survey")
+        if isinstance(m, dict) and "timeout" in m:
+            return f"> {m['timeout']:g} s (did not finish) **miss**"
         return cell(fmt(m["secs"]), m["secs"] < 1) if ok(m) else why(r, m)
 
     def stream_rss(r):
@@ -826,7 +837,8 @@ def report(run_: dict, out: Path, plot_path: Path) -> str:
     row("plain input file (pyarrow, zstd)", lambda r: f"{r['plain_bytes'] / r['rows']:.1f} B/row")
     row("`ingest --no-compact`", lambda r: t(r, r["ingest"]) + (
         f"; {r['ingest_durable']:,} rows durable by then" if "ingest_durable" in r else ""))
-    row("ingest rows/s", lambda r: dep(r, "ingest", lambda m: rate(r["rows"], m["secs"])))
+    row("ingest rows/s", lambda r: dep(r, "ingest", lambda m: rate(r["rows"], m["secs"]))
+        if "timeout" not in r["ingest"] else f"< {rate(r['rows'], r['ingest']['timeout'])} (did not finish)")
     row("ingest peak RSS", lambda r: rss(r, r["ingest"]))
     row("DuckDB `COPY` to zstd Parquet", lambda r: f"{fmt(r['duck_copy'])} ({rate(r['rows'], r['duck_copy'])})")
     row("ingest ÷ DuckDB `COPY` (rows/s)", lambda r: dep(r, "ingest", lambda m: ratio(ingest_rate(r) / copy_rate(r))))
