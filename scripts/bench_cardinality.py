@@ -729,6 +729,7 @@ def plot(results: list[dict], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
     xs = [r["tracks"] for r in results]
@@ -756,6 +757,9 @@ def plot(results: list[dict], path: Path) -> None:
     b.grid(True, which="both", alpha=0.3)
     if b.get_legend_handles_labels()[0]:
         b.legend(fontsize=8)
+    for ax in (a, b):
+        ax.set_xticks(xs, [f"{x:,}" for x in xs])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     fig.suptitle("cost against track count (issue 25, before)", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
