@@ -563,6 +563,8 @@ def rate(rows: int, secs: float) -> str:
 def ratio(x: float) -> str:
     if x >= 100:
         return f"{x:,.0f}×"
+    if x < 0.01:
+        return f"{x:.1g}×"
     return f"{x:.2f}×" if x < 10 else f"{x:.1f}×"
 
 
