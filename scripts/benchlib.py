@@ -1,4 +1,4 @@
-"""Shared by the benchmark scripts (`bench_survey.py`, `compare.py`): timing, formatting,
+"""Shared by the benchmark scripts (`bench_survey.py`, `compare.py`, `bench_cardinality.py`): timing, formatting,
 the CLI runner, and DuckDB's M4 query with its check against the archive's survey buckets."""
 
 from __future__ import annotations
@@ -90,16 +90,18 @@ class Cli:
         return json.loads(self.run(*args, "--json"))
 
 
-def m4_query(src: str, where: str, fields: list[str], width: int, order: str = "_seq") -> str:
+def m4_query(
+    src: str, where: str, fields: list[str], width: int, order: str = "_seq", axis: str = AXIS
+) -> str:
     """DuckDB M4 per cell `axis // width`: first/last (by `(axis, order)`: publish order
-    breaks axis ties), min, max, count, sum per field."""
+    breaks axis ties), min, max, count, sum per field. `axis` names the axis column."""
     cols = [
-        f"{AXIS} // {width} AS cell",
+        f"{axis} // {width} AS cell",
         "count(*) AS n",
-        f"min({AXIS}) AS first_axis",
-        f"max({AXIS}) AS last_axis",
+        f"min({axis}) AS first_axis",
+        f"max({axis}) AS last_axis",
     ]
-    key = f"({AXIS}, {order})"
+    key = f"({axis}, {order})"
     for f in fields:
         cols += [
             f"arg_min({f}, {key}) AS {f}_first",
