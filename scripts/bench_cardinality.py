@@ -63,7 +63,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from benchlib import ROOT, check_m4, close, fmt, m4_query, sql_text, target_dir
+from benchlib import ROOT, check_m4, close, fmt, host, m4_query, sh, sql_text, target_dir
 
 PROG = "bench_cardinality"
 STREAM = "metrics"
@@ -509,32 +509,11 @@ def measure(tracks: int, args, bin_: str, con) -> dict:
 # ---------------------------------------------------------------- the report
 
 
-def sh(cmd: list[str]) -> str:
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.strip()
-    except OSError:
-        return "n/a"
-
-
 def machine(bin_: str) -> dict:
-    cpu = mem = "n/a"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
-    except OSError:
-        pass
     import matplotlib
 
     return {
-        "cpus": sh(["nproc"]) or str(os.cpu_count()),
-        "cpu": cpu,
-        "memory": mem,
-        "os": f"{platform.system()} {platform.release()}",
+        **host(),
         "python": platform.python_version(),
         "duckdb": duckdb.__version__,
         "duckdb_threads": str(duckdb.connect().execute("SELECT current_setting('threads')").fetchone()[0]),

@@ -154,3 +154,34 @@ def check_m4(survey: dict, rows: list[tuple], fields: list[str]) -> tuple[list[s
             if count != n:
                 problems.append(f"{name} cell {cell}: count {count} ≠ rows {n} (nulls?)")
     return problems, worst
+
+
+def sh(cmd: list[str]) -> str:
+    """A command's stdout, stripped ("n/a" when it cannot run)."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:
+        return "n/a"
+
+
+def host() -> dict:
+    """The machine a report was measured on: cores, CPU model, memory, OS."""
+    import platform
+
+    cpu = mem = "n/a"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    return {
+        "cpus": sh(["nproc"]) or str(os.cpu_count()),
+        "cpu": cpu,
+        "memory": mem,
+        "os": f"{platform.system()} {platform.release()}",
+    }

@@ -63,7 +63,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from benchlib import ROOT, Cli, check_m4, close, fmt, m4_query, sql_text, target_dir
+from benchlib import ROOT, Cli, check_m4, close, fmt, host, m4_query, sh, sql_text, target_dir
 
 STREAM = "capture"
 RUNS_N, PROBES_N = 4, 4
@@ -557,31 +557,9 @@ def measure(rows: int, args, cli: Cli, helper: Path, con) -> dict:
 # ---------------------------------------------------------------- the report
 
 
-def sh(cmd: list[str]) -> str:
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.strip()
-    except OSError:
-        return "n/a"
-
-
 def machine() -> dict:
-    cpu = "n/a"
-    mem = "n/a"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
-    except OSError:
-        pass
     return {
-        "cpus": sh(["nproc"]) or str(os.cpu_count()),
-        "cpu": cpu,
-        "memory": mem,
-        "os": f"{platform.system()} {platform.release()}",
+        **host(),
         "rustc": sh(["rustc", "-V"]),
         "python": platform.python_version(),
         "duckdb": duckdb.__version__,

@@ -321,21 +321,24 @@ fn ingest_names_the_file_line_and_column_of_a_value_above_the_range_and_writes_n
     .expect("write the csv");
     let root = dir.path().join("archive");
     let csv_s = csv.to_str().expect("utf-8");
-    let out = process::run(
-        "ingest",
-        &root,
-        &[
-            csv_s,
-            "--stream",
-            "s",
-            "--track",
-            "probe",
-            "--axis",
-            "ts",
-            "--types",
-            "counter:uint",
-        ],
-    );
+    let ingest = || {
+        process::run(
+            "ingest",
+            &root,
+            &[
+                csv_s,
+                "--stream",
+                "s",
+                "--track",
+                "probe",
+                "--axis",
+                "ts",
+                "--types",
+                "counter:uint",
+            ],
+        )
+    };
+    let out = ingest();
     assert_ne!(out.code, 0, "{}", out.stderr);
     for part in ["big.csv", "line 4", "\"counter\"", "9223372036854775808"] {
         assert!(out.stderr.contains(part), "no {part:?} in: {}", out.stderr);
@@ -345,22 +348,7 @@ fn ingest_names_the_file_line_and_column_of_a_value_above_the_range_and_writes_n
     assert_eq!(generations, 0, "nothing was committed: {}", out.stderr);
     // The largest storable value goes in and comes back exactly.
     std::fs::write(&csv, "probe,ts,counter\np1,1,5\np1,2,9223372036854775807\n").expect("csv");
-    process::run(
-        "ingest",
-        &root,
-        &[
-            csv_s,
-            "--stream",
-            "s",
-            "--track",
-            "probe",
-            "--axis",
-            "ts",
-            "--types",
-            "counter:uint",
-        ],
-    )
-    .expect(0, "ingest of the largest storable value");
+    ingest().expect(0, "ingest of the largest storable value");
     let rows = process::run("rows", &root, &["--stream", "s", "--format", "csv"]).expect(0, "rows");
     assert!(
         rows.stdout.contains("9223372036854775807"),
