@@ -5,11 +5,13 @@
 //!   levels), framed byte for byte as `manifest::log::encode` writes them;
 //!   `snapshot-v1.{bin,json}`: the snapshot that starts a later generation holding that state.
 //! - `tests/golden/rows-schema-v1.txt`, `rows-arrow-schema-v1.txt`: the Parquet schema of a
-//!   data file as written, and the Arrow schema a reader recovers from it;
-//!   `levels-schema-v1.txt`, `levels-arrow-schema-v1.txt`: the same for a level file.
-//! - `tests/fixtures/archive-v1/`: a whole archive written by this version (fixed clock), data
+//!   data file as version 1 wrote it (the fixture's), and the Arrow schema a reader recovers
+//!   from it; `levels-schema-v1.txt`, `levels-arrow-schema-v1.txt`: the same for a level file.
+//!   Frozen: no build writes them any more. `rows-schema-v5.txt` and its siblings are what
+//!   this build writes (format version 5: integers stored signed).
+//! - `tests/fixtures/archive-v1/`: a whole archive written by version 1 (fixed clock), data
 //!   files and level files, which every later build must open, read, survey and verify
-//!   exactly as recorded here.
+//!   exactly as recorded here. Frozen too: `UPDATE_GOLDEN=1` leaves it alone.
 //! - The Python reader in `docs/format.md` is run against that fixture, so the page's recipe
 //!   stays true.
 //!
@@ -99,6 +101,20 @@ fn golden(relative: &str, actual: &[u8]) {
             String::from_utf8_lossy(actual),
         );
     }
+}
+
+/// Compares `actual` with a golden file that no build writes any more (a version 1-4 file's
+/// layout, read from the frozen fixture): never regenerated.
+fn golden_frozen(relative: &str, actual: &[u8]) {
+    let path = crate_path(relative);
+    let expected = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(
+        expected == actual,
+        "{}: the frozen version-1 fixture no longer reads as it was written:\ngolden:  {}\nread:    {}",
+        path.display(),
+        String::from_utf8_lossy(&expected),
+        String::from_utf8_lossy(actual)
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -316,12 +332,15 @@ fn files_under(root: &Path) -> Vec<String> {
     out
 }
 
-/// The committed fixture archive; with `UPDATE_GOLDEN=1`, regenerated first (once per run).
+/// The committed fixture archive, written by a version-1 build. It is frozen: a build of
+/// format version 5 writes signed files, so it can no longer write this fixture, and
+/// `UPDATE_GOLDEN=1` leaves it as it is (`SERIES_ARCHIVE_REWRITE_V1_FIXTURE=1` would rewrite
+/// it with this build, which is never wanted: it is what proves old archives still read).
 fn fixture() -> &'static Path {
     static FIXTURE: OnceLock<PathBuf> = OnceLock::new();
     FIXTURE.get_or_init(|| {
         let path = crate_path("tests/fixtures/archive-v1");
-        if updating() {
+        if std::env::var_os("SERIES_ARCHIVE_REWRITE_V1_FIXTURE").is_some_and(|v| v == "1") {
             let scratch = tempfile::tempdir().expect("tempdir");
             write_archive(scratch.path());
             if path.exists() {
@@ -490,7 +509,50 @@ fn read_group(path: &Path, group: usize) -> RecordBatch {
         .first()
         .map(|b| b.schema())
         .expect("a row group decodes to a batch");
-    arrow::compute::concat_batches(&schema, &batches).expect("one batch")
+    logical(arrow::compute::concat_batches(&schema, &batches).expect("one batch"))
+}
+
+/// The fixture's unsigned columns (data and level files), which a version-5 file stores
+/// signed (`level` as Int8, the rest as Int64) and a version 1-4 file unsigned.
+const UNSIGNED: [(&str, DataType); 10] = [
+    ("ordinal", DataType::UInt64),
+    ("_position", DataType::UInt64),
+    ("_seq", DataType::UInt64),
+    ("cell", DataType::UInt64),
+    ("first_axis", DataType::UInt64),
+    ("last_axis", DataType::UInt64),
+    ("min_axis", DataType::UInt64),
+    ("max_axis", DataType::UInt64),
+    ("count", DataType::UInt64),
+    ("level", DataType::UInt8),
+];
+
+/// A decoded row group with its unsigned columns as their declared types, whichever version
+/// wrote it (a negative stored value fails the cast).
+fn logical(batch: RecordBatch) -> RecordBatch {
+    let schema = batch.schema();
+    let mut fields = Vec::new();
+    let mut columns = Vec::new();
+    for (field, column) in schema.fields().iter().zip(batch.columns()) {
+        match UNSIGNED.iter().find(|(n, _)| n == field.name()) {
+            Some((_, t)) if column.data_type() != t => {
+                let options = arrow::compute::CastOptions {
+                    safe: false,
+                    ..Default::default()
+                };
+                columns.push(
+                    arrow::compute::cast_with_options(column, t, &options)
+                        .unwrap_or_else(|e| panic!("{}: {e}", field.name())),
+                );
+                fields.push(field.as_ref().clone().with_data_type(t.clone()));
+            }
+            _ => {
+                columns.push(column.clone());
+                fields.push(field.as_ref().clone());
+            }
+        }
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("a batch")
 }
 
 fn parquet_reader(path: &Path) -> SerializedFileReader<std::fs::File> {
@@ -530,6 +592,7 @@ fn golden_records() -> Vec<Record> {
         groups,
         cold: None,
         run: None,
+        format: None,
     };
     let rows = file(
         1,
@@ -817,6 +880,7 @@ fn printed_schemas(path: &Path) -> (Vec<u8>, String) {
 /// present) delta-encoded without a dictionary, one row group per recorded group, and spans
 /// and digests recomputed from the file's own metadata by the documented rules.
 fn assert_layout(path: &Path, entry: &SegmentFile, written_now: bool) {
+    let version = if written_now { "5" } else { "1" };
     let reader = parquet_reader(path);
     let metadata = reader.metadata();
     let kv = metadata
@@ -828,7 +892,13 @@ fn assert_layout(path: &Path, entry: &SegmentFile, written_now: bool) {
         .filter(|kv| kv.key == "series_archive.format")
         .map(|kv| kv.value.as_deref())
         .collect();
-    assert_eq!(format, vec![Some("1")], "{}", entry.path);
+    assert_eq!(format, vec![Some(version)], "{}", entry.path);
+    assert_eq!(
+        entry.format,
+        written_now.then_some(5),
+        "{}: the manifest entry says which version wrote the file",
+        entry.path
+    );
     assert_eq!(
         metadata.num_row_groups(),
         entry.groups.len(),
@@ -951,10 +1021,19 @@ fn data_files_have_the_golden_parquet_schema() {
     assert_eq!(entry.path, "streams/capture/rows/000000000001.parquet");
     let path = dir.path().join(&entry.path);
 
+    // Written now: version 5, integers stored signed.
     let (printed, arrow) = printed_schemas(&path);
-    golden("tests/golden/rows-schema-v1.txt", &printed);
-    golden("tests/golden/rows-arrow-schema-v1.txt", arrow.as_bytes());
+    golden("tests/golden/rows-schema-v5.txt", &printed);
+    golden("tests/golden/rows-arrow-schema-v5.txt", arrow.as_bytes());
     assert_layout(&path, entry, true);
+    // The version-1 fixture's files keep the version-1 layout, read as they are.
+    let old = Archive::open(fixture(), config().read_only(true)).expect("open the fixture");
+    let old_entry = &old.state().streams[STREAM].files[0];
+    let old_path = fixture().join(&old_entry.path);
+    let (printed_v1, arrow_v1) = printed_schemas(&old_path);
+    golden_frozen("tests/golden/rows-schema-v1.txt", &printed_v1);
+    golden_frozen("tests/golden/rows-arrow-schema-v1.txt", arrow_v1.as_bytes());
+    assert_layout(&old_path, old_entry, false);
 
     // One row group per track, in key order: run_7␟p1␟ < run_7␟p2␟ < run_70␟p1␟ < run_70␟p2␟.
     let tracks = [
@@ -1003,8 +1082,18 @@ fn level_files_have_the_golden_parquet_schema_and_hold_the_fold_of_their_barrier
 
     let first = dir.path().join(&stream.levels[0].path);
     let (printed, arrow) = printed_schemas(&first);
-    golden("tests/golden/levels-schema-v1.txt", &printed);
-    golden("tests/golden/levels-arrow-schema-v1.txt", arrow.as_bytes());
+    golden("tests/golden/levels-schema-v5.txt", &printed);
+    golden("tests/golden/levels-arrow-schema-v5.txt", arrow.as_bytes());
+    let old = Archive::open(fixture(), config().read_only(true)).expect("open the fixture");
+    let old_entry = &old.state().streams[STREAM].levels[0];
+    let old_path = fixture().join(&old_entry.path);
+    let (printed_v1, arrow_v1) = printed_schemas(&old_path);
+    golden_frozen("tests/golden/levels-schema-v1.txt", &printed_v1);
+    golden_frozen(
+        "tests/golden/levels-arrow-schema-v1.txt",
+        arrow_v1.as_bytes(),
+    );
+    assert_layout(&old_path, old_entry, false);
 
     let all = all_rows();
     let barriers = [&all[..BARRIER_1_ROWS], &all[BARRIER_1_ROWS..]];

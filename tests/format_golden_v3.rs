@@ -51,6 +51,7 @@ fn file(name: u64, cold: Option<&str>) -> SegmentFile {
         groups: Vec::new(),
         cold: cold.map(str::to_owned),
         run: None,
+        format: None,
     }
 }
 

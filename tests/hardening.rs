@@ -8,6 +8,7 @@ mod process;
 mod tree;
 
 use process::{run, scratch, Out};
+use series_archive::archive::MAX_STORED;
 use std::path::{Path, PathBuf};
 use tree::{copy_tree, listing, tree};
 
@@ -326,29 +327,45 @@ fn rows_out_refuses_the_archive_and_existing_files() {
     );
 }
 
-/// Position u64::MAX is refused (automatic positions after it would wrap to 0), and
-/// automatic positions that would reach it are refused too; the archive stays appendable.
+/// The highest storable position, 2^63 - 1 (files store positions as Int64 since format
+/// version 5), is reserved (automatic positions after it could never be appended), a larger
+/// one is refused as unstorable, and automatic positions that would reach the reserved one
+/// are refused too; the archive stays appendable.
 #[test]
 fn the_last_position_is_reserved_and_automatic_positions_never_wrap() {
     let dir = scratch("hardening-max");
     let root = dir.path().join("archive");
     let path = dir.path().join("max.csv");
-    let max = u64::MAX.to_string();
+    let max = MAX_STORED.to_string();
     std::fs::write(
         &path,
         format!("run,probe,ordinal,value,pos\nrun_0,p0,1,5,7\nrun_0,p0,2,6,{max}\n"),
     )
     .expect("write");
-    let out = ingest(&root, "capture", &["--position", "pos"], &path).expect(1, "u64::MAX");
+    let out = ingest(&root, "capture", &["--position", "pos"], &path).expect(1, "2^63 - 1");
     assert!(out.stderr.contains("reserved"), "{}", out.stderr);
-    let near = u64::MAX - 2;
+    std::fs::write(
+        &path,
+        format!(
+            "run,probe,ordinal,value,pos\nrun_0,p0,1,5,7\nrun_0,p0,2,6,{}\n",
+            u64::MAX
+        ),
+    )
+    .expect("write");
+    let out = ingest(&root, "capture", &["--position", "pos"], &path).expect(1, "u64::MAX");
+    assert!(
+        out.stderr.contains("line 3") && out.stderr.contains("largest integer the archive stores"),
+        "{}",
+        out.stderr
+    );
+    let near = MAX_STORED - 2;
     std::fs::write(
         &path,
         format!("run,probe,ordinal,value,pos\nrun_0,p0,1,5,{near}\n"),
     )
     .expect("write");
     ingest(&root, "capture", &["--position", "pos"], &path).expect(0, "the last but two");
-    // Two more automatic positions would end on u64::MAX: refused, nothing written.
+    // Two more automatic positions would end on the reserved one: refused, nothing written.
     let before = data(&root);
     std::fs::write(
         &path,
@@ -367,7 +384,7 @@ fn the_last_position_is_reserved_and_automatic_positions_never_wrap() {
     ingest(&root, "capture", &[], &path).expect(0, "the last automatic position");
     let rows = run("rows", &root, &["--stream", "capture"]).expect(0, "rows");
     assert!(
-        rows.stdout.contains(&(u64::MAX - 1).to_string()),
+        rows.stdout.contains(&(MAX_STORED - 1).to_string()),
         "{}",
         rows.stdout
     );
@@ -484,27 +501,27 @@ fn repair_keeps_the_evidence_and_starts_from_the_trusted_prefix() {
     run("quarantine", &root, &["--purge-older-than", "soon"]).expect(2, "a bad age");
 }
 
-/// The axis value u64::MAX is reserved (every reported span is half-open, and its end must
-/// exist), so a fold's span always contains every row it counted; integer sums are exact
+/// The highest storable axis value, 2^63 - 1, is reserved (every reported span is
+/// half-open, and its end must exist), so a fold's span always contains every row it counted; integer sums are exact
 /// while they stay within ±2^53 (they fold in f64, as documented), and round beyond.
 #[test]
 fn spans_contain_what_they_count_and_integer_sums_are_exact_within_2_pow_53() {
     let dir = scratch("hardening-span");
     let root = dir.path().join("archive");
     let path = dir.path().join("edge.csv");
-    let max = u64::MAX;
+    let max = MAX_STORED;
     std::fs::write(
         &path,
         format!("run,probe,ordinal,value\nrun_0,p0,5,1\nrun_0,p0,{max},2\n"),
     )
     .expect("write");
-    let out = ingest(&root, "capture", &[], &path).expect(1, "axis u64::MAX");
+    let out = ingest(&root, "capture", &[], &path).expect(1, "axis 2^63 - 1");
     assert!(
         out.stderr.contains("reserved") && out.stderr.contains("ordinal"),
         "{}",
         out.stderr
     );
-    let top = u64::MAX - 1;
+    let top = MAX_STORED - 1;
     let two_53 = 1u64 << 53;
     std::fs::write(
         &path,

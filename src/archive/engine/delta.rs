@@ -769,15 +769,16 @@ pub struct PublishReport {
     pub files: usize,
 }
 
-/// The Arrow schema of `stream`'s `table` (`selected`: the streams this handle selected,
-/// whose schema is already built).
+/// The Arrow schema a new log of `stream`'s `table` declares: the types its files store
+/// (format version 5: unsigned columns as signed ones), not the declared ones (`selected`:
+/// the streams this handle selected, whose schema is already built).
 fn table_schema(
     selected: &BTreeMap<String, super::Selected>,
     stream: &StreamState,
     table: Table,
 ) -> Result<SchemaRef> {
     let id = &stream.decl.id;
-    match table {
+    let declared = match table {
         Table::Rows => match selected.get(id) {
             Some(s) => Ok(s.full_schema.clone()),
             None => crate::archive::format::spec::stored_schema(&stream.decl)
@@ -785,7 +786,8 @@ fn table_schema(
         },
         Table::Levels => crate::archive::format::levels::level_schema(&stream.decl)
             .map_err(|m| ArchiveError::declaration(id, m)),
-    }
+    }?;
+    Ok(crate::archive::format::physical::disk_schema(&declared))
 }
 
 impl super::Archive {
@@ -1030,6 +1032,7 @@ mod tests {
             groups: Vec::new(),
             cold: cold.map(str::to_owned),
             run: None,
+            format: None,
         }
     }
 

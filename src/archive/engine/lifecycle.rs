@@ -234,7 +234,7 @@ impl CompactionJob {
         let mut done = 0;
         // Raw segments: one track each, row groups of at most `group_rows`.
         let axis = self.decl.axis.clone();
-        let mut open = crate::archive::io::segment::Opened::new(&self.store);
+        let mut open = crate::archive::io::segment::Opened::new(&self.store, self.schema.clone());
         for out in &self.plan.outputs {
             // Streamed: one source group read at a time, cut into row groups of
             // `group_rows` (rows of consecutive sources join), each written as it fills.
@@ -352,7 +352,9 @@ impl CompactionJob {
             .map(|f| OpenSegment::open(&self.store, f).map_err(unreadable(id)))
             .collect::<Result<_>>()?;
         let read = |file: usize, group: usize| -> Result<BTreeMap<TrackKey, Cells>> {
-            let batch = opened[file].read_group(group).map_err(unreadable(id))?;
+            let batch = opened[file]
+                .read_group(group, &schema)
+                .map_err(unreadable(id))?;
             levels::decode_level(&self.decl, &batch).map_err(|m| {
                 unreadable(id)(StoredError::corrupt(format!(
                     "{}: group {group}: {m}",
@@ -715,6 +717,7 @@ impl Placer<'_> {
             groups,
             cold: None,
             run: None,
+            format: Some(crate::archive::format::physical::FILE_VERSION),
         })
     }
 

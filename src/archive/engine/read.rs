@@ -41,7 +41,7 @@ pub(crate) fn rows(
     end: Bound<Position>,
 ) -> Result<RecordBatch, ReadError> {
     floor_refusal(tracks, start)?;
-    let mut open = crate::archive::io::segment::Opened::new(store);
+    let mut open = crate::archive::io::segment::Opened::new(store, schema.clone());
     let mut runs: Vec<RecordBatch> = Vec::with_capacity(tracks.len() + staged.len());
     let mut staged_of: BTreeMap<&TrackKey, &[RecordBatch]> = staged.iter().copied().collect();
     for (key, track) in tracks {

@@ -151,7 +151,8 @@ fn rebuild(
             .map(|b| b.schema())
             .ok_or(format!("row group {index} is empty"))?;
         let batch = arrow::compute::concat_batches(&read_schema, &batches)
-            .and_then(|b| RecordBatch::try_new(schema.clone(), b.columns().to_vec()))
+            .map_err(|e| e.to_string())
+            .and_then(|b| crate::archive::format::physical::from_disk(b, &schema))
             .map_err(|e| format!("row group {index} does not hold the declared columns: {e}"))?;
         let labels = labels_of(&batch, &decl.track)?;
         match pending.last_mut() {
@@ -201,6 +202,7 @@ fn rebuild(
         groups,
         cold: None,
         run: None,
+        format: Some(crate::archive::format::physical::FILE_VERSION),
     };
     let file = entry(name, rel.clone(), shared.len(), footer, entries);
     let mut files = vec![rel];

@@ -157,6 +157,7 @@ impl Archive {
                     groups,
                     cold: None,
                     run: None,
+                    format: Some(crate::archive::format::physical::FILE_VERSION),
                 };
             // The data file and the level partials these rows make (in the same commit) encode
             // at once, on two cores; the level file, when there is one, is named right after.

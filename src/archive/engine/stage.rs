@@ -3,6 +3,7 @@
 
 use crate::archive::error::{ArchiveError, Result};
 use crate::archive::format::manifest::{StreamDecl, StreamState};
+use crate::archive::format::physical::{self, MAX_STORED};
 use crate::archive::format::segment::TrackRows;
 use crate::contract::{BadTrack, TrackKey};
 use arrow::array::{Array, ArrayRef, RecordBatch, StringArray, UInt32Array, UInt64Array};
@@ -133,6 +134,19 @@ pub(crate) fn stage(
                 ),
             ));
         }
+        if let Some(values) = batch.column(i).as_any().downcast_ref::<UInt64Array>() {
+            if let Some(row) = physical::first_above(values, MAX_STORED) {
+                return Err(ArchiveError::input(
+                    id,
+                    row,
+                    Some(&col.name),
+                    format!(
+                        "{} is above {MAX_STORED} (2^63 - 1), the largest value the archive stores: its files hold integers as signed 64-bit values, which every Delta reader takes",
+                        values.value(row)
+                    ),
+                ));
+            }
+        }
         if !col.nullable && batch.column(i).null_count() > 0 {
             let row = (0..n).find(|&r| batch.column(i).is_null(r)).unwrap_or(0);
             return Err(ArchiveError::input(
@@ -146,16 +160,17 @@ pub(crate) fn stage(
     // Positions never go backwards within a stream.
     let mut last = staged.last_position.unwrap_or(durable.watermark.0);
     for (row, &p) in positions.iter().enumerate() {
-        if p == u64::MAX {
-            // Reserved: the position after the last one must exist, or automatic positions
-            // would wrap to 0 and the stream could never be appended again.
+        if p >= MAX_STORED {
+            // Files store positions as Int64 (format version 5), and the highest storable
+            // one is reserved: the position after the last one must exist, or automatic
+            // positions could never be appended again.
             return Err(ArchiveError::input(
                 id,
                 row,
                 None,
                 format!(
-                    "position {p} (u64::MAX) is reserved; positions go up to {}",
-                    u64::MAX - 1
+                    "position {p} is beyond the archive's range; positions go up to {} (2^63 - 2: files store them as signed 64-bit integers, and the highest is reserved)",
+                    MAX_STORED - 1
                 ),
             ));
         }
@@ -280,7 +295,7 @@ pub(crate) fn stage(
                 });
             for &row in rows {
                 let value = axis.value(row as usize);
-                if value == u64::MAX {
+                if value >= MAX_STORED {
                     // Reserved, as the last position is: every span the archive reports is
                     // half-open, `[from, to)`, and `to` must exist for the highest axis.
                     return Err(ArchiveError::input(
@@ -288,8 +303,8 @@ pub(crate) fn stage(
                         row as usize,
                         decl.axis.as_deref(),
                         format!(
-                            "axis {value} (u64::MAX) is reserved; axis values go up to {}",
-                            u64::MAX - 1
+                            "axis {value} is beyond the archive's range; axis values go up to {} (2^63 - 2: files store them as signed 64-bit integers, and the highest is reserved)",
+                            MAX_STORED - 1
                         ),
                     ));
                 }

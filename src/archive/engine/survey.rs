@@ -279,7 +279,9 @@ impl Archive {
                 .map(|&(f, g)| cache.get((state.levels[f].name, g)))
                 .collect()
         };
-        let mut open = crate::archive::io::segment::Opened::new(&self.store);
+        let schema = levels::level_schema(&state.decl)
+            .map_err(|e| StoredError::corrupt(format!("stream {:?}: {e}", state.decl.id)))?;
+        let mut open = crate::archive::io::segment::Opened::new(&self.store, schema);
         let mut read = Vec::new();
         for (slot, &(f, g)) in decoded.iter_mut().zip(&wanted) {
             if slot.is_some() {
@@ -524,7 +526,9 @@ impl Archive {
         mut visit: impl FnMut(&[arrow::array::Float64Array]),
     ) -> Result<(), ReadError> {
         let axis_name = state.decl.axis.as_deref().unwrap_or_default();
-        let mut open = crate::archive::io::segment::Opened::new(&self.store);
+        let schema = crate::archive::format::spec::stored_schema(&state.decl)
+            .map_err(|e| StoredError::corrupt(format!("stream {:?}: {e}", state.decl.id)))?;
+        let mut open = crate::archive::io::segment::Opened::new(&self.store, schema);
         for (_, track) in tracks {
             for g in &track.groups {
                 let file = &state.files[g.file];

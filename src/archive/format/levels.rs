@@ -197,7 +197,7 @@ pub(crate) fn level_schema(decl: &StreamDecl) -> std::result::Result<SchemaRef, 
             .map_err(|e| format!("{name}: {e}"))?;
         fields.push(Field::new(name, t, false));
     }
-    fields.push(Field::new("level", DataType::UInt8, false));
+    fields.push(Field::new("level", DataType::Int8, false));
     fields.push(Field::new("field", DataType::Utf8, false));
     for name in &LEVEL_COLUMNS[2..] {
         let t = match *name {
@@ -255,10 +255,8 @@ pub(crate) fn encode_cells(
             buckets.iter().map(|(_, b)| f(b)),
         ))
     };
-    columns.push(Arc::new(arrow::array::UInt8Array::from(vec![
-        level as u8;
-        n
-    ])));
+    let level = i8::try_from(level).map_err(|_| fail(&format!("level {level} is above 127")))?;
+    columns.push(Arc::new(arrow::array::Int8Array::from(vec![level; n])));
     columns.push(Arc::new(StringArray::from_iter_values(
         buckets
             .iter()

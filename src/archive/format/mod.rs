@@ -5,5 +5,6 @@
 pub mod ladder;
 pub mod levels;
 pub mod manifest;
+pub mod physical;
 pub mod segment;
 pub mod spec;

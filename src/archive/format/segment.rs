@@ -4,6 +4,7 @@
 use crate::archive::error::Invalid;
 use crate::archive::error::{ArchiveError, Result};
 use crate::archive::format::manifest::{GroupEntry, SegmentFile, Span};
+use crate::archive::format::physical;
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, SchemaRef};
 use bytes::Bytes;
@@ -72,7 +73,7 @@ pub(crate) fn writer_properties(schema: &SchemaRef) -> WriterProperties {
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_key_value_metadata(Some(vec![parquet::file::metadata::KeyValue::new(
             "series_archive.format".to_owned(),
-            "1".to_owned(),
+            crate::archive::format::physical::FILE_FORMAT.to_owned(),
         )]));
     for field in schema.fields() {
         let encoding = match field.data_type() {
@@ -133,12 +134,17 @@ pub(crate) fn encode(
         stream: stream.to_owned(),
         message: e.to_string(),
     };
+    let disk = physical::disk_schema(schema);
     let mut bytes = Vec::new();
-    let mut writer =
-        ArrowWriter::try_new(&mut bytes, schema.clone(), Some(writer_properties(schema)))
-            .map_err(fail)?;
+    let mut writer = ArrowWriter::try_new(&mut bytes, disk.clone(), Some(writer_properties(&disk)))
+        .map_err(fail)?;
     for track in tracks {
-        writer.write(&track.batch).map_err(fail)?;
+        let batch =
+            physical::to_disk(&track.batch, &disk).map_err(|message| ArchiveError::Encode {
+                stream: stream.to_owned(),
+                message,
+            })?;
+        writer.write(&batch).map_err(fail)?;
         writer.flush().map_err(fail)?;
     }
     let metadata = writer.close().map_err(fail)?;

@@ -4,6 +4,7 @@
 
 use crate::archive::error::{ArchiveError, ColdError, Result, StoredError, StoredErrorKind};
 use crate::archive::format::manifest::{GroupEntry, SegmentFile, Span};
+use crate::archive::format::physical;
 use crate::archive::format::segment::{
     digest, encode_error, group_starts, seed, writer_properties, TrackRows, Verified, FOOTER_INDEX,
     PAR1_LEN,
@@ -25,6 +26,8 @@ use std::sync::Arc;
 /// exactly what [`encode`] makes of the same groups.
 pub(crate) struct Writer {
     writer: ArrowWriter<DigestSink>,
+    /// The schema the file stores (`physical::disk_schema` of the rows').
+    disk: SchemaRef,
     stream: String,
     name: u64,
     path: std::path::PathBuf,
@@ -103,10 +106,12 @@ impl Writer {
             cuts: std::collections::VecDeque::from([(PAR1_LEN, seed(name, 0))]),
             closed: Vec::new(),
         };
-        let writer = ArrowWriter::try_new(sink, schema.clone(), Some(writer_properties(schema)))
+        let disk = physical::disk_schema(schema);
+        let writer = ArrowWriter::try_new(sink, disk.clone(), Some(writer_properties(&disk)))
             .map_err(|e| encode_error(stream, e))?;
         Ok(Writer {
             writer,
+            disk,
             stream: stream.to_owned(),
             name,
             path: path.to_path_buf(),
@@ -118,7 +123,13 @@ impl Writer {
     /// Writes one row group.
     pub fn push(&mut self, group: &TrackRows) -> Result<()> {
         let fail = |e| encode_error(&self.stream, e);
-        self.writer.write(&group.batch).map_err(fail)?;
+        let batch = physical::to_disk(&group.batch, &self.disk).map_err(|message| {
+            ArchiveError::Encode {
+                stream: self.stream.clone(),
+                message,
+            }
+        })?;
+        self.writer.write(&batch).map_err(fail)?;
         self.writer.flush().map_err(fail)?;
         let end = self.writer.bytes_written() as u64;
         let index = self.groups.len() as u32;
@@ -244,13 +255,18 @@ enum Source {
 /// its row groups is read, and the open file is kept for the rest of the read.
 pub(crate) struct Opened<'a, K> {
     store: &'a Store,
+    /// The rows as the archive holds them in memory (what a stored group converts back to).
+    schema: SchemaRef,
     files: std::collections::BTreeMap<K, OpenSegment<'a>>,
 }
 
 impl<'a, K: Ord> Opened<'a, K> {
-    pub fn new(store: &'a Store) -> Self {
+    /// A read of files whose rows are `schema`'s (a stream's stored schema, or its level
+    /// schema).
+    pub fn new(store: &'a Store, schema: SchemaRef) -> Self {
         Opened {
             store,
+            schema,
             files: std::collections::BTreeMap::new(),
         }
     }
@@ -268,7 +284,7 @@ impl<'a, K: Ord> Opened<'a, K> {
                 v.insert(OpenSegment::open(self.store, file)?)
             }
         };
-        segment.read_group(group)
+        segment.read_group(group, &self.schema)
     }
 }
 
@@ -370,8 +386,13 @@ impl<'a> OpenSegment<'a> {
         })
     }
 
-    /// Reads row group `index`, verifying its digest first.
-    pub fn read_group(&self, index: usize) -> std::result::Result<RecordBatch, StoredError> {
+    /// Reads row group `index`, verifying its digest first, as the rows of `schema` (a
+    /// version-5 file's signed integers converted back to the declared types).
+    pub fn read_group(
+        &self,
+        index: usize,
+        schema: &SchemaRef,
+    ) -> std::result::Result<RecordBatch, StoredError> {
         let group = self.entry.groups.get(index).ok_or_else(|| {
             StoredError::internal(format!("{}: no row group {index}", self.shown))
         })?;
@@ -401,11 +422,12 @@ impl<'a> OpenSegment<'a> {
             .with_batch_size(group.rows.max(1) as usize)
             .build()
             .map_err(|e| decode(&e))?;
-        let schema = reader.schema();
+        let stored = reader.schema();
         let batches: Vec<RecordBatch> = reader
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| decode(&e))?;
-        let batch = arrow::compute::concat_batches(&schema, &batches).map_err(|e| decode(&e))?;
+        let batch = arrow::compute::concat_batches(&stored, &batches).map_err(|e| decode(&e))?;
+        let batch = physical::from_disk(batch, schema).map_err(|e| decode(&e))?;
         if batch.num_rows() as u64 != group.rows {
             return Err(decode(&format!(
                 "{} rows decoded, {} recorded",

@@ -355,7 +355,7 @@ pub enum Rewrite {
 }
 
 /// The compaction `stream` calls for under `policy`, if any. A data file is rewritten when it holds several tracks, is smaller
-/// than half the target, or holds retired groups; every later group of each track it holds is
+/// than half the target, holds retired groups, or is of format versions 1-4 (unsigned); every later group of each track it holds is
 /// rewritten with it, so a track's segments stay in `_seq` order. Level runs merge
 /// size-tiered ([`tiered_merge`]) into one run of whole cells (level tables once it is large,
 /// or forced), retired cells dropped.
@@ -387,7 +387,9 @@ pub fn plan_compaction(
     // back, an older segment joins while it is at most `MERGE_RATIO` times what is newer than
     // it, so each byte is rewritten a logarithmic number of times and a slice keeps a
     // logarithmic number of segments.
-    let always = |f: &SegmentFile| several_tracks(f) || has_retired(f);
+    // A file of format versions 1-4 (integers stored unsigned) always goes too: compaction
+    // is how an archive moves to version 5, file by file.
+    let always = |f: &SegmentFile| several_tracks(f) || has_retired(f) || !f.is_signed();
     let purge = rewrite == Rewrite::Retired;
     let mut inputs: BTreeSet<u64> = stream
         .files
@@ -463,7 +465,10 @@ pub fn plan_compaction(
     let (merged, level_tier) = if purge {
         (0..0, 0)
     } else if force {
-        let rewrite = runs.len() >= 2 || runs.first().is_some_and(|r| floors_moved || !r.tables);
+        let rewrite = runs.len() >= 2
+            || runs
+                .first()
+                .is_some_and(|r| floors_moved || !r.tables || !r.signed);
         let top = runs.iter().map(|r| r.tier).max().unwrap_or(0);
         if rewrite {
             (0..runs.len(), top.saturating_add(u8::from(runs.len() > 1)))
@@ -551,6 +556,8 @@ pub struct Run {
     pub tables: bool,
     /// Its files' bytes.
     pub bytes: u64,
+    /// Whether every file of it stores its integers signed (format version 5).
+    pub signed: bool,
 }
 
 /// The stream's live level files as runs, in publish order.
@@ -562,6 +569,7 @@ pub fn level_runs(levels: &[SegmentFile]) -> Vec<Run> {
             Some((Some(run), last)) if id == Some(*run) => {
                 last.files.push(file.name);
                 last.bytes += file.bytes;
+                last.signed &= file.is_signed();
             }
             _ => runs.push((
                 id,
@@ -570,6 +578,7 @@ pub fn level_runs(levels: &[SegmentFile]) -> Vec<Run> {
                     tier: file.run.map_or(0, |r| r.tier),
                     tables: file.run.is_some_and(|r| r.level.is_some()),
                     bytes: file.bytes,
+                    signed: file.is_signed(),
                 },
             )),
         }

@@ -154,7 +154,7 @@ impl JsonValue<'_> {
             DataType::UInt8 => (0, u8::MAX.into()),
             DataType::UInt16 => (0, u16::MAX.into()),
             DataType::UInt32 => (0, u32::MAX.into()),
-            DataType::UInt64 => (0, u64::MAX.into()),
+            DataType::UInt64 => (0, series_archive::archive::MAX_STORED.into()),
             _ => return None,
         })
     }
@@ -902,6 +902,33 @@ fn names(schema: &Schema) -> String {
         .join(", ")
 }
 
+/// Refuses a `UInt64` value the archive cannot store (above 2^63 - 1: files hold integers
+/// as signed 64-bit values, the only kind a Delta reader takes), naming where it is.
+fn refuse_unstorable(
+    array: &ArrayRef,
+    name: &str,
+    path: &Path,
+    kind: Kind,
+    first_row: usize,
+) -> Result<(), String> {
+    let Some(values) = array.as_any().downcast_ref::<UInt64Array>() else {
+        return Ok(());
+    };
+    let max = series_archive::archive::MAX_STORED;
+    if arrow::compute::max(values).is_none_or(|m| m <= max) {
+        return Ok(());
+    }
+    let row = (0..values.len())
+        .find(|&r| values.is_valid(r) && values.value(r) > max)
+        .unwrap_or(0);
+    Err(format!(
+        "{}, {}, column {name:?}: value {} is above {max} (2^63 - 1), the largest integer the archive stores (its files hold signed 64-bit integers, the only kind every Delta reader takes)",
+        path.display(),
+        kind.locate(first_row + row),
+        values.value(row)
+    ))
+}
+
 /// Shapes one file batch to the declared columns (by name, cast to the declared type) and
 /// takes out the positions. `first_row` is the batch's first row within its file.
 pub fn shape(
@@ -1042,7 +1069,9 @@ pub fn shape(
                     names(&file_schema)
                 )
             })?;
-        arrays.push(convert(f.name(), input, f.data_type())?);
+        let array = convert(f.name(), input, f.data_type())?;
+        refuse_unstorable(&array, f.name(), path, kind, first_row)?;
+        arrays.push(array);
     }
     let shaped = RecordBatch::try_new(declared.clone(), arrays).map_err(|e| {
         // A null in a not-nullable column: find it to name it.
@@ -1070,6 +1099,7 @@ pub fn shape(
                 .column_by_name(name)
                 .ok_or_else(|| format!("{}: missing position column {name:?}", path.display()))?;
             let cast = convert(name, input, &DataType::UInt64)?;
+            refuse_unstorable(&cast, name, path, kind, first_row)?;
             let values = cast
                 .as_any()
                 .downcast_ref::<UInt64Array>()

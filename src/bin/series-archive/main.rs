@@ -997,11 +997,14 @@ fn deliveries(
                 let positions = match positions {
                     Some(p) => p,
                     None => {
-                        let end = next_position.checked_add(n as u64).ok_or_else(|| {
+                        let end = next_position
+                            .checked_add(n as u64)
+                            .filter(|&e| e <= series_archive::archive::MAX_STORED)
+                            .ok_or_else(|| {
                             format!(
                                 "{}: automatic positions would pass {} (the stream is at {}); give the rows a --position column",
                                 path.display(),
-                                u64::MAX - 1,
+                                series_archive::archive::MAX_STORED - 1,
                                 next_position.saturating_sub(1)
                             )
                         })?;

@@ -19,8 +19,10 @@ pub const MAGIC: [u8; 4] = *b"SAmr";
 /// are version 2, which a version-1 build refuses rather than misreads; the cold tier's
 /// `offload` record (and a snapshot naming a cold file) is version 3, which a version-2 build
 /// refuses; a compaction that writes level tables (and a snapshot naming one) is version 4,
-/// which a version-3 build refuses.
-pub const FORMAT_VERSION: u16 = 4;
+/// which a version-3 build refuses; a record naming a file that stores its integers signed
+/// (every barrier and compaction of this build, and a snapshot naming such a file) is
+/// version 5, which a version-4 build refuses.
+pub const FORMAT_VERSION: u16 = 5;
 /// The lowest record format this build reads.
 pub const OLDEST_VERSION: u16 = 1;
 /// Bytes before the payload.

@@ -60,7 +60,24 @@ impl Record {
     /// refuses what it cannot understand instead of misreading it.
     pub fn version(&self) -> u16 {
         let table = |f: &SegmentFile| f.run.is_some();
+        let signed = |f: &SegmentFile| f.is_signed();
         match self {
+            Record::Barrier(b)
+                if b.streams
+                    .iter()
+                    .any(|s| s.file.is_signed() || s.levels.as_ref().is_some_and(signed)) =>
+            {
+                5
+            }
+            Record::Compact(c) if c.added.iter().chain(&c.added_levels).any(signed) => 5,
+            Record::Snapshot(s)
+                if s.streams
+                    .iter()
+                    .flat_map(|s| s.files.iter().chain(&s.levels))
+                    .any(signed) =>
+            {
+                5
+            }
             Record::Compact(c) if c.added_levels.iter().any(table) => 4,
             Record::Snapshot(s) if s.streams.iter().flat_map(|s| &s.levels).any(table) => 4,
             Record::Offload(_) => 3,
@@ -317,6 +334,19 @@ pub struct SegmentFile {
     /// whole cells it holds. Absent for data files and for a barrier's own partials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<LevelRun>,
+    /// The file's own layout version, for files written since format version 5: `5` means
+    /// its integer columns are stored signed (unsigned ones as the signed type that holds
+    /// them, see `docs/format.md`, "Version 5"). Absent for files of versions 1-4, which
+    /// stored them unsigned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<u16>,
+}
+
+impl SegmentFile {
+    /// Whether the file stores its integers signed (format version 5).
+    pub fn is_signed(&self) -> bool {
+        self.format.is_some_and(|f| f >= 5)
+    }
 }
 
 /// A compaction's level output: the whole cells of a run of barriers, either as one file

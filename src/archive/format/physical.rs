@@ -1,0 +1,249 @@
+//! The integer types a data or level file stores (format version 5): every unsigned column
+//! as the signed type that holds it, because the Delta protocol, and so every engine's
+//! default Delta reader, has no unsigned integers. The archive's own columns and the
+//! declared types stay what they are in memory; a file is converted on its way to and from
+//! the disk, by the rules `docs/format.md` ("Version 5") writes down. Pure.
+//!
+//! | in memory | on disk (version 5) | Delta |
+//! |---|---|---|
+//! | `UInt8` | `Int16` | `short` |
+//! | `UInt16` | `Int32` | `integer` |
+//! | `UInt32` | `Int64` | `long` |
+//! | `UInt64` | `Int64`, values at most 2^63 − 1 | `long` |
+//!
+//! Files of versions 1–4 stored the unsigned types themselves; they are read as they are.
+
+use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, UInt64Array};
+use arrow::buffer::ScalarBuffer;
+use arrow::compute::kernels::cast::{cast_with_options, CastOptions};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use std::sync::Arc;
+
+/// The largest unsigned value a version-5 file stores: `i64::MAX`.
+pub const MAX_STORED: u64 = i64::MAX as u64;
+
+/// The layout version of a file this build writes: the `format` its manifest entry records.
+pub const FILE_VERSION: u16 = 5;
+
+/// The value of the `series_archive.format` key a version-5 file carries.
+pub const FILE_FORMAT: &str = "5";
+
+/// The type a column of type `t` is stored as.
+pub fn disk_type(t: &DataType) -> DataType {
+    match t {
+        DataType::UInt8 => DataType::Int16,
+        DataType::UInt16 => DataType::Int32,
+        DataType::UInt32 | DataType::UInt64 => DataType::Int64,
+        other => other.clone(),
+    }
+}
+
+/// The schema a file of `schema`'s rows is stored with.
+pub fn disk_schema(schema: &SchemaRef) -> SchemaRef {
+    if !schema.fields().iter().any(|f| changes(f.data_type())) {
+        return schema.clone();
+    }
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone().with_data_type(disk_type(f.data_type())))
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+fn changes(t: &DataType) -> bool {
+    disk_type(t) != *t
+}
+
+/// A column's values as another 64-bit integer type, sharing the buffer (the caller has
+/// checked that every value is at most `i64::MAX`).
+fn reinterpret_u64(column: &UInt64Array) -> ArrayRef {
+    let values = ScalarBuffer::<i64>::from(column.values().inner().clone());
+    Arc::new(Int64Array::new(values, column.nulls().cloned()))
+}
+
+fn reinterpret_i64(column: &Int64Array) -> ArrayRef {
+    let values = ScalarBuffer::<u64>::from(column.values().inner().clone());
+    Arc::new(UInt64Array::new(values, column.nulls().cloned()))
+}
+
+/// The rows of `batch` as `disk` (made by [`disk_schema`] of the batch's schema) stores
+/// them. A `UInt64` value above `i64::MAX` is refused, naming the column and the row: the
+/// places rows enter refuse such values first, so this is the last guard, never a wrap.
+pub fn to_disk(batch: &RecordBatch, disk: &SchemaRef) -> Result<RecordBatch, String> {
+    if Arc::ptr_eq(&batch.schema(), disk) || batch.schema().as_ref() == disk.as_ref() {
+        return Ok(batch.clone());
+    }
+    let mut columns = Vec::with_capacity(batch.num_columns());
+    for (column, field) in batch.columns().iter().zip(batch.schema().fields()) {
+        let want = disk_type(field.data_type());
+        if want == *column.data_type() {
+            columns.push(column.clone());
+            continue;
+        }
+        if let Some(u) = column.as_any().downcast_ref::<UInt64Array>() {
+            if let Some(row) = first_above(u, MAX_STORED) {
+                return Err(format!(
+                    "column {:?} row {row} holds {}, above the largest value the archive stores (2^63 - 1 = {MAX_STORED})",
+                    field.name(),
+                    u.value(row)
+                ));
+            }
+            columns.push(reinterpret_u64(u));
+            continue;
+        }
+        columns.push(cast(column, &want, field.name())?);
+    }
+    RecordBatch::try_new(disk.clone(), columns).map_err(|e| e.to_string())
+}
+
+/// A decoded row group as the rows of `expected`: every column whose stored type differs
+/// (a version-5 file's signed integers) converted back. A stored value the expected type
+/// cannot hold (a negative number where the column is unsigned) is an error: the file is
+/// not one this archive wrote.
+pub fn from_disk(batch: RecordBatch, expected: &SchemaRef) -> Result<RecordBatch, String> {
+    if batch.schema().fields().len() != expected.fields().len() {
+        return Err(format!(
+            "{} columns stored, {} declared",
+            batch.num_columns(),
+            expected.fields().len()
+        ));
+    }
+    let same = batch
+        .schema()
+        .fields()
+        .iter()
+        .zip(expected.fields())
+        .all(|(a, b)| a.data_type() == b.data_type());
+    let mut columns = Vec::with_capacity(batch.num_columns());
+    for (column, field) in batch.columns().iter().zip(expected.fields()) {
+        let stored = batch.schema_ref().field(columns.len()).clone();
+        if stored.name() != field.name() {
+            return Err(format!(
+                "column {} is {:?}, declared {:?}",
+                columns.len(),
+                stored.name(),
+                field.name()
+            ));
+        }
+        if same || column.data_type() == field.data_type() {
+            columns.push(column.clone());
+            continue;
+        }
+        if let (Some(i), DataType::UInt64) = (
+            column.as_any().downcast_ref::<Int64Array>(),
+            field.data_type(),
+        ) {
+            if let Some(row) = first_negative(i) {
+                return Err(format!(
+                    "column {:?} row {row} holds {}, but the column is unsigned",
+                    field.name(),
+                    i.value(row)
+                ));
+            }
+            columns.push(reinterpret_i64(i));
+            continue;
+        }
+        columns.push(cast(column, field.data_type(), field.name())?);
+    }
+    RecordBatch::try_new(expected.clone(), columns).map_err(|e| e.to_string())
+}
+
+/// A checked conversion: an out-of-range value is an error, never a null or a wrap.
+fn cast(column: &ArrayRef, to: &DataType, name: &str) -> Result<ArrayRef, String> {
+    let options = CastOptions {
+        safe: false,
+        ..CastOptions::default()
+    };
+    cast_with_options(column, to, &options).map_err(|e| {
+        format!(
+            "column {name:?}: {} cannot be stored as {to}: {e}",
+            column.data_type()
+        )
+    })
+}
+
+/// The first row whose value is above `max`.
+pub fn first_above(column: &UInt64Array, max: u64) -> Option<usize> {
+    if arrow::compute::max(column).is_none_or(|m| m <= max) {
+        return None;
+    }
+    (0..column.len()).find(|&i| column.is_valid(i) && column.value(i) > max)
+}
+
+fn first_negative(column: &Int64Array) -> Option<usize> {
+    if arrow::compute::min(column).is_none_or(|m| m >= 0) {
+        return None;
+    }
+    (0..column.len()).find(|&i| column.is_valid(i) && column.value(i) < 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int16Array, StringArray, UInt8Array};
+
+    fn batch() -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("t", DataType::Utf8, false),
+            Field::new("u8", DataType::UInt8, false),
+            Field::new("u64", DataType::UInt64, true),
+            Field::new("f", DataType::Float64, false),
+        ]));
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(vec!["a", "b", "c"])),
+                Arc::new(UInt8Array::from(vec![0, 200, 255])),
+                Arc::new(UInt64Array::from(vec![Some(0), None, Some(MAX_STORED)])),
+                Arc::new(arrow::array::Float64Array::from(vec![1.0, 2.0, 3.0])),
+            ],
+        )
+        .expect("batch")
+    }
+
+    #[test]
+    fn unsigned_columns_are_stored_signed_and_come_back_exactly() {
+        let b = batch();
+        let disk = disk_schema(&b.schema());
+        let types: Vec<String> = disk
+            .fields()
+            .iter()
+            .map(|f| f.data_type().to_string())
+            .collect();
+        assert_eq!(types, ["Utf8", "Int16", "Int64", "Float64"]);
+        let stored = to_disk(&b, &disk).expect("fits");
+        let small = stored.column(1).as_any().downcast_ref::<Int16Array>();
+        assert_eq!(small.map(|a| a.value(2)), Some(255));
+        let back = from_disk(stored, &b.schema()).expect("back");
+        assert_eq!(back, b);
+    }
+
+    #[test]
+    fn a_value_above_the_signed_range_is_refused_not_wrapped() {
+        let b = batch();
+        let schema = b.schema();
+        let mut columns = b.columns().to_vec();
+        columns[2] = Arc::new(UInt64Array::from(vec![Some(1), Some(MAX_STORED + 1), None]));
+        let b = RecordBatch::try_new(schema.clone(), columns).expect("batch");
+        let err = to_disk(&b, &disk_schema(&schema)).expect_err("refused");
+        assert!(err.contains("\"u64\" row 1"), "{err}");
+    }
+
+    #[test]
+    fn a_negative_stored_value_in_an_unsigned_column_is_refused() {
+        let b = batch();
+        let disk = disk_schema(&b.schema());
+        let mut columns = to_disk(&b, &disk).expect("fits").columns().to_vec();
+        columns[2] = Arc::new(Int64Array::from(vec![Some(1), Some(-1), None]));
+        let stored = RecordBatch::try_new(disk, columns).expect("batch");
+        let err = from_disk(stored, &b.schema()).expect_err("refused");
+        assert!(err.contains("row 1 holds -1"), "{err}");
+    }
+
+    #[test]
+    fn a_version_4_batch_is_read_as_it_is() {
+        let b = batch();
+        assert_eq!(from_disk(b.clone(), &b.schema()).expect("same"), b);
+    }
+}
