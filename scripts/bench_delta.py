@@ -11,9 +11,9 @@ For each archive (barriers of 250 000 rows over 16 tracks, then the automatic ma
 - the logs' bytes and commit count beside the data and level bytes;
 - a full scan (`count(*), sum(value), sum(_seq)`) of the rows, median of 5 after a warm-up,
   by DuckDB over the plain glob against `delta_scan` (the delta extension), and by Polars
-  over the glob against `scan_delta(use_pyarrow=True)` and against `scan_parquet` of the
-  log's `file_uris()`. Every reader must give the same answer (exit 1 otherwise); the ratios
-  are against the glob measured in the same run;
+  over the glob against `scan_delta` (its native reader, no options) and against
+  `scan_parquet` of the log's `file_uris()`. Every reader must give the same answer (exit 1
+  otherwise); the ratios are against the glob measured in the same run;
 - the cost of a retirement that leaves retired row groups inside live files: on a copy of
   the archive, two more barriers are sealed without compaction (barrier files hold every
   track), then `series-archive retire --track run_0` rewrites them; its wall time and the
@@ -81,7 +81,7 @@ def scans(archive: Path) -> list[tuple[str, float, tuple]]:
         ("DuckDB read_parquet(glob)", *median(lambda: as_ints(con.execute(q.format(f"read_parquet('{glob}')")).fetchone()))),
         ("DuckDB delta_scan", *median(lambda: as_ints(con.execute(q.format(f"delta_scan('{table}')")).fetchone()))),
         ("Polars scan_parquet(glob)", *median(lambda: as_ints(pl.scan_parquet(glob).select(agg).collect().row(0)))),
-        ("Polars scan_delta(use_pyarrow)", *median(lambda: as_ints(pl.scan_delta(str(table), use_pyarrow=True).select(agg).collect().row(0)))),
+        ("Polars scan_delta", *median(lambda: as_ints(pl.scan_delta(str(table)).select(agg).collect().row(0)))),
         ("Polars scan_parquet(file_uris)", *median(lambda: as_ints(pl.scan_parquet(DeltaTable(str(table)).file_uris()).select(agg).collect().row(0)))),
     ]
     answers = {a for _, _, a in out}

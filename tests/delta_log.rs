@@ -1,12 +1,17 @@
-//! The Delta log beside each stream: DuckDB (delta extension), Polars and `deltalake` read
-//! exactly what `rows` serves, through crash leftovers, retirements, sweeps, compactions and
-//! checkpoints; a real crash at every point between a manifest commit and its Delta actions
-//! is brought level by the next writable open; a damaged log is kept as evidence and written
-//! anew; `files` refuses a log that is behind, and `publish` writes it anew.
+//! The Delta log beside each stream: every engine's default reader — DuckDB (delta
+//! extension), Polars' `scan_delta`, `deltalake`, DataFusion over deltalake's table provider,
+//! Daft on its native runner, and Spark over the files `files` lists — reads exactly what
+//! `rows` serves, with the types the log declares (a `long` as a signed 64-bit integer, never
+//! a decimal or an unsigned type), through crash leftovers, retirements, sweeps, compactions
+//! and checkpoints, and values at and past 2^62 exactly; a real crash at every point between
+//! a manifest commit and its Delta actions is brought level by the next writable open; a
+//! damaged log is kept as evidence and written anew; `files` refuses a log that is behind,
+//! and `publish` writes it anew.
 //!
 //! The readers run in `tests/interop/delta_check.py` (SERIES_ARCHIVE_PYTHON, set up by
 //! `scripts/test`), against `series-archive rows --format parquet` (what the archive serves)
-//! and the manifest's own level files.
+//! and the manifest's own level files. Spark (the slowest to start: one session, in one
+//! test) needs Java 17 or newer, which `scripts/test` installs.
 
 mod common;
 #[path = "common/golden.rs"]
@@ -71,10 +76,13 @@ fn crash(root: &Path, op: &str, point: FaultPoint) {
     assert_eq!(out.status.signal(), Some(SIGABRT), "{log}");
 }
 
+/// The modules `delta_check.py` reads with; Spark's (`pyspark`) only where it runs.
+const READERS: &str = "duckdb, polars, deltalake, pyarrow, datafusion, daft";
+
 /// Every reader against what the archive serves now (and, with `glob_differs`, proof that
 /// the plain glob does not).
 fn check(root: &Path, glob_differs: bool) -> String {
-    let py = python("duckdb, polars, deltalake, pyarrow");
+    let py = python(READERS);
     let dir = root.parent().expect("a parent");
     let served = dir.join(format!(
         "{}-served.parquet",
@@ -226,6 +234,139 @@ fn every_reader_reads_exactly_what_rows_serves_through_the_lifecycle() {
             log.join("_last_checkpoint").is_file(),
             "{table}: no Delta checkpoint in {}",
             log.display()
+        );
+    }
+}
+
+/// A stream written through the CLI whose axis (`--types ts:uint`) and unsigned column
+/// `hits` hold values at and past 2^62, up to 2^63 − 2^12 (the axis) and 2^63 − 1 (`hits`),
+/// beside the extremes of a signed column, a float, a bool and a text track. 2^62 + 1 and
+/// 2^63 − 2^12 + 1 are not floats: a reader that goes through a double changes them.
+const LARGE_CSV: &str = "\
+host,ts,value,reading,hits,ok
+a,1,-5,0.5,0,true
+a,2,3,0.25,7,false
+a,4611686018427387904,7,1.25,4611686018427387905,false
+a,4611686018427387905,-9223372036854775808,-2.5,9223372036854775807,true
+b,3,11,-0.0,9223372036854775806,true
+b,9223372036854771712,9223372036854775807,3.0,1,false
+b,9223372036854771713,0,1e300,4611686018427387904,true
+";
+
+/// Java 17 or newer, which Spark 4 needs (`scripts/test` installs Debian's
+/// openjdk-17-jre-headless when it is missing): fails the test, never skips, without it.
+fn require_java() {
+    let java = std::env::var_os("JAVA_HOME")
+        .filter(|h| !h.is_empty())
+        .map_or_else(|| "java".into(), |h| Path::new(&h).join("bin/java"));
+    let todo = "run the suite with `scripts/test`, which installs openjdk-17-jre-headless";
+    let out = Command::new(&java)
+        .arg("-version")
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "Spark needs Java 17+, and {} cannot run ({e}): {todo}",
+                java.display()
+            )
+        });
+    // `openjdk version "17.0.15" 2025-04-15` (or "1.8.0_412" for Java 8).
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    let version = said.split('"').nth(1).unwrap_or("");
+    let major = version
+        .strip_prefix("1.")
+        .unwrap_or(version)
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|m| m.parse::<u32>().ok());
+    assert!(
+        out.status.success() && major.is_some_and(|m| m >= 17),
+        "Spark needs Java 17 or newer; `{} -version` says:\n{said}\n{todo}",
+        java.display()
+    );
+}
+
+#[test]
+fn every_engines_default_reader_reads_large_values_exactly_as_the_signed_types_the_log_declares() {
+    let dir = scratch("delta-engines-");
+    let root = dir.path().join("archive");
+    let root_s = root.to_str().expect("utf-8 path");
+    let csv = dir.path().join("large.csv");
+    std::fs::write(&csv, LARGE_CSV).expect("write the csv");
+    // Two barriers, kept as sealed: Spark reads more than one file.
+    cli(&[
+        "ingest",
+        root_s,
+        "--stream",
+        "metrics",
+        "--track",
+        "host",
+        "--axis",
+        "ts",
+        "--types",
+        "ts:uint,hits:uint",
+        "--seal-rows",
+        "4",
+        "--no-compact",
+        csv.to_str().unwrap(),
+    ]);
+    let served = dir.path().join("served.parquet");
+    cli(&[
+        "rows",
+        root_s,
+        "--stream",
+        "metrics",
+        "--format",
+        "parquet",
+        "--out",
+        served.to_str().unwrap(),
+    ]);
+    let list = |name: &str, args: &[&str]| {
+        let mut all = vec!["files", root_s, "--stream", "metrics"];
+        all.extend_from_slice(args);
+        let path = dir.path().join(name);
+        std::fs::write(&path, cli(&all).stdout).expect("write a file list");
+        path
+    };
+    let level_files = list("levels-manifest.txt", &["--levels", "--manifest"]);
+    let row_files = list("rows.txt", &[]);
+    let spark_levels = list("levels.txt", &["--levels"]);
+    let rows_listed = std::fs::read_to_string(&row_files).expect("read");
+    assert!(rows_listed.lines().count() >= 2, "{rows_listed}");
+    let py = python(&format!("{READERS}, pyspark"));
+    require_java();
+    let args: Vec<&OsStr> = vec![
+        root.as_os_str(),
+        OsStr::new("metrics"),
+        served.as_os_str(),
+        OsStr::new("--levels"),
+        level_files.as_os_str(),
+        OsStr::new("--axis"),
+        OsStr::new("ts"),
+        OsStr::new("--spark"),
+        row_files.as_os_str(),
+        OsStr::new("--spark-levels"),
+        spark_levels.as_os_str(),
+    ];
+    let out = run_checker(&py, "tests/interop/delta_check.py", &args, "DELTA");
+    for reader in [
+        "deltalake to_pyarrow_dataset",
+        "duckdb delta_scan",
+        "polars scan_delta",
+        "datafusion deltalake provider",
+        "daft read_deltalake (native runner)",
+        "polars scan_parquet(file_uris)",
+        "spark read.parquet(files)",
+    ] {
+        for table in ["rows", "levels"] {
+            let line = format!("{table}, {reader}: ");
+            assert!(out.contains(&line), "no line {line:?}:\n{out}");
+        }
+        assert!(
+            out.contains(&format!(
+                "rows, {reader}: 7 rows, every column checksum equal, every type as the log \
+                 declares, the 4 ts values >= 2^62 exact"
+            )),
+            "{reader}:\n{out}"
         );
     }
 }
