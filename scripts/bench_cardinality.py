@@ -63,7 +63,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from benchlib import ROOT, check_m4, close, fmt, host, m4_query, sh, sql_text, target_dir
+from benchlib import ROOT, reusable, check_m4, close, fmt, host, m4_query, sh, sql_text, target_dir
 
 PROG = "bench_cardinality"
 STREAM = "metrics"
@@ -147,12 +147,9 @@ def splitmix(k: np.ndarray) -> np.ndarray:
 
 def dataset(path: Path, tracks: int, per_track: int) -> Path:
     rows = tracks * per_track
-    if path.is_file():
-        meta = pq.read_metadata(path)
-        kv = meta.schema.to_arrow_schema().metadata or {}
-        if meta.num_rows == rows and kv.get(b"cardinality.generator") == GENERATOR.encode():
-            say(f"reusing {path} ({rows:,} rows)")
-            return path
+    if reusable(path, rows, b"cardinality.generator", GENERATOR):
+        say(f"reusing {path} ({rows:,} rows)")
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     began = time.perf_counter()

@@ -185,3 +185,15 @@ def host() -> dict:
         "memory": mem,
         "os": f"{platform.system()} {platform.release()}",
     }
+
+
+def reusable(path: Path, rows: int, key: bytes, generator: str) -> bool:
+    """Whether the Parquet file at `path` is a dataset generated earlier with `rows` rows by
+    the same generator (its schema metadata `key` says which)."""
+    if not path.is_file():
+        return False
+    import pyarrow.parquet as pq
+
+    meta = pq.read_metadata(path)
+    kv = meta.schema.to_arrow_schema().metadata or {}
+    return meta.num_rows == rows and kv.get(key) == generator.encode()

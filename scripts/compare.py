@@ -63,7 +63,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from benchlib import ROOT, Cli, check_m4, close, fmt, host, m4_query, sh, sql_text, target_dir
+from benchlib import ROOT, reusable, Cli, check_m4, close, fmt, host, m4_query, sh, sql_text, target_dir
 
 STREAM = "capture"
 RUNS_N, PROBES_N = 4, 4
@@ -154,12 +154,9 @@ def chunk(first_tick: int, ticks: int, carry: list[int]) -> pa.Table:
 
 
 def dataset(path: Path, rows: int) -> Path:
-    if path.is_file():
-        meta = pq.read_metadata(path)
-        kv = meta.schema.to_arrow_schema().metadata or {}
-        if meta.num_rows == rows and kv.get(b"compare.generator") == GENERATOR.encode():
-            say(f"reusing {path} ({rows:,} rows)")
-            return path
+    if reusable(path, rows, b"compare.generator", GENERATOR):
+        say(f"reusing {path} ({rows:,} rows)")
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     began = time.perf_counter()

@@ -7,13 +7,11 @@
 //! `tests/compare_smoke.rs`: `scripts/test` creates `.venv`; without it this fails, never skips).
 
 use std::path::Path;
-use std::process::Command;
 
 #[path = "common/process.rs"]
 mod process;
 
-use process::{python, scratch, show, BIN};
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+use process::{python, scratch, script, show, BIN};
 
 fn bench(data: &Path, extra: &[&str]) -> std::process::Output {
     let python = python("duckdb, pyarrow, numpy, matplotlib");
@@ -32,12 +30,7 @@ fn bench(data: &Path, extra: &[&str]) -> std::process::Output {
         data.to_str().expect("a UTF-8 path"),
     ];
     args.extend_from_slice(extra);
-    Command::new(&python)
-        .current_dir(ROOT)
-        .args(&args)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .output()
-        .expect("python runs")
+    script(&python, &args)
 }
 
 #[test]

@@ -9,13 +9,11 @@
 //! as `scripts/test` runs it, builds it; on its own: `cargo build --example compare`).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 #[path = "common/process.rs"]
 mod process;
 
-use process::{python, scratch, show, BIN};
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+use process::{python, scratch, script, show, BIN};
 
 /// The debug build of `examples/compare.rs`, beside the CLI this test was built with.
 fn helper() -> PathBuf {
@@ -49,12 +47,7 @@ fn compare(data: &Path, extra: &[&str]) -> std::process::Output {
         data.to_str().expect("a UTF-8 path"),
     ];
     args.extend_from_slice(extra);
-    Command::new(&python)
-        .current_dir(ROOT)
-        .args(&args)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .output()
-        .expect("python runs")
+    script(&python, &args)
 }
 
 #[test]

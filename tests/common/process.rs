@@ -106,6 +106,17 @@ pub fn run_checker(
     stdout
 }
 
+/// `python ARGS…` (a script under the repository root and its arguments), run from the root
+/// without writing bytecode, its output captured.
+pub fn script(python: &Path, args: &[&str]) -> Output {
+    Command::new(python)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(args)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect("python runs")
+}
+
 /// What a run of the binary did.
 pub struct Out {
     pub code: i32,

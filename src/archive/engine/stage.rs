@@ -135,7 +135,7 @@ pub(crate) fn stage(
             ));
         }
         if let Some(values) = batch.column(i).as_any().downcast_ref::<UInt64Array>() {
-            if let Some(row) = physical::first_above(values, MAX_STORED) {
+            if let Some(row) = physical::first_unstorable(values) {
                 return Err(ArchiveError::input(
                     id,
                     row,

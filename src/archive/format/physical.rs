@@ -82,7 +82,7 @@ pub fn to_disk(batch: &RecordBatch, disk: &SchemaRef) -> Result<RecordBatch, Str
             continue;
         }
         if let Some(u) = column.as_any().downcast_ref::<UInt64Array>() {
-            if let Some(row) = first_above(u, MAX_STORED) {
+            if let Some(row) = first_unstorable(u) {
                 return Err(format!(
                     "column {:?} row {row} holds {}, above the largest value the archive stores (2^63 - 1 = {MAX_STORED})",
                     field.name(),
@@ -163,12 +163,13 @@ fn cast(column: &ArrayRef, to: &DataType, name: &str) -> Result<ArrayRef, String
     })
 }
 
-/// The first row whose value is above `max`.
-pub fn first_above(column: &UInt64Array, max: u64) -> Option<usize> {
-    if arrow::compute::max(column).is_none_or(|m| m <= max) {
+/// The first row of `column` holding a value the archive cannot store (above
+/// [`MAX_STORED`]): what every place rows enter refuses, naming that row.
+pub fn first_unstorable(column: &UInt64Array) -> Option<usize> {
+    if arrow::compute::max(column).is_none_or(|m| m <= MAX_STORED) {
         return None;
     }
-    (0..column.len()).find(|&i| column.is_valid(i) && column.value(i) > max)
+    (0..column.len()).find(|&i| column.is_valid(i) && column.value(i) > MAX_STORED)
 }
 
 fn first_negative(column: &Int64Array) -> Option<usize> {

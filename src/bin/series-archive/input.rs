@@ -915,12 +915,9 @@ fn refuse_unstorable(
         return Ok(());
     };
     let max = series_archive::archive::MAX_STORED;
-    if arrow::compute::max(values).is_none_or(|m| m <= max) {
+    let Some(row) = series_archive::archive::first_unstorable(values) else {
         return Ok(());
-    }
-    let row = (0..values.len())
-        .find(|&r| values.is_valid(r) && values.value(r) > max)
-        .unwrap_or(0);
+    };
     Err(format!(
         "{}, {}, column {name:?}: value {} is above {max} (2^63 - 1), the largest integer the archive stores (its files hold signed 64-bit integers, the only kind every Delta reader takes)",
         path.display(),
