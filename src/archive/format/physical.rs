@@ -71,7 +71,7 @@ fn reinterpret_i64(column: &Int64Array) -> ArrayRef {
 /// them. A `UInt64` value above `i64::MAX` is refused, naming the column and the row: the
 /// places rows enter refuse such values first, so this is the last guard, never a wrap.
 pub fn to_disk(batch: &RecordBatch, disk: &SchemaRef) -> Result<RecordBatch, String> {
-    if Arc::ptr_eq(&batch.schema(), disk) || batch.schema().as_ref() == disk.as_ref() {
+    if Arc::ptr_eq(batch.schema_ref(), disk) {
         return Ok(batch.clone());
     }
     let mut columns = Vec::with_capacity(batch.num_columns());
@@ -109,24 +109,17 @@ pub fn from_disk(batch: RecordBatch, expected: &SchemaRef) -> Result<RecordBatch
             expected.fields().len()
         ));
     }
-    let same = batch
-        .schema()
-        .fields()
-        .iter()
-        .zip(expected.fields())
-        .all(|(a, b)| a.data_type() == b.data_type());
+    let stored = batch.schema();
     let mut columns = Vec::with_capacity(batch.num_columns());
-    for (column, field) in batch.columns().iter().zip(expected.fields()) {
-        let stored = batch.schema_ref().field(columns.len()).clone();
-        if stored.name() != field.name() {
+    for (i, (column, field)) in batch.columns().iter().zip(expected.fields()).enumerate() {
+        let name = stored.field(i).name();
+        if name != field.name() {
             return Err(format!(
-                "column {} is {:?}, declared {:?}",
-                columns.len(),
-                stored.name(),
+                "column {i} is {name:?}, declared {:?}",
                 field.name()
             ));
         }
-        if same || column.data_type() == field.data_type() {
+        if column.data_type() == field.data_type() {
             columns.push(column.clone());
             continue;
         }
