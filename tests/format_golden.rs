@@ -581,6 +581,7 @@ fn golden_records() -> Vec<Record> {
         seq,
         span,
         last_track: None,
+        slice: None,
     };
     let file = |name: u64, path: &str, bytes, footer, groups| SegmentFile {
         name,
@@ -593,6 +594,7 @@ fn golden_records() -> Vec<Record> {
         cold: None,
         run: None,
         format: None,
+        first_level: None,
     };
     let rows = file(
         1,
@@ -621,6 +623,7 @@ fn golden_records() -> Vec<Record> {
         seq: [0, 3],
         span,
         last_track: None,
+        slice: None,
     };
     let levels = file(
         2,
@@ -646,6 +649,7 @@ fn golden_records() -> Vec<Record> {
             seq: [0, 0],
             span: span(4, 116, 0xFFFF_FFFF),
             last_track: None,
+            slice: None,
         }],
     );
     let to_json = |f: SegmentFile| serde_json::to_value(f).expect("a file entry serializes");
@@ -879,8 +883,16 @@ fn printed_schemas(path: &Path) -> (Vec<u8>, String) {
 /// `series_archive.format = "1"`, ZSTD on every column chunk, `_position` and `_seq` (where
 /// present) delta-encoded without a dictionary, one row group per recorded group, and spans
 /// and digests recomputed from the file's own metadata by the documented rules.
+///
+/// A file this build writes is version 5 (a level file) or 6 (a barrier's data file, whose
+/// row groups pack tracks and whose entries are slices of them): its entry says which.
 fn assert_layout(path: &Path, entry: &SegmentFile, written_now: bool) {
-    let version = if written_now { "5" } else { "1" };
+    let packed = entry.is_packed();
+    let version = match (written_now, packed) {
+        (false, _) => "1",
+        (true, false) => "5",
+        (true, true) => "6",
+    };
     let reader = parquet_reader(path);
     let metadata = reader.metadata();
     let kv = metadata
@@ -895,20 +907,36 @@ fn assert_layout(path: &Path, entry: &SegmentFile, written_now: bool) {
     assert_eq!(format, vec![Some(version)], "{}", entry.path);
     assert_eq!(
         entry.format,
-        written_now.then_some(5),
+        written_now.then(|| version.parse().expect("a number")),
         "{}: the manifest entry says which version wrote the file",
         entry.path
     );
-    assert_eq!(
-        metadata.num_row_groups(),
-        entry.groups.len(),
-        "{}",
-        entry.path
-    );
+    // One row group per entry, or (packed) per run of entries naming the same row group,
+    // each slice starting where the one before it ends.
+    let physical = entry.row_groups();
+    assert_eq!(metadata.num_row_groups(), physical.len(), "{}", entry.path);
+    if packed {
+        let mut next = (0u32, 0u64);
+        for (i, g) in entry.groups.iter().enumerate() {
+            let slice = g.slice.expect("every entry of a packed file is a slice");
+            if slice.group != next.0 {
+                assert_eq!(slice.group, next.0 + 1, "{} entry {i}", entry.path);
+                next = (slice.group, 0);
+            }
+            assert_eq!(slice.row, next.1, "{} entry {i} row", entry.path);
+            next.1 += g.rows;
+        }
+    } else {
+        assert!(
+            entry.groups.iter().all(|g| g.slice.is_none()),
+            "{}",
+            entry.path
+        );
+    }
     for (i, group) in metadata.row_groups().iter().enumerate() {
         assert_eq!(
-            group.num_rows() as u64,
-            entry.groups[i].rows,
+            (physical[i].0, group.num_rows() as u64),
+            (i, physical[i].2),
             "{} group {i}",
             entry.path
         );
@@ -972,7 +1000,8 @@ fn assert_layout(path: &Path, entry: &SegmentFile, written_now: bool) {
         starts[0], 4,
         "the first row group starts right after the leading PAR1"
     );
-    for (i, group) in entry.groups.iter().enumerate() {
+    for (index, group) in entry.groups.iter().enumerate() {
+        let i = group.physical(index);
         let end = starts.get(i + 1).copied().unwrap_or(ends[i]);
         assert_eq!(
             (group.span.offset, group.span.len),
@@ -1035,7 +1064,8 @@ fn data_files_have_the_golden_parquet_schema() {
     golden_frozen("tests/golden/rows-arrow-schema-v1.txt", arrow_v1.as_bytes());
     assert_layout(&old_path, old_entry, false);
 
-    // One row group per track, in key order: run_7␟p1␟ < run_7␟p2␟ < run_70␟p1␟ < run_70␟p2␟.
+    // One entry per track, in key order: run_7␟p1␟ < run_7␟p2␟ < run_70␟p1␟ < run_70␟p2␟;
+    // the barrier's few rows are one packed row group, each track a slice of it.
     let tracks = [
         ["run_7", "p1"],
         ["run_7", "p2"],
@@ -1043,9 +1073,19 @@ fn data_files_have_the_golden_parquet_schema() {
         ["run_70", "p2"],
     ];
     assert_eq!(entry.groups.len(), tracks.len());
+    assert_eq!(
+        entry.row_groups().len(),
+        1,
+        "the barrier's tracks share one row group"
+    );
     for (i, labels) in tracks.iter().enumerate() {
         assert_eq!(entry.groups[i].track, labels.to_vec());
-        let rows = stored_rows(&read_group(&path, i));
+        let slice = entry.groups[i].slice.expect("a slice");
+        let rows: Vec<_> = stored_rows(&read_group(&path, slice.group as usize))
+            .into_iter()
+            .skip(slice.row as usize)
+            .take(entry.groups[i].rows as usize)
+            .collect();
         assert_eq!(rows.len() as u64, entry.groups[i].rows);
         assert!(
             rows.iter().all(|r| [r.1.as_str(), r.2.as_str()] == *labels),

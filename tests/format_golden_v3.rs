@@ -52,6 +52,7 @@ fn file(name: u64, cold: Option<&str>) -> SegmentFile {
         cold: cold.map(str::to_owned),
         run: None,
         format: None,
+        first_level: None,
     }
 }
 

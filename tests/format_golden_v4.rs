@@ -42,6 +42,7 @@ fn group(track: &str, last: Option<&str>, axis: [u64; 2]) -> GroupEntry {
         seq: [0, 39],
         span: span(4, 900, 0x0A0B_0C0D),
         last_track: last.map(|l| vec![l.into()]),
+        slice: None,
     }
 }
 
@@ -57,6 +58,7 @@ fn file(name: u64, path: &str, groups: Vec<GroupEntry>, run: Option<LevelRun>) -
         cold: None,
         run,
         format: None,
+        first_level: None,
     }
 }
 

@@ -12,8 +12,9 @@
 //! - Migration: the version-1 fixture is served as it is, and a compaction rewrites its files
 //!   into version 5 with the same rows.
 //!
-//! Regenerating: `UPDATE_GOLDEN=1 cargo test --test format_golden_v5` (only for a deliberate
-//! format change, which also bumps the frame version and `docs/format.md`).
+//! Regenerating the golden files: `UPDATE_GOLDEN=1 cargo test --test format_golden_v5` (only
+//! for a deliberate format change, which also bumps the frame version and `docs/format.md`).
+//! The fixture archive is frozen since version 6 (see `fixture`).
 
 #[path = "common/golden.rs"]
 mod golden_files;
@@ -24,7 +25,7 @@ mod tree;
 
 use arrow::array::{Array, ArrayRef, Float64Array, RecordBatch, StringArray, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use golden_files::{crate_path, golden, updating};
+use golden_files::{crate_path, golden};
 use parquet::basic::LogicalType;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use series_archive::archive::manifest::frame::{self, Decoded};
@@ -66,10 +67,12 @@ fn file(name: u64, path: &str, format: Option<u16>) -> SegmentFile {
             seq: [0, 2],
             span: span(4, 896, 0x0A0B_0C0D),
             last_track: None,
+            slice: None,
         }],
         cold: None,
         run: None,
         format,
+        first_level: None,
     }
 }
 
@@ -84,6 +87,7 @@ fn barrier(format: Option<u16>) -> Record {
             next_seq: 3,
             file: file(1, "streams/wide/rows/000000000001.parquet", format),
             levels: Some(file(2, "streams/wide/levels/000000000002.parquet", format)),
+            levels_from: None,
         }],
     })
 }
@@ -171,12 +175,15 @@ fn write_fixture(root: &Path) {
     }
 }
 
-/// The committed version-5 fixture; with `UPDATE_GOLDEN=1`, written anew first.
+/// The committed version-5 fixture. It is frozen: a build of version 6 or later writes
+/// packed barrier files, so it cannot write this fixture again (`UPDATE_GOLDEN=1` leaves it
+/// alone); `SERIES_ARCHIVE_REWRITE_V5_FIXTURE=1` rewrites it with what this build writes,
+/// which only a version-5 build may do.
 fn fixture() -> &'static Path {
     static FIXTURE: OnceLock<std::path::PathBuf> = OnceLock::new();
     FIXTURE.get_or_init(|| {
         let path = crate_path("tests/fixtures/archive-v5");
-        if updating() {
+        if std::env::var_os("SERIES_ARCHIVE_REWRITE_V5_FIXTURE").is_some_and(|v| v == "1") {
             let scratch = tempfile::tempdir().expect("tempdir");
             write_fixture(scratch.path());
             if path.exists() {

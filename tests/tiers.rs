@@ -150,13 +150,14 @@ fn suite(name: &str, store: Arc<dyn ObjectStore>, url: &str, dir: &Path) {
         before,
         "{name}: reads answer exactly as before"
     );
-    // A cold read costs one ranged GET per row group once a file's footer is cached.
+    // A cold read costs one ranged GET per row group once a file's footer is cached (a
+    // packed row group once, however many tracks' slices it holds).
     {
         let reader = Archive::open(&root, config().read_only(true)).expect("open");
         let groups: usize = reader.state().streams["capture"]
             .files
             .iter()
-            .map(|f| f.groups.len())
+            .map(|f| f.row_groups().len())
             .sum();
         let gets = |a: &Archive| a.cold_requests().expect("a tier")[1] as usize;
         reader

@@ -1033,6 +1033,7 @@ mod tests {
             cold: cold.map(str::to_owned),
             run: None,
             format: None,
+            first_level: None,
         }
     }
 

@@ -146,6 +146,8 @@ pub struct CompactionJob {
     plan: CompactPlan,
     files: BTreeMap<u64, SegmentFile>,
     level_files: Vec<SegmentFile>,
+    /// The stream's first stored level: the merged run holds no level beneath it.
+    levels_from: usize,
     floors: Floors,
     names: std::ops::Range<u64>,
     group_rows: usize,
@@ -374,7 +376,7 @@ impl CompactionJob {
             // be level k); else the tables below.
             let mut groups = Vec::with_capacity(levels_n);
             let mut lasts = Vec::with_capacity(levels_n);
-            for k in 0..levels_n {
+            for k in self.levels_from..levels_n {
                 let (mut g, mut l) = (Vec::new(), Vec::new());
                 self.merge_level(k, usize::MAX, &schema, &read, &mut |group, last| {
                     g.push(group);
@@ -387,11 +389,12 @@ impl CompactionJob {
                 groups.append(&mut g);
                 lasts.append(&mut l);
             }
-            if groups.len() == levels_n {
+            if groups.len() == levels_n - self.levels_from {
                 let mut file = out.write("levels", &schema, &groups, barrier, sealed_at)?;
                 for (entry, last) in file.groups.iter_mut().zip(lasts) {
                     entry.last_track = Some(last);
                 }
+                file.first_level = (self.levels_from > 0).then_some(self.levels_from as u8);
                 file.run = Some(LevelRun {
                     id: file.name,
                     tier,
@@ -401,7 +404,7 @@ impl CompactionJob {
             }
         }
         let mut tables: Vec<SegmentFile> = Vec::new();
-        for k in 0..levels_n {
+        for k in self.levels_from..levels_n {
             // Streamed: each row group is written as soon as it fills; a level that keeps no
             // cell gets no file.
             let mut placing: Option<Placing> = None;
@@ -718,6 +721,7 @@ impl Placer<'_> {
             cold: None,
             run: None,
             format: Some(crate::archive::format::physical::FILE_VERSION),
+            first_level: None,
         })
     }
 
@@ -948,6 +952,7 @@ impl Archive {
             .cloned()
             .collect();
         let (decl, floors) = (state.decl.clone(), floors_of(state));
+        let levels_from = state.first_stored_level();
         let names = self.commit.reserve(names);
         Ok(Some(CompactionJob {
             root: self.root.clone(),
@@ -957,6 +962,7 @@ impl Archive {
             plan,
             files,
             level_files,
+            levels_from,
             names,
             group_rows: self.config.compaction.group_rows,
             disk: self.disk.clone(),

@@ -86,22 +86,41 @@ pub(crate) fn restorable(
     Ok((restored, stopped))
 }
 
-/// The track labels of a row group's first row, rendered as staging renders them.
-fn labels_of(batch: &RecordBatch, track: &[String]) -> std::result::Result<Vec<String>, String> {
-    track
+/// A decoded row group cut into its runs of one track each (a packed group holds several,
+/// in key order), each with its labels rendered as staging renders them.
+fn runs_of(
+    batch: &RecordBatch,
+    track: &[String],
+) -> std::result::Result<Vec<(Vec<String>, RecordBatch)>, String> {
+    let texts: Vec<arrow::array::ArrayRef> = track
         .iter()
         .map(|name| {
             let column = batch
                 .column_by_name(name)
                 .ok_or_else(|| format!("no track column {name:?}"))?;
-            let text = cast(&column.slice(0, 1), &DataType::Utf8).map_err(|e| e.to_string())?;
-            let text = text
-                .as_any()
-                .downcast_ref::<StringArray>()
-                .ok_or("a label does not render as text")?;
-            Ok(text.value(0).to_owned())
+            cast(column, &DataType::Utf8).map_err(|e| e.to_string())
         })
-        .collect()
+        .collect::<std::result::Result<_, String>>()?;
+    let texts: Vec<&StringArray> = texts
+        .iter()
+        .map(|t| {
+            t.as_any()
+                .downcast_ref::<StringArray>()
+                .ok_or("a label does not render as text")
+        })
+        .collect::<std::result::Result<_, _>>()?;
+    let labels =
+        |row: usize| -> Vec<String> { texts.iter().map(|t| t.value(row).to_owned()).collect() };
+    let same = |a: usize, b: usize| texts.iter().all(|t| t.value(a) == t.value(b));
+    let mut runs = Vec::new();
+    let mut start = 0;
+    for row in 1..=batch.num_rows() {
+        if row == batch.num_rows() || !same(start, row) {
+            runs.push((labels(start), batch.slice(start, row - start)));
+            start = row;
+        }
+    }
+    Ok(runs)
 }
 
 fn span(batch: &RecordBatch, name: &str) -> std::result::Result<[u64; 2], String> {
@@ -154,10 +173,11 @@ fn rebuild(
             .map_err(|e| e.to_string())
             .and_then(|b| crate::archive::format::physical::from_disk(b, &schema))
             .map_err(|e| format!("row group {index} does not hold the declared columns: {e}"))?;
-        let labels = labels_of(&batch, &decl.track)?;
-        match pending.last_mut() {
-            Some((last, parts)) if *last == labels => parts.push(batch),
-            _ => pending.push((labels, vec![batch])),
+        for (labels, run) in runs_of(&batch, &decl.track)? {
+            match pending.last_mut() {
+                Some((last, parts)) if *last == labels => parts.push(run),
+                _ => pending.push((labels, vec![run])),
+            }
         }
     }
     for (labels, parts) in pending {
@@ -183,8 +203,8 @@ fn rebuild(
         .iter()
         .flat_map(|t| segment::bounded(&t.labels, &t.batch, group_rows, decl.axis.as_deref()))
         .collect();
-    let (again, footer, entries) =
-        segment::encode(id, &schema, name, &bounded).map_err(|e| e.to_string())?;
+    let (again, footer, entries) = segment::encode_packed(id, &schema, name, &bounded, group_rows)
+        .map_err(|e| e.to_string())?;
     if again[..] != shared[..] {
         return Err(
             "encoded again from its rows it is not the same bytes (damaged, or written by another build or row-group bound)"
@@ -192,7 +212,7 @@ fn rebuild(
         );
     }
     // The entry a barrier records for a file it wrote.
-    let entry = |name: u64, path: String, len: usize, footer, groups| SegmentFile {
+    let entry = |name: u64, path: String, len: usize, footer, groups, format| SegmentFile {
         name,
         path,
         bytes: len as u64,
@@ -202,15 +222,35 @@ fn rebuild(
         groups,
         cold: None,
         run: None,
-        format: Some(crate::archive::format::physical::FILE_VERSION),
+        format: Some(format),
+        first_level: None,
     };
-    let file = entry(name, rel.clone(), shared.len(), footer, entries);
+    let file = entry(
+        name,
+        rel.clone(),
+        shared.len(),
+        footer,
+        entries,
+        crate::archive::format::physical::PACKED_FILE_VERSION,
+    );
     let mut files = vec![rel];
     let mut next_name = name + 1;
-    let levels =
-        match levels::barrier_partials(decl, &tracks, name + 1).map_err(|e| e.to_string())? {
-            None => None,
-            Some((want, footer, entries)) => {
+    // The first stored level, as the barrier judged it on the state before it.
+    let decided = match (stream.levels_from, decl.ladder) {
+        (None, Some(ladder)) => levels::first_worth_storing(&ladder, &tracks, |labels| {
+            crate::archive::engine::seal::last_axis(stream, labels)
+        }),
+        _ => None,
+    };
+    let first = stream.levels_from.or(decided).map_or(0, usize::from);
+    let levels = match levels::barrier_partials(decl, &tracks, name + 1, first)
+        .map_err(|e| e.to_string())?
+    {
+        None => None,
+        Some(partials) => {
+            let first_level = partials.first_level;
+            let (want, footer, entries) = partials.encoded;
+            {
                 let rel = format!(
                     "{STREAMS_DIR}/{id}/levels/{}",
                     segment::data_file_name(name + 1)
@@ -224,9 +264,19 @@ fn rebuild(
                 }
                 next_name += 1;
                 files.push(rel.clone());
-                Some(entry(name + 1, rel, found.len(), footer, entries))
+                let mut file = entry(
+                    name + 1,
+                    rel,
+                    found.len(),
+                    footer,
+                    entries,
+                    crate::archive::format::physical::FILE_VERSION,
+                );
+                file.first_level = first_level;
+                Some(file)
             }
-        };
+        }
+    };
     let rows = file.groups.iter().map(|g| g.rows).sum();
     Ok(RestoredBarrier {
         record: Barrier {
@@ -239,6 +289,7 @@ fn rebuild(
                 next_seq,
                 file,
                 levels,
+                levels_from: decided,
             }],
         },
         files,

@@ -6,8 +6,8 @@ use super::{selected_in, stage, Archive, PARALLEL_SEAL_ROWS};
 use crate::archive::error::{ArchiveError, Result};
 use crate::archive::format::levels;
 use crate::archive::format::manifest::{Barrier, BarrierStream, Record, SegmentFile, StreamState};
-use crate::archive::format::segment;
 use crate::archive::format::spec::{stored_schema, StreamSpec};
+use crate::archive::format::{physical, segment};
 use crate::archive::io::durable;
 use crate::archive::io::faults::FaultPoint;
 use crate::archive::layout::data_file_name;
@@ -95,7 +95,7 @@ impl Archive {
     }
 
     /// One barrier for everything staged, across all streams: per stream one Parquet file,
-    /// one row group per track in key order; each written under `.tmp/`, synced, renamed
+    /// its row groups packing the tracks in key order (each track's rows a slice); each written under `.tmp/`, synced, renamed
     /// into place, the directory synced; then one manifest record, synced. With nothing
     /// staged it does no I/O and answers `None`.
     ///
@@ -147,7 +147,7 @@ impl Archive {
                 Ok(format!("{relative_dir}/{file_name}"))
             };
             let segment_file =
-                |name: u64, path: String, bytes: &[u8], footer, groups| SegmentFile {
+                |name: u64, path: String, bytes: &[u8], footer, groups, format| SegmentFile {
                     name,
                     path,
                     bytes: bytes.len() as u64,
@@ -157,7 +157,8 @@ impl Archive {
                     groups,
                     cold: None,
                     run: None,
-                    format: Some(crate::archive::format::physical::FILE_VERSION),
+                    format: Some(format),
+                    first_level: None,
                 };
             // The data file and the level partials these rows make (in the same commit) encode
             // at once, on two cores; the level file, when there is one, is named right after.
@@ -170,8 +171,19 @@ impl Archive {
                 .flat_map(|t| segment::bounded(&t.labels, &t.batch, cap, decl.axis.as_deref()))
                 .collect();
             let tracks_written = tracks.len();
-            let data = || segment::encode(&id, &selected.full_schema, name, &groups);
-            let partials = || levels::barrier_partials(decl, &tracks, name + 1);
+            // One packed file: row groups of at most `cap` rows, consecutive tracks sharing
+            // one, each track's rows a slice of it (format version 6).
+            let data = || segment::encode_packed(&id, &selected.full_schema, name, &groups, cap);
+            // The stream's first stored level: as recorded, or decided by these rows.
+            let durable = &self.commit.state().streams[&id];
+            let decided = match (durable.levels_from, decl.ladder) {
+                (None, Some(ladder)) => levels::first_worth_storing(&ladder, &tracks, |labels| {
+                    last_axis(durable, labels)
+                }),
+                _ => None,
+            };
+            let first = durable.levels_from.or(decided).map_or(0, usize::from);
+            let partials = || levels::barrier_partials(decl, &tracks, name + 1, first);
             let rows: usize = tracks.iter().map(|t| t.batch.num_rows()).sum();
             let (data, partials) = if rows >= PARALLEL_SEAL_ROWS {
                 std::thread::scope(|scope| {
@@ -198,13 +210,24 @@ impl Archive {
                 tracks: tracks_written,
                 file: path.clone(),
             });
-            let file = segment_file(name, path, &bytes, footer, groups);
+            let file = segment_file(
+                name,
+                path,
+                &bytes,
+                footer,
+                groups,
+                physical::PACKED_FILE_VERSION,
+            );
             let mut level_file = None;
-            if let Some((bytes, footer, groups)) = partials {
+            if let Some(partials) = partials {
+                let (bytes, footer, groups) = partials.encoded;
                 let name = next_name;
                 next_name += 1;
                 let path = place(format!("{STREAMS_DIR}/{id}/levels"), &bytes, name)?;
-                level_file = Some(segment_file(name, path, &bytes, footer, groups));
+                let mut file =
+                    segment_file(name, path, &bytes, footer, groups, physical::FILE_VERSION);
+                file.first_level = partials.first_level;
+                level_file = Some(file);
             }
             streams.push(BarrierStream {
                 stream: id.clone(),
@@ -212,6 +235,7 @@ impl Archive {
                 next_seq,
                 file,
                 levels: level_file,
+                levels_from: decided,
             });
         }
         // Each file is synced; `.tmp/`'s own entries need no sync (whatever a crash leaves
@@ -251,6 +275,13 @@ impl Archive {
     pub fn flush_all(&mut self) -> Result<Option<BarrierReport>> {
         self.seal_all()
     }
+}
+
+/// The last axis value `stream` stores for the track `labels` (what a barrier's first row of
+/// it is counted from when judging the stream's level density).
+pub(crate) fn last_axis(stream: &StreamState, labels: &[String]) -> Option<u64> {
+    let key = crate::contract::TrackKey::encode(labels).ok()?;
+    stream.tracks.get(&key).and_then(|t| t.last_axis)
 }
 
 /// Checks deliveries without keeping them; see [`Archive::validator`].

@@ -53,11 +53,23 @@ pub struct Folded {
     pub answers: Vec<Aggregated>,
 }
 
+/// A track's floor in level `k`, `(axis, position)`: its level floor for a stored level;
+/// for a level beneath the stream's first stored level `stored` (computed from the raw
+/// rows), its raw floor.
+fn track_level_floor(t: &TrackState, k: usize, stored: usize) -> (u64, u64) {
+    if k < stored {
+        (t.raw.axis, t.raw.position)
+    } else {
+        let f = t.level_floor(k);
+        (f.axis, f.position)
+    }
+}
+
 /// The highest level-`k` floor (axis) of the selected tracks: where the level is whole.
-fn lowest_start(tracks: &[(&TrackKey, &TrackState)], k: usize) -> u64 {
+fn lowest_start(tracks: &[(&TrackKey, &TrackState)], k: usize, stored: usize) -> u64 {
     tracks
         .iter()
-        .map(|(_, t)| t.level_floor(k).axis)
+        .map(|(_, t)| track_level_floor(t, k, stored).0)
         .max()
         .unwrap_or(0)
 }
@@ -68,13 +80,14 @@ fn level_floor(
     tracks: &[(&TrackKey, &TrackState)],
     ladder: &levels::Ladder,
     from: usize,
+    stored: usize,
 ) -> (u64, u64) {
     (from..ladder.levels as usize)
         .map(|k| {
-            let axis = lowest_start(tracks, k);
+            let axis = lowest_start(tracks, k, stored);
             let position = tracks
                 .iter()
-                .map(|(_, t)| t.level_floor(k).position)
+                .map(|(_, t)| track_level_floor(t, k, stored).1)
                 .max()
                 .unwrap_or(0);
             (axis, position)
@@ -89,8 +102,9 @@ fn level_floor_refusal(
     tracks: &[(&TrackKey, &TrackState)],
     ladder: &levels::Ladder,
     from: usize,
+    stored: usize,
 ) -> ReadError {
-    let (axis, position) = level_floor(tracks, ladder, from);
+    let (axis, position) = level_floor(tracks, ladder, from, stored);
     ReadError::Floor {
         tier: "levels",
         floor: crate::contract::Position(position),
@@ -127,15 +141,27 @@ fn level_plan(
     lo: u64,
     hi: u64,
     cells_per_field: u64,
+    stored: usize,
 ) -> Result<Plan, ReadError> {
     let fitting = plan(ladder, lo, hi, cells_per_field);
     for k in fitting.level..ladder.levels as usize {
         let plan = plan_from(ladder, lo, hi, cells_per_field, k);
-        if lowest_start(tracks, plan.level) <= plan.cells[0].saturating_mul(plan.cell_width) {
+        if lowest_start(tracks, plan.level, stored) <= plan.cells[0].saturating_mul(plan.cell_width)
+        {
             return Ok(plan);
         }
     }
-    Err(level_floor_refusal(tracks, ladder, fitting.level))
+    Err(level_floor_refusal(tracks, ladder, fitting.level, stored))
+}
+
+/// The inclusive axis span `[lo, hi]` cells `first ..= last` of width `width` cover.
+fn cells_span(width: u64, first: u64, last: u64) -> (u64, u64) {
+    (
+        first.saturating_mul(width),
+        last.saturating_add(1)
+            .saturating_mul(width)
+            .saturating_sub(1),
+    )
 }
 
 /// The inclusive axis span `[lo, hi]` of a request over the selected tracks; `None` if empty.
@@ -211,10 +237,9 @@ impl Archive {
         let prefix = TrackKey::encode(track).map_err(|e| ReadError::BadSelection(e.to_string()))?;
         let tracks = crate::archive::engine::read::select(state, &prefix);
         Ok(Floors {
-            levels: state
-                .decl
-                .ladder
-                .map_or(0, |ladder| level_floor(&tracks, &ladder, 0).0),
+            levels: state.decl.ladder.map_or(0, |ladder| {
+                level_floor(&tracks, &ladder, 0, state.first_stored_level()).0
+            }),
             raw: raw_floor(&tracks).axis,
         })
     }
@@ -231,7 +256,7 @@ impl Archive {
         range: [u64; 2],
     ) -> Result<BTreeMap<TrackKey, Cells>, ReadError> {
         let mut out: Vec<Cells> = vec![Cells::new(); tracks.len()];
-        self.visit_level_cells(state, k, tracks, range, |t, at, bucket| {
+        self.visit_cells(state, k, tracks, range, |t, at, bucket| {
             levels::fold_into(&mut out[t], at, bucket);
         })?;
         Ok(tracks
@@ -243,8 +268,64 @@ impl Archive {
     }
 
     /// Hands `visit` level `k`'s cells `first ..= last` of each selected track (by its index
-    /// in `tracks`), in publish order within each track (the order partials merge in). See
-    /// [`Archive::level_cells`].
+    /// in `tracks`): from the level files when the stream stores level k, else computed from
+    /// the raw rows of the cells' axis span (a level beneath the stream's first stored level
+    /// holds only a few rows a cell, so this reads about as many rows as the level would
+    /// hold cells).
+    fn visit_cells(
+        &self,
+        state: &StreamState,
+        k: usize,
+        tracks: &[(&TrackKey, &TrackState)],
+        range: [u64; 2],
+        visit: impl FnMut(usize, (u32, u64), Bucket),
+    ) -> Result<(), ReadError> {
+        if k < state.first_stored_level() {
+            self.visit_raw_cells(state, k, tracks, range, visit)
+        } else {
+            self.visit_level_cells(state, k, tracks, range, visit)
+        }
+    }
+
+    /// Level `k`'s cells `first ..= last` of each selected track folded from its sealed raw
+    /// rows, exactly as a barrier folds them (level 0 from the rows, then coarser), handed to
+    /// `visit` track by track, each track's cells by field then cell.
+    fn visit_raw_cells(
+        &self,
+        state: &StreamState,
+        k: usize,
+        tracks: &[(&TrackKey, &TrackState)],
+        [first, last]: [u64; 2],
+        mut visit: impl FnMut(usize, (u32, u64), Bucket),
+    ) -> Result<(), ReadError> {
+        let Some(ladder) = state.decl.ladder else {
+            return Ok(());
+        };
+        let truncated = levels::Ladder::new(ladder.base, ladder.factor, k as u8 + 1)
+            .map_err(|e| StoredError::internal(e.to_string()))?;
+        let (lo, hi) = cells_span(ladder.width(k), first, last);
+        // One scan of every selected track (a packed row group decoded once for all of its
+        // slices), each track's cells folded in its publish order.
+        let mut cells: Vec<Cells> = vec![Cells::new(); tracks.len()];
+        self.scan_axis(state, tracks, lo, hi, &|| true, |t, axis, measured| {
+            let mut partial = levels::partials(&truncated, axis, measured);
+            if let (Some(level), Some(cells)) = (partial.pop(), cells.get_mut(t)) {
+                for (at, bucket) in level {
+                    levels::fold_into(cells, at, bucket);
+                }
+            }
+        })?;
+        for (t, cells) in cells.into_iter().enumerate() {
+            for ((f, c), bucket) in cells {
+                if (first..=last).contains(&c) {
+                    visit(t, (f, c), bucket);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Level `k`'s cells from the level files; see [`Archive::visit_cells`].
     fn visit_level_cells(
         &self,
         state: &StreamState,
@@ -253,13 +334,7 @@ impl Archive {
         [first, last]: [u64; 2],
         mut visit: impl FnMut(usize, (u32, u64), Bucket),
     ) -> Result<(), ReadError> {
-        let width = state.decl.ladder.map_or(1, |l| l.width(k));
-        let (lo, hi) = (
-            first.saturating_mul(width),
-            last.saturating_add(1)
-                .saturating_mul(width)
-                .saturating_sub(1),
-        );
+        let (lo, hi) = cells_span(state.decl.ladder.map_or(1, |l| l.width(k)), first, last);
         let keys: Vec<&TrackKey> = tracks.iter().map(|(k, _)| *k).collect();
         let labels: Vec<Vec<&str>> = keys.iter().map(|k| k.labels()).collect();
         let fields = state.decl.measured.len() as u32;
@@ -355,7 +430,8 @@ impl Archive {
         let Some((lo, hi)) = span(&tracks, start, end) else {
             return Ok(survey);
         };
-        let plan = level_plan(&ladder, &tracks, lo, hi, cells_per_field as u64)?;
+        let stored = state.first_stored_level();
+        let plan = level_plan(&ladder, &tracks, lo, hi, cells_per_field as u64, stored)?;
         // Whole answer cells: every level cell of every answer cell the span touches.
         let first = plan.cells[0] * plan.merge;
         let last = plan.cells[1]
@@ -439,11 +515,20 @@ impl Archive {
         if kind.folds_levels() {
             // The finest level whose floor the range does not reach beneath (level 0 unless
             // retention retired it there); whole cells of it.
+            let stored = state.first_stored_level();
             let k = (0..ladder.levels as usize)
-                .find(|&k| lowest_start(&tracks, k) <= lo / ladder.width(k) * ladder.width(k))
-                .ok_or_else(|| level_floor_refusal(&tracks, &ladder, 0))?;
+                .find(|&k| {
+                    lowest_start(&tracks, k, stored) <= lo / ladder.width(k) * ladder.width(k)
+                })
+                .ok_or_else(|| level_floor_refusal(&tracks, &ladder, 0, stored))?;
             let w = ladder.width(k);
-            folded.source = format!("level {k}");
+            folded.source = if k < stored {
+                format!(
+                    "level {k} (folded from the raw rows: the stream stores levels from {stored})"
+                )
+            } else {
+                format!("level {k}")
+            };
             let (first, last) = (lo / w, hi / w);
             // Whole cells folded per track and field in cell order, then the tracks in key
             // order: the answer depends on the cells alone, never on how the files split them
@@ -457,7 +542,7 @@ impl Archive {
                     *total = Some(total.map_or(whole, |t| t.merge(whole)));
                 }
             };
-            self.visit_level_cells(state, k, &tracks, [first, last], |t, (f, c), b| {
+            self.visit_cells(state, k, &tracks, [first, last], |t, (f, c), b| {
                 let Some(slot) = running.get_mut(t * n + f as usize) else {
                     return;
                 };
@@ -499,7 +584,7 @@ impl Archive {
                 });
             }
             let mut values: Vec<Vec<f64>> = vec![Vec::new(); folded.fields.len()];
-            self.scan_axis(state, &tracks, lo, hi, wanted, |measured| {
+            self.scan_axis(state, &tracks, lo, hi, wanted, |_, _, measured| {
                 for (f, column) in measured.iter().enumerate() {
                     values[f].extend(column.iter().flatten());
                 }
@@ -513,9 +598,10 @@ impl Archive {
         Ok(folded)
     }
 
-    /// Hands `visit` the measured columns (as f64) of every stored row of the tracks whose
-    /// axis lies in `[lo, hi]`, reading only the row groups whose axis range overlaps, while
-    /// `wanted` says the answer is still wanted.
+    /// Hands `visit` the track's index, the axis and the measured columns (as f64) of every
+    /// stored row of the tracks whose axis lies in `[lo, hi]`, reading only the row groups whose axis range
+    /// overlaps, while `wanted` says the answer is still wanted; each track's rows in publish
+    /// order.
     fn scan_axis(
         &self,
         state: &StreamState,
@@ -523,13 +609,13 @@ impl Archive {
         lo: u64,
         hi: u64,
         wanted: &dyn Fn() -> bool,
-        mut visit: impl FnMut(&[arrow::array::Float64Array]),
+        mut visit: impl FnMut(usize, &UInt64Array, &[arrow::array::Float64Array]),
     ) -> Result<(), ReadError> {
         let axis_name = state.decl.axis.as_deref().unwrap_or_default();
         let schema = crate::archive::format::spec::stored_schema(&state.decl)
             .map_err(|e| StoredError::corrupt(format!("stream {:?}: {e}", state.decl.id)))?;
         let mut open = crate::archive::io::segment::Opened::new(&self.store, schema);
-        for (_, track) in tracks {
+        for (t, (_, track)) in tracks.iter().enumerate() {
             for g in &track.groups {
                 let file = &state.files[g.file];
                 let Some([a0, a1]) = file.groups[g.group].axis else {
@@ -542,14 +628,17 @@ impl Archive {
                     return Err(ReadError::Abandoned);
                 }
                 let mut batch = open.read_group(g.file, file, g.group)?;
-                if a0 < lo || a1 > hi {
-                    let axis = batch
+                let axis_of = |batch: &arrow::array::RecordBatch| {
+                    batch
                         .column_by_name(axis_name)
                         .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+                        .cloned()
                         .ok_or_else(|| {
                             StoredError::corrupt(format!("{}: no axis column", file.path))
-                        })?;
-                    let keep: arrow::array::BooleanArray = axis
+                        })
+                };
+                if a0 < lo || a1 > hi {
+                    let keep: arrow::array::BooleanArray = axis_of(&batch)?
                         .iter()
                         .map(|a| a.map(|a| (lo..=hi).contains(&a)))
                         .collect();
@@ -558,7 +647,7 @@ impl Archive {
                 }
                 let measured =
                     levels::measured_columns(&state.decl, &batch).map_err(StoredError::corrupt)?;
-                visit(&measured);
+                visit(t, &axis_of(&batch)?, &measured);
             }
         }
         Ok(())

@@ -75,7 +75,8 @@ pub(crate) fn barrier_partials(
     decl: &StreamDecl,
     tracks: &[TrackRows],
     name: u64,
-) -> Result<Option<segment::Encoded>> {
+    first: usize,
+) -> Result<Option<Partials>> {
     let (Some(ladder), false) = (decl.ladder, decl.measured.is_empty()) else {
         return Ok(None);
     };
@@ -105,6 +106,7 @@ pub(crate) fn barrier_partials(
     if per_track.iter().all(|p| p[0].is_empty()) {
         return Ok(None);
     }
+
     // One file for every level (a barrier is priced in syncs, so levels add one file, not one
     // per resolution).
     let whole = |f: fn(&TrackRows) -> [u64; 2]| {
@@ -115,7 +117,7 @@ pub(crate) fn barrier_partials(
     let (position, seq) = (whole(|t| t.position), whole(|t| t.seq));
     let axis = Some(whole(|t| t.axis.unwrap_or([0, 0])));
     let mut groups = Vec::with_capacity(ladder.levels as usize);
-    for k in 0..ladder.levels as usize {
+    for k in first..ladder.levels as usize {
         let mut parts = Vec::with_capacity(tracks.len());
         for (track, partial) in tracks.iter().zip(&per_track) {
             if !partial[k].is_empty() {
@@ -139,7 +141,66 @@ pub(crate) fn barrier_partials(
             seq,
         });
     }
-    segment::encode(&decl.id, &schema, name, &groups).map(Some)
+    let encoded = segment::encode(&decl.id, &schema, name, &groups)?;
+    Ok(Some(Partials {
+        encoded,
+        first_level: (first > 0).then_some(first as u8),
+    }))
+}
+
+/// A barrier's level partials: the encoded file and the level its row group 0 holds
+/// (`None`: level 0).
+pub(crate) struct Partials {
+    pub encoded: segment::Encoded,
+    pub first_level: Option<u8>,
+}
+
+/// A barrier decides the stream's first stored level once its rows show at least this many
+/// gaps between consecutive rows of a track (counting the gap from each track's last stored
+/// row).
+pub const DECIDE_GAPS: u64 = 4096;
+
+/// A level is stored when its cells would hold at least this many rows each at the rows'
+/// rate: a cell holds 13 numbers per field, so a level of sparser cells costs more than the
+/// rows it summarises.
+pub const MIN_ROWS_PER_CELL: u64 = 16;
+
+/// The first level worth storing, judged on a barrier's rows (`None` when they are too few
+/// to judge): with `rate` the rows per axis unit of the barrier's tracks (their gaps between
+/// consecutive rows, each track's first row counted from `previous(track)`, its last stored
+/// axis value, over the axis span they cover), the finest level whose cells hold at least
+/// [`MIN_ROWS_PER_CELL`] rows at that rate, else the coarsest. Levels only coarsen
+/// upwards, so every level above it is worth it too.
+pub(crate) fn first_worth_storing(
+    ladder: &Ladder,
+    tracks: &[TrackRows],
+    previous: impl Fn(&[String]) -> Option<u64>,
+) -> Option<u8> {
+    let (mut gaps, mut span) = (0u64, 0u128);
+    for track in tracks {
+        let Some([lo, hi]) = track.axis else {
+            continue;
+        };
+        let rows = track.batch.num_rows() as u64;
+        let (from, counted) = match previous(&track.labels) {
+            Some(last) if last <= lo => (last, rows),
+            _ => (lo, rows.saturating_sub(1)),
+        };
+        gaps += counted;
+        span += u128::from(hi - from);
+    }
+    if gaps < DECIDE_GAPS {
+        return None;
+    }
+    let levels = ladder.levels as usize;
+    // Rows a cell of width w holds at the rate gaps / span: gaps × w / span.
+    let first = (0..levels)
+        .find(|&k| {
+            u128::from(gaps) * u128::from(ladder.width(k))
+                >= u128::from(MIN_ROWS_PER_CELL) * span.max(1)
+        })
+        .unwrap_or(levels - 1);
+    Some(first as u8)
 }
 
 /// The measured fields of a stored or staged batch, as f64 columns in declared order.
@@ -369,15 +430,17 @@ pub(crate) fn decode_level(
 pub const TABLE_GROUP_ROWS: usize = 16_384;
 
 /// Where level `k` lives among a stream's live level files, in publish order: `(file index,
-/// group index)` of row group k of each file holding every level (a barrier's partials, a
-/// small merged run) and of every row group of each level table of level k.
+/// group index)` of the row group holding level k in each file of one group per level (a
+/// barrier's partials, a small merged run; group i holds level `first_level + i`) and of
+/// every row group of each level table of level k.
 pub(crate) fn level_groups(
     files: &[SegmentFile],
     k: usize,
 ) -> impl Iterator<Item = (usize, usize)> + '_ {
     files.iter().enumerate().flat_map(move |(i, f)| {
+        let first = f.first_level.map_or(0, usize::from);
         let range = match f.run.and_then(|r| r.level) {
-            None if k < f.groups.len() => k..k + 1,
+            None if k >= first && k - first < f.groups.len() => k - first..k - first + 1,
             Some(level) if level as usize == k => 0..f.groups.len(),
             _ => 0..0,
         };
@@ -605,6 +668,7 @@ mod tests {
                 crc32c: 0,
             },
             last_track: Some(vec!["b".into()]),
+            slice: None,
         };
         let holds = |t: &[&str]| group_holds_any(&group, &[t.to_vec()]);
         assert!(!holds(&["a"]));

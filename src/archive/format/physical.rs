@@ -22,11 +22,19 @@ use std::sync::Arc;
 /// The largest unsigned value a version-5 file stores: `i64::MAX`.
 pub const MAX_STORED: u64 = i64::MAX as u64;
 
-/// The layout version of a file this build writes: the `format` its manifest entry records.
+/// The layout version of a level file, and of a data file written one row group per entry
+/// (compaction's single-track segments): the `format` its manifest entry records.
 pub const FILE_VERSION: u16 = 5;
 
 /// The value of the `series_archive.format` key a version-5 file carries.
 pub const FILE_FORMAT: &str = "5";
+
+/// The layout version of a barrier's data file, whose row groups pack consecutive tracks
+/// (format version 6: signed integers as in version 5, entries that are slices).
+pub const PACKED_FILE_VERSION: u16 = 6;
+
+/// The value of the `series_archive.format` key a version-6 (packed) file carries.
+pub const PACKED_FILE_FORMAT: &str = "6";
 
 /// The type a column of type `t` is stored as.
 pub fn disk_type(t: &DataType) -> DataType {

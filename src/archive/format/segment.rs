@@ -3,7 +3,7 @@
 
 use crate::archive::error::Invalid;
 use crate::archive::error::{ArchiveError, Result};
-use crate::archive::format::manifest::{GroupEntry, SegmentFile, Span};
+use crate::archive::format::manifest::{GroupEntry, SegmentFile, Slice, Span};
 use crate::archive::format::physical;
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, SchemaRef};
@@ -65,6 +65,11 @@ pub(crate) struct TrackRows {
 /// through a dictionary: a track's rows in publish order are runs of nearby integers and
 /// noisy floats, which a dictionary only inflates. Strings keep parquet-rs's dictionary.
 pub(crate) fn writer_properties(schema: &SchemaRef) -> WriterProperties {
+    properties(schema, physical::FILE_FORMAT)
+}
+
+/// [`writer_properties`] for a file of layout `format` (its `series_archive.format` value).
+fn properties(schema: &SchemaRef, format: &str) -> WriterProperties {
     let mut builder = WriterProperties::builder()
         .set_compression(Compression::ZSTD(
             ZstdLevel::try_new(1).expect("1 is a valid zstd level"),
@@ -73,7 +78,7 @@ pub(crate) fn writer_properties(schema: &SchemaRef) -> WriterProperties {
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_key_value_metadata(Some(vec![parquet::file::metadata::KeyValue::new(
             "series_archive.format".to_owned(),
-            crate::archive::format::physical::FILE_FORMAT.to_owned(),
+            format.to_owned(),
         )]));
     for field in schema.fields() {
         let encoding = match field.data_type() {
@@ -130,35 +135,141 @@ pub(crate) fn encode(
     name: u64,
     tracks: &[TrackRows],
 ) -> Result<Encoded> {
-    let fail = |e: parquet::errors::ParquetError| ArchiveError::Encode {
-        stream: stream.to_owned(),
-        message: e.to_string(),
-    };
+    let batches = tracks.iter().map(|t| Ok(t.batch.clone()));
+    let (bytes, metadata) = write_groups(stream, schema, physical::FILE_FORMAT, batches)?;
+    let (spans, footer) = regions(stream, name, &bytes, &metadata, tracks.len())?;
+    let groups = tracks
+        .iter()
+        .zip(spans)
+        .map(|(track, span)| GroupEntry {
+            track: track.labels.clone(),
+            rows: track.batch.num_rows() as u64,
+            position: track.position,
+            axis: track.axis,
+            seq: track.seq,
+            span,
+            last_track: None,
+            slice: None,
+        })
+        .collect();
+    Ok((bytes, footer, groups))
+}
+
+/// Consecutive pieces (a barrier's tracks in key order, each bounded to at most `rows` rows)
+/// packed into row groups of at most `rows` rows: each range of pieces shares one row group.
+/// A piece is never split, and a row group holds at least one.
+pub(crate) fn pack(pieces: &[TrackRows], rows: usize) -> Vec<std::ops::Range<usize>> {
+    let rows = rows.max(1);
+    let mut out = Vec::new();
+    let (mut start, mut filled) = (0, 0);
+    for (i, piece) in pieces.iter().enumerate() {
+        let n = piece.batch.num_rows();
+        if i > start && filled + n > rows {
+            out.push(start..i);
+            (start, filled) = (i, 0);
+        }
+        filled += n;
+    }
+    if start < pieces.len() {
+        out.push(start..pieces.len());
+    }
+    out
+}
+
+/// Encodes a barrier's pieces as a packed file (format version 6): row groups of at most
+/// `rows` rows, each packing the rows of consecutive pieces ([`pack`]), one manifest entry
+/// per piece naming its slice. Answers the file's bytes and its entries (without
+/// path/barrier).
+pub(crate) fn encode_packed(
+    stream: &str,
+    schema: &SchemaRef,
+    name: u64,
+    pieces: &[TrackRows],
+    rows: usize,
+) -> Result<Encoded> {
+    let packs = pack(pieces, rows);
+    // One batch per row group: its pieces joined, converted to the stored types once.
+    let batches = packs.iter().map(|range| {
+        let parts: Vec<&RecordBatch> = pieces[range.clone()].iter().map(|p| &p.batch).collect();
+        match parts.as_slice() {
+            [one] => Ok((*one).clone()),
+            _ => arrow::compute::concat_batches(schema, parts.iter().copied()).map_err(|e| {
+                ArchiveError::Encode {
+                    stream: stream.to_owned(),
+                    message: e.to_string(),
+                }
+            }),
+        }
+    });
+    let (bytes, metadata) = write_groups(stream, schema, physical::PACKED_FILE_FORMAT, batches)?;
+    let (spans, footer) = regions(stream, name, &bytes, &metadata, packs.len())?;
+    let mut groups = Vec::with_capacity(pieces.len());
+    for (g, range) in packs.iter().enumerate() {
+        let mut row = 0;
+        for piece in &pieces[range.clone()] {
+            groups.push(GroupEntry {
+                track: piece.labels.clone(),
+                rows: piece.batch.num_rows() as u64,
+                position: piece.position,
+                axis: piece.axis,
+                seq: piece.seq,
+                span: spans[g],
+                last_track: None,
+                slice: Some(Slice {
+                    group: g as u32,
+                    row,
+                }),
+            });
+            row += piece.batch.num_rows() as u64;
+        }
+    }
+    Ok((bytes, footer, groups))
+}
+
+/// Writes `batches` (of the rows' `schema`) as a file of layout `format`, one row group each,
+/// converted to the stored types; answers its bytes and Parquet metadata.
+fn write_groups(
+    stream: &str,
+    schema: &SchemaRef,
+    format: &str,
+    batches: impl Iterator<Item = Result<RecordBatch>>,
+) -> Result<(Vec<u8>, parquet::file::metadata::ParquetMetaData)> {
+    let fail = |e: parquet::errors::ParquetError| encode_error(stream, e);
     let disk = physical::disk_schema(schema);
     let mut bytes = Vec::new();
-    let mut writer = ArrowWriter::try_new(&mut bytes, disk.clone(), Some(writer_properties(&disk)))
-        .map_err(fail)?;
-    for track in tracks {
-        let batch =
-            physical::to_disk(&track.batch, &disk).map_err(|message| ArchiveError::Encode {
-                stream: stream.to_owned(),
-                message,
-            })?;
+    let mut writer =
+        ArrowWriter::try_new(&mut bytes, disk.clone(), Some(properties(&disk, format)))
+            .map_err(fail)?;
+    for batch in batches {
+        let batch = physical::to_disk(&batch?, &disk).map_err(|message| ArchiveError::Encode {
+            stream: stream.to_owned(),
+            message,
+        })?;
         writer.write(&batch).map_err(fail)?;
         writer.flush().map_err(fail)?;
     }
     let metadata = writer.close().map_err(fail)?;
-    if metadata.num_row_groups() != tracks.len() {
+    Ok((bytes, metadata))
+}
+
+/// The spans (bytes and digests) of a written file's `groups` row groups and its footer.
+fn regions(
+    stream: &str,
+    name: u64,
+    bytes: &[u8],
+    metadata: &parquet::file::metadata::ParquetMetaData,
+    groups: usize,
+) -> Result<(Vec<Span>, Span)> {
+    if metadata.num_row_groups() != groups {
         return Err(ArchiveError::Encode {
             stream: stream.to_owned(),
             message: format!(
-                "wrote {} row groups for {} tracks",
-                metadata.num_row_groups(),
-                tracks.len()
+                "wrote {} row groups, {groups} were packed",
+                metadata.num_row_groups()
             ),
         });
     }
-    let starts = group_starts(&metadata);
+    let starts = group_starts(metadata);
     let ends: Vec<u64> = metadata
         .row_groups()
         .iter()
@@ -170,25 +281,17 @@ pub(crate) fn encode(
                 .unwrap_or(PAR1_LEN)
         })
         .collect();
-    let mut groups = Vec::with_capacity(tracks.len());
-    for (i, track) in tracks.iter().enumerate() {
-        let offset = starts[i];
-        let end = starts.get(i + 1).copied().unwrap_or(ends[i]);
-        let slice = &bytes[offset as usize..end as usize];
-        groups.push(GroupEntry {
-            track: track.labels.clone(),
-            rows: track.batch.num_rows() as u64,
-            position: track.position,
-            axis: track.axis,
-            seq: track.seq,
-            span: Span {
+    let spans = (0..groups)
+        .map(|i| {
+            let offset = starts[i];
+            let end = starts.get(i + 1).copied().unwrap_or(ends[i]);
+            Span {
                 offset,
                 len: end - offset,
-                crc32c: digest(name, i as u32, &[slice]),
-            },
-            last_track: None,
-        });
-    }
+                crc32c: digest(name, i as u32, &[&bytes[offset as usize..end as usize]]),
+            }
+        })
+        .collect();
     let footer_offset = ends.last().copied().unwrap_or(PAR1_LEN);
     let footer = Span {
         offset: footer_offset,
@@ -202,7 +305,7 @@ pub(crate) fn encode(
             ],
         ),
     };
-    Ok((bytes, footer, groups))
+    Ok((spans, footer))
 }
 
 pub(crate) fn seed(name: u64, index: u32) -> u32 {
@@ -291,9 +394,9 @@ fn verify_whole(entry: &SegmentFile, bytes: &[u8]) -> std::result::Result<(), St
     if digest(entry.name, FOOTER_INDEX, &[magic, footer]) != entry.footer.crc32c {
         return Err("footer digest mismatch".into());
     }
-    for (index, group) in entry.groups.iter().enumerate() {
-        let body = range(group.span.offset, group.span.len)?;
-        if digest(entry.name, index as u32, &[body]) != group.span.crc32c {
+    for (index, span, _) in entry.row_groups() {
+        let body = range(span.offset, span.len)?;
+        if digest(entry.name, index as u32, &[body]) != span.crc32c {
             return Err(format!("row group {index} digest mismatch"));
         }
     }

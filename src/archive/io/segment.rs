@@ -16,8 +16,11 @@ use crate::archive::io::store::Store;
 use arrow::array::{RecordBatch, RecordBatchReader};
 use arrow::datatypes::SchemaRef;
 use bytes::Bytes;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
+};
 use parquet::arrow::ArrowWriter;
+use parquet::file::metadata::PageIndexPolicy;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -150,6 +153,7 @@ impl Writer {
                 crc32c: 0,
             },
             last_track: None,
+            slice: None,
         });
         self.start = end;
         Ok(())
@@ -297,6 +301,17 @@ pub(crate) struct OpenSegment<'a> {
     magic: Bytes,
     footer: Bytes,
     store: &'a Store,
+    /// What reads of a packed file's shared row groups keep: see [`OpenSegment::read_group`].
+    kept: std::sync::Mutex<Kept>,
+}
+
+/// A packed file's row groups read so far, and the one kept decoded whole.
+#[derive(Default)]
+struct Kept {
+    seen: std::collections::BTreeSet<usize>,
+    whole: Option<(usize, RecordBatch)>,
+    /// The last row group's verified bytes.
+    bytes: Option<(usize, Bytes)>,
 }
 
 /// A cold read's failure by kind: transient failures say so, so a caller can retry.
@@ -383,11 +398,16 @@ impl<'a> OpenSegment<'a> {
             magic,
             footer,
             store,
+            kept: std::sync::Mutex::new(Kept::default()),
         })
     }
 
-    /// Reads row group `index`, verifying its digest first, as the rows of `schema` (a
-    /// version-5 file's signed integers converted back to the declared types).
+    /// Reads entry `index`'s rows, verifying its row group's digest first, as the rows of
+    /// `schema` (a version-5 file's signed integers converted back to the declared types).
+    /// An entry of a packed file is a slice of a shared row group: the first read of that
+    /// group decodes only the pages holding the slice (the page index); a second read of the
+    /// same group decodes it whole and keeps it, so a read of many tracks decodes each group
+    /// once (one group per open file is kept).
     pub fn read_group(
         &self,
         index: usize,
@@ -396,43 +416,119 @@ impl<'a> OpenSegment<'a> {
         let group = self.entry.groups.get(index).ok_or_else(|| {
             StoredError::internal(format!("{}: no row group {index}", self.shown))
         })?;
-        let bytes = self.read_at(group.span.offset, group.span.len)?;
-        if digest(self.entry.name, index as u32, &[&bytes]) != group.span.crc32c {
+        let Some(slice) = group.slice else {
+            return self.decode(index, &group.span, None, group.rows, schema);
+        };
+        let physical = slice.group as usize;
+        let (row, rows) = (slice.row as usize, group.rows as usize);
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, batch)) = kept.whole.as_ref() {
+            if *at == physical {
+                return cut(batch, row, rows, &self.shown, physical);
+            }
+        }
+        if kept.seen.insert(physical) {
+            drop(kept);
+            return self.decode(
+                physical,
+                &group.span,
+                Some((slice.row, group.rows)),
+                group.rows,
+                schema,
+            );
+        }
+        let total: u64 = self
+            .entry
+            .groups
+            .iter()
+            .filter(|g| g.slice.is_some_and(|s| s.group == slice.group))
+            .map(|g| g.rows)
+            .sum();
+        drop(kept);
+        let batch = self.decode(physical, &group.span, None, total, schema)?;
+        let answer = cut(&batch, row, rows, &self.shown, physical);
+        self.kept.lock().unwrap_or_else(|p| p.into_inner()).whole = Some((physical, batch));
+        answer
+    }
+
+    /// The bytes of row group `index` (`span`), read and checked against their digest; a
+    /// packed file's last group read is kept, so its next slice costs no read.
+    fn verified_group(&self, index: usize, span: &Span) -> std::result::Result<Bytes, StoredError> {
+        let packed = self.entry.is_packed();
+        if packed {
+            let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((at, bytes)) = &kept.bytes {
+                if *at == index {
+                    return Ok(bytes.clone());
+                }
+            }
+        }
+        let bytes = self.read_at(span.offset, span.len)?;
+        if digest(self.entry.name, index as u32, &[&bytes]) != span.crc32c {
             return Err(StoredError::corrupt(format!(
                 "{}: row group {index} digest mismatch (bytes {}..{} were altered)",
                 self.shown,
-                group.span.offset,
-                group.span.offset + group.span.len
+                span.offset,
+                span.offset + span.len
             )));
         }
+        if packed {
+            let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+            kept.bytes = Some((index, bytes.clone()));
+        }
+        Ok(bytes)
+    }
+
+    /// Decodes Parquet row group `index` (whose bytes are `span`), all of it or the `rows`
+    /// rows from `(first, rows)`, checking that `expected` rows come out.
+    fn decode(
+        &self,
+        index: usize,
+        span: &Span,
+        select: Option<(u64, u64)>,
+        expected: u64,
+        schema: &SchemaRef,
+    ) -> std::result::Result<RecordBatch, StoredError> {
+        let bytes = self.verified_group(index, span)?;
         let verified = Verified {
             len: self.entry.bytes,
             ranges: vec![
                 (0, self.magic.clone()),
-                (group.span.offset, bytes),
+                (span.offset, bytes),
                 (self.entry.footer.offset, self.footer.clone()),
             ],
         };
         let decode = |e: &dyn std::fmt::Display| {
             StoredError::corrupt(format!("{}: row group {index}: {e}", self.shown))
         };
-        let reader = ParquetRecordBatchReaderBuilder::try_new(verified)
+        // A slice's read loads the offset index, so the reader skips the pages around it.
+        let options = match select {
+            Some(_) => {
+                ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Optional)
+            }
+            None => ArrowReaderOptions::new(),
+        };
+        let mut builder = ParquetRecordBatchReaderBuilder::try_new_with_options(verified, options)
             .map_err(|e| decode(&e))?
             .with_row_groups(vec![index])
-            .with_batch_size(group.rows.max(1) as usize)
-            .build()
-            .map_err(|e| decode(&e))?;
+            .with_batch_size(expected.max(1) as usize);
+        if let Some((first, rows)) = select {
+            builder = builder.with_row_selection(RowSelection::from(vec![
+                RowSelector::skip(first as usize),
+                RowSelector::select(rows as usize),
+            ]));
+        }
+        let reader = builder.build().map_err(|e| decode(&e))?;
         let stored = reader.schema();
         let batches: Vec<RecordBatch> = reader
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| decode(&e))?;
         let batch = arrow::compute::concat_batches(&stored, &batches).map_err(|e| decode(&e))?;
         let batch = physical::from_disk(batch, schema).map_err(|e| decode(&e))?;
-        if batch.num_rows() as u64 != group.rows {
+        if batch.num_rows() as u64 != expected {
             return Err(decode(&format!(
-                "{} rows decoded, {} recorded",
+                "{} rows decoded, {expected} recorded",
                 batch.num_rows(),
-                group.rows
             )));
         }
         Ok(batch)
@@ -440,17 +536,35 @@ impl<'a> OpenSegment<'a> {
 
     /// Verifies every digest of the file.
     pub fn verify_all(&self) -> std::result::Result<(), StoredError> {
-        for (index, group) in self.entry.groups.iter().enumerate() {
-            let bytes = self.read_at(group.span.offset, group.span.len)?;
-            if digest(self.entry.name, index as u32, &[&bytes]) != group.span.crc32c {
+        for (index, span, _) in self.entry.row_groups() {
+            let bytes = self.read_at(span.offset, span.len)?;
+            if digest(self.entry.name, index as u32, &[&bytes]) != span.crc32c {
                 return Err(StoredError::corrupt(format!(
                     "{}: row group {index} digest mismatch (bytes {}..{})",
                     self.shown,
-                    group.span.offset,
-                    group.span.offset + group.span.len
+                    span.offset,
+                    span.offset + span.len
                 )));
             }
         }
         Ok(())
     }
+}
+
+/// Rows `row .. row + rows` of a decoded row group, refused as damage when it is shorter.
+fn cut(
+    batch: &RecordBatch,
+    row: usize,
+    rows: usize,
+    shown: &str,
+    index: usize,
+) -> std::result::Result<RecordBatch, StoredError> {
+    if row + rows > batch.num_rows() {
+        return Err(StoredError::corrupt(format!(
+            "{shown}: row group {index}: rows {row}..{} recorded, {} decoded",
+            row + rows,
+            batch.num_rows()
+        )));
+    }
+    Ok(batch.slice(row, rows))
 }

@@ -225,12 +225,14 @@ fn raw_retirable(
             // Oldest first across tracks (by `_seq`), each track's newest group kept.
             let mut groups: Vec<(u64, u64, &TrackKey, usize)> = Vec::new();
             let mut total = 0u64;
+            let sizes: Vec<Vec<u64>> = stream.files.iter().map(SegmentFile::entry_sizes).collect();
             for (key, track) in &stream.tracks {
                 for (i, g) in track.groups.iter().enumerate() {
                     let entry = &stream.files[g.file].groups[g.group];
-                    total += entry.span.len;
+                    let len = sizes[g.file][g.group];
+                    total += len;
                     if i + 1 < track.groups.len() {
-                        groups.push((entry.seq[0], entry.span.len, key, i));
+                        groups.push((entry.seq[0], len, key, i));
                     }
                 }
             }
@@ -377,6 +379,8 @@ pub fn plan_compaction(
     };
     let small = |f: &SegmentFile| f.bytes < policy.target_bytes / 2;
     let by_name: BTreeMap<u64, &SegmentFile> = stream.files.iter().map(|f| (f.name, f)).collect();
+    // Each entry's bytes (a packed row group's shared out by rows), per file in stream order.
+    let sizes: Vec<Vec<u64>> = stream.files.iter().map(SegmentFile::entry_sizes).collect();
     let several_tracks = |f: &SegmentFile| {
         let first = f.groups.first().map(|g| &g.track);
         f.groups.iter().any(|g| Some(&g.track) != first)
@@ -402,7 +406,7 @@ pub fn plan_compaction(
         let mut slices: BTreeMap<u64, Vec<(u64, u64, bool)>> = BTreeMap::new();
         for g in &track.groups {
             let file = &stream.files[g.file];
-            let piece = (file.name, file.groups[g.group].span.len, always(file));
+            let piece = (file.name, sizes[g.file][g.group], always(file));
             let list = slices.entry(key_of(file, g.group)).or_default();
             match list.last_mut() {
                 Some(last) if last.0 == file.name => last.1 += piece.1,
@@ -510,7 +514,7 @@ pub fn plan_compaction(
             if !inputs.contains(&file.name) {
                 continue;
             }
-            let len = file.groups[g.group].span.len;
+            let len = sizes[g.file][g.group];
             let key = key_of(file, g.group);
             let crosses = slice.is_some_and(|s| s != key);
             slice = Some(key);

@@ -21,8 +21,10 @@ pub const MAGIC: [u8; 4] = *b"SAmr";
 /// refuses; a compaction that writes level tables (and a snapshot naming one) is version 4,
 /// which a version-3 build refuses; a record naming a file that stores its integers signed
 /// (every barrier and compaction of this build, and a snapshot naming such a file) is
-/// version 5, which a version-4 build refuses.
-pub const FORMAT_VERSION: u16 = 5;
+/// version 5, which a version-4 build refuses; a record naming a data file whose row groups
+/// pack several tracks (every barrier of this build, and a snapshot naming such a file) is
+/// version 6, which a version-5 build refuses.
+pub const FORMAT_VERSION: u16 = 6;
 /// The lowest record format this build reads.
 pub const OLDEST_VERSION: u16 = 1;
 /// Bytes before the payload.

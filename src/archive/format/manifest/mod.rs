@@ -7,7 +7,7 @@ pub mod state;
 
 pub use record::{
     Barrier, BarrierStream, ColumnDecl, Compact, GroupEntry, LevelFloor, LevelRun, Offload,
-    Offloaded, RawFloor, Record, Retire, SegmentFile, Snapshot, Span, StreamDecl, StreamSnapshot,
-    TrackRetire, TrackSnapshot,
+    Offloaded, RawFloor, Record, Retire, SegmentFile, Slice, Snapshot, Span, StreamDecl,
+    StreamSnapshot, TrackRetire, TrackSnapshot,
 };
 pub use state::{GroupRef, Leftover, State, StreamState, TrackState};

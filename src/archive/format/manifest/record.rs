@@ -61,7 +61,39 @@ impl Record {
     pub fn version(&self) -> u16 {
         let table = |f: &SegmentFile| f.run.is_some();
         let signed = |f: &SegmentFile| f.is_signed();
+        let packed = |f: &SegmentFile| f.is_packed();
         match self {
+            Record::Barrier(b)
+                if b.streams
+                    .iter()
+                    .any(|s| s.file.is_packed() || s.levels.as_ref().is_some_and(packed)) =>
+            {
+                6
+            }
+            Record::Barrier(b) if b.streams.iter().any(|s| s.levels_from.is_some()) => 6,
+            Record::Compact(c)
+                if c.added
+                    .iter()
+                    .chain(&c.added_levels)
+                    .any(|f| packed(f) || f.first_level.is_some()) =>
+            {
+                6
+            }
+            Record::Snapshot(s)
+                if s.streams.iter().any(|s| {
+                    s.levels_from.is_some() || s.levels.iter().any(|f| f.first_level.is_some())
+                }) =>
+            {
+                6
+            }
+            Record::Snapshot(s)
+                if s.streams
+                    .iter()
+                    .flat_map(|s| s.files.iter().chain(&s.levels))
+                    .any(packed) =>
+            {
+                6
+            }
             Record::Barrier(b)
                 if b.streams
                     .iter()
@@ -241,6 +273,10 @@ pub struct StreamSnapshot {
     /// in a version-1 snapshot.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tracks: Vec<TrackSnapshot>,
+    /// The stream's first stored level, once a barrier decided it (format version 6; see
+    /// [`BarrierStream::levels_from`]). Absent while undecided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub levels_from: Option<u8>,
 }
 
 /// A stream's declaration: its columns, track, axis and measured fields.
@@ -300,10 +336,16 @@ pub struct BarrierStream {
     pub next_seq: u64,
     /// The file written.
     pub file: SegmentFile,
-    /// The level partials written in the same commit: one file whose row group k holds
-    /// level k. Absent for a stream without levels.
+    /// The level partials written in the same commit: one file whose row groups hold one
+    /// level each, from its `first_level` up. Absent for a stream without levels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub levels: Option<SegmentFile>,
+    /// On the barrier that decides it (format version 6): the stream's first stored level.
+    /// Levels beneath it hold too few rows a cell to summarise anything, so from this
+    /// barrier on none is stored; reads compute them from the raw rows. Recorded once;
+    /// absent on every other barrier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub levels_from: Option<u8>,
 }
 
 /// A committed data file.
@@ -340,12 +382,105 @@ pub struct SegmentFile {
     /// stored them unsigned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<u16>,
+    /// For a level file holding one row group per level (a barrier's partials, a run kept
+    /// in one file): the level its row group 0 holds, the next group the next level (format
+    /// version 6, once the stream stores no level beneath it). Absent: level 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_level: Option<u8>,
 }
 
 impl SegmentFile {
-    /// Whether the file stores its integers signed (format version 5).
+    /// Whether the file stores its integers signed (format version 5 and later).
     pub fn is_signed(&self) -> bool {
         self.format.is_some_and(|f| f >= 5)
+    }
+
+    /// Whether the file packs consecutive tracks into shared row groups (format version 6):
+    /// its entries are slices ([`GroupEntry::slice`]).
+    pub fn is_packed(&self) -> bool {
+        self.format.is_some_and(|f| f >= 6)
+    }
+
+    /// The bytes attributed to each entry, in entry order: its row group's bytes, shared out
+    /// among the entries of a packed group by their rows.
+    pub fn entry_sizes(&self) -> Vec<u64> {
+        let groups = self.row_groups();
+        let mut at = 0;
+        self.groups
+            .iter()
+            .enumerate()
+            .map(|(index, entry)| {
+                let physical = entry.physical(index);
+                while groups.get(at).is_some_and(|g| g.0 != physical) {
+                    at += 1;
+                }
+                match (entry.slice, groups.get(at)) {
+                    (Some(_), Some(&(_, span, rows))) => {
+                        (span.len as u128 * entry.rows as u128 / rows.max(1) as u128) as u64
+                    }
+                    _ => entry.span.len,
+                }
+            })
+            .collect()
+    }
+
+    /// Checks that the file's entries and its layout agree: a packed file's entries are all
+    /// slices, row group by row group from 0, each group's slices contiguous from row 0 and
+    /// sharing its span; an unpacked file's entries name no slice.
+    pub fn check_slices(&self) -> Result<(), String> {
+        let bad = |why: String| Err(format!("file {}: {why}", self.path));
+        if !self.is_packed() {
+            return match self.groups.iter().position(|g| g.slice.is_some()) {
+                Some(i) => bad(format!(
+                    "entry {i} names a slice, and the file is not packed"
+                )),
+                None => Ok(()),
+            };
+        }
+        let mut at: Option<(u32, u64, Span)> = None;
+        for (i, entry) in self.groups.iter().enumerate() {
+            let Some(slice) = entry.slice else {
+                return bad(format!("entry {i} of a packed file names no slice"));
+            };
+            let expected = match at {
+                Some((group, next, span)) if slice.group == group => {
+                    if entry.span != span {
+                        return bad(format!("entry {i} gives row group {group} another span"));
+                    }
+                    next
+                }
+                Some((group, _, span)) if slice.group == group + 1 => {
+                    if entry.span.offset < span.offset + span.len {
+                        return bad(format!("entry {i}'s row group overlaps the one before"));
+                    }
+                    0
+                }
+                None if slice.group == 0 => 0,
+                _ => return bad(format!("entry {i} skips to row group {}", slice.group)),
+            };
+            if slice.row != expected || entry.rows == 0 {
+                return bad(format!(
+                    "entry {i} starts at row {} of row group {}, not {expected}",
+                    slice.row, slice.group
+                ));
+            }
+            at = Some((slice.group, expected + entry.rows, entry.span));
+        }
+        Ok(())
+    }
+
+    /// The file's Parquet row groups, each once: `(row group index, its span, its rows)`, in
+    /// file order (one per entry unless the file is packed).
+    pub fn row_groups(&self) -> Vec<(usize, Span, u64)> {
+        let mut out: Vec<(usize, Span, u64)> = Vec::with_capacity(self.groups.len());
+        for (index, entry) in self.groups.iter().enumerate() {
+            let physical = entry.physical(index);
+            match out.last_mut() {
+                Some(last) if entry.slice.is_some() && last.0 == physical => last.2 += entry.rows,
+                _ => out.push((physical, entry.span, entry.rows)),
+            }
+        }
+        out
     }
 }
 
@@ -408,6 +543,31 @@ pub struct GroupEntry {
     /// elsewhere. Format version 4.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_track: Option<Vec<String>>,
+    /// In a packed data file (format version 6), where this track's rows lie: rows
+    /// `row .. row + rows` of Parquet row group `group`, which packs the rows of consecutive
+    /// tracks in key order. `span` is then that row group's bytes and digest (bound to
+    /// `group`, shared by every entry it holds). Absent in files of versions 1-5, where each
+    /// entry is a row group of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slice: Option<Slice>,
+}
+
+/// Where a track's rows lie in a packed row group (format version 6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Slice {
+    /// The Parquet row group's index in the file.
+    pub group: u32,
+    /// The first of the track's rows within that row group.
+    pub row: u64,
+}
+
+impl GroupEntry {
+    /// The index of the Parquet row group holding this entry's rows, given the entry's own
+    /// index in its file: the same index unless the entry is a slice of a packed group.
+    pub fn physical(&self, index: usize) -> usize {
+        self.slice.map_or(index, |s| s.group as usize)
+    }
 }
 
 /// A byte range of a file and the digest of its bytes.

@@ -145,6 +145,10 @@ pub struct StreamState {
     pub levels: Vec<SegmentFile>,
     /// The catalog: tracks by key, so a prefix is a range scan.
     pub tracks: BTreeMap<TrackKey, TrackState>,
+    /// The first level the stream stores, once a barrier decided it (format version 6):
+    /// levels beneath it are computed from the raw rows when read. `None` while undecided
+    /// (every level stored).
+    pub levels_from: Option<u8>,
 }
 
 impl StreamState {
@@ -157,6 +161,34 @@ impl StreamState {
             files: Vec::new(),
             levels: Vec::new(),
             tracks: BTreeMap::new(),
+            levels_from: None,
+        }
+    }
+
+    /// The first level the stream stores (0 while undecided): levels beneath it are
+    /// answered from the raw rows.
+    pub fn first_stored_level(&self) -> usize {
+        self.levels_from.map_or(0, usize::from)
+    }
+
+    /// Records the first stored level a barrier decided; it never changes once recorded.
+    fn decide_levels(&mut self, from: u8) -> Result<(), String> {
+        let levels = self.decl.ladder.map_or(0, |l| l.levels);
+        if from >= levels {
+            return Err(format!(
+                "stream {:?}: first stored level {from}, the ladder has {levels}",
+                self.decl.id
+            ));
+        }
+        match self.levels_from {
+            Some(had) if had != from => Err(format!(
+                "stream {:?}: first stored level {from} recorded after {had}",
+                self.decl.id
+            )),
+            _ => {
+                self.levels_from = Some(from);
+                Ok(())
+            }
         }
     }
 
@@ -176,12 +208,16 @@ impl StreamState {
             ));
         };
         let levels = ladder.levels as usize;
+        let first = file.first_level.map_or(0, usize::from);
         match file.run.and_then(|r| r.level) {
-            None if file.groups.len() != levels => Err(format!(
-                "level file {} holds {} levels; the stream declares {levels}",
+            None if first >= levels || file.groups.len() != levels - first => Err(format!(
+                "level file {} holds {} levels from level {first}; the stream declares {levels}",
                 file.path,
                 file.groups.len()
             )),
+            Some(_) if file.first_level.is_some() => {
+                Err(format!("level table {} names a first level", file.path))
+            }
             Some(level) if level as usize >= levels => Err(format!(
                 "level table {} holds level {level}; the stream declares {levels}",
                 file.path
@@ -194,6 +230,7 @@ impl StreamState {
     }
 
     fn add_file(&mut self, file: SegmentFile) -> Result<(), String> {
+        file.check_slices()?;
         self.index_file(self.files.len(), &file)?;
         self.files.push(file);
         Ok(())
@@ -514,6 +551,9 @@ impl State {
             let mut stream = StreamState::new(s.decl.clone());
             stream.watermark = Position(s.watermark);
             stream.next_seq = s.next_seq;
+            if let Some(from) = s.levels_from {
+                stream.decide_levels(from)?;
+            }
             for t in &s.tracks {
                 let key = TrackKey::encode(&t.track).map_err(|e| e.to_string())?;
                 let track = stream.tracks.entry(key).or_insert_with(|| TrackState {
@@ -565,6 +605,9 @@ impl State {
             next_name = s.file.name + 1;
             stream.watermark = Position(s.watermark);
             stream.next_seq = s.next_seq;
+            if let Some(from) = s.levels_from {
+                stream.decide_levels(from)?;
+            }
             stream.add_file(s.file.clone())?;
             if let Some(file) = &s.levels {
                 if file.name < next_name {
@@ -638,6 +681,7 @@ impl State {
                         .filter(|t| t.has_lifecycle())
                         .map(TrackState::snapshot)
                         .collect(),
+                    levels_from: s.levels_from,
                 })
                 .collect(),
         }
