@@ -1033,6 +1033,7 @@ fn inspect_reports_streams_tracks_files_and_watermark() {
     assert_eq!(s["rows"], 18);
     assert_eq!(s["files"], 3);
     assert_eq!(s["measured"], serde_json::json!(["value", "noise"]));
+    assert_eq!(s["levels_from"], serde_json::Value::Null, "undecided");
     let tracks = s["tracks"].as_array().expect("tracks");
     let got: Vec<(Vec<String>, u64, u64)> = tracks
         .iter()
@@ -1076,6 +1077,12 @@ fn inspect_reports_streams_tracks_files_and_watermark() {
         plain.stdout
     );
     assert!(plain.stdout.contains("watermark 18"), "{}", plain.stdout);
+    // 18 rows are too few to judge how sparse the levels are: every level is stored.
+    assert!(
+        plain.stdout.contains("stored    every level (undecided"),
+        "{}",
+        plain.stdout
+    );
     for (labels, _, _) in &want {
         let shown = labels.join(" / ");
         assert!(

@@ -56,6 +56,9 @@ pub struct StreamDescription {
     pub cold_tiers: Vec<String>,
     /// The level ladder, if the stream builds levels.
     pub ladder: Option<crate::archive::format::ladder::Ladder>,
+    /// The first level the stream stores, once a barrier decided it (format version 6):
+    /// finer levels are folded from the raw rows when read. `None` while undecided.
+    pub levels_from: Option<u8>,
     /// Rows stored.
     pub rows: u64,
     /// The highest raw floor of any track (an unnarrowed read answers to it).
@@ -177,6 +180,7 @@ impl Archive {
                     .into_iter()
                     .collect(),
                 ladder: s.decl.ladder,
+                levels_from: s.levels_from,
                 rows: s.tracks.values().map(|t| t.rows).sum(),
                 floor: s
                     .tracks

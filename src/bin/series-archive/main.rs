@@ -1129,7 +1129,14 @@ fn inspect(archive: &Path, json: bool) -> Result<(), Failure> {
         );
         out!("  measured  {}", s.measured.join(", "));
         match s.ladder {
-            Some(l) => out!("  levels    {} file(s), {} bytes ({:.1}% of raw); ladder base {} × {}^k, {} levels", s.level_files, s.level_bytes, 100.0 * s.level_bytes as f64 / s.bytes.max(1) as f64, l.base, l.factor, l.levels),
+            Some(l) => {
+                out!("  levels    {} file(s), {} bytes ({:.1}% of raw); ladder base {} × {}^k, {} levels", s.level_files, s.level_bytes, 100.0 * s.level_bytes as f64 / s.bytes.max(1) as f64, l.base, l.factor, l.levels);
+                match s.levels_from {
+                    Some(0) => out!("  stored    every level (decided by the rows' density)"),
+                    Some(k) => out!("  stored    levels {k} to {} (finer ones hold too few rows a cell: folded from the raw rows when read)", l.levels - 1),
+                    None => out!("  stored    every level (undecided: no barrier has held enough rows to judge)"),
+                }
+            }
             None => out!("  levels    none"),
         }
         out!("  watermark {}   raw floor {}", s.watermark, s.floor);
