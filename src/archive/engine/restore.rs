@@ -236,13 +236,7 @@ fn rebuild(
     let mut files = vec![rel];
     let mut next_name = name + 1;
     // The first stored level, as the barrier judged it on the state before it.
-    let decided = match (stream.levels_from, decl.ladder) {
-        (None, Some(ladder)) => levels::first_worth_storing(&ladder, &tracks, |labels| {
-            crate::archive::engine::seal::last_axis(stream, labels)
-        }),
-        _ => None,
-    };
-    let first = stream.levels_from.or(decided).map_or(0, usize::from);
+    let (first, decided) = crate::archive::engine::seal::stored_levels(stream, &tracks);
     let levels = match levels::barrier_partials(decl, &tracks, name + 1, first)
         .map_err(|e| e.to_string())?
     {

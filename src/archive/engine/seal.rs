@@ -174,15 +174,7 @@ impl Archive {
             // One packed file: row groups of at most `cap` rows, consecutive tracks sharing
             // one, each track's rows a slice of it (format version 6).
             let data = || segment::encode_packed(&id, &selected.full_schema, name, &groups, cap);
-            // The stream's first stored level: as recorded, or decided by these rows.
-            let durable = &self.commit.state().streams[&id];
-            let decided = match (durable.levels_from, decl.ladder) {
-                (None, Some(ladder)) => levels::first_worth_storing(&ladder, &tracks, |labels| {
-                    last_axis(durable, labels)
-                }),
-                _ => None,
-            };
-            let first = durable.levels_from.or(decided).map_or(0, usize::from);
+            let (first, decided) = stored_levels(&self.commit.state().streams[&id], &tracks);
             let partials = || levels::barrier_partials(decl, &tracks, name + 1, first);
             let rows: usize = tracks.iter().map(|t| t.batch.num_rows()).sum();
             let (data, partials) = if rows >= PARALLEL_SEAL_ROWS {
@@ -277,11 +269,25 @@ impl Archive {
     }
 }
 
-/// The last axis value `stream` stores for the track `labels` (what a barrier's first row of
-/// it is counted from when judging the stream's level density).
-pub(crate) fn last_axis(stream: &StreamState, labels: &[String]) -> Option<u64> {
-    let key = crate::contract::TrackKey::encode(labels).ok()?;
-    stream.tracks.get(&key).and_then(|t| t.last_axis)
+/// The first level a barrier of `tracks` stores for `stream`, and the first stored level it
+/// decides (when the stream had none recorded and these rows are enough to judge; each
+/// track's first row counts from the last axis value the stream stores for it). Seal and
+/// restore judge the same way, so a restored barrier is the barrier that was written.
+pub(crate) fn stored_levels(
+    stream: &StreamState,
+    tracks: &[segment::TrackRows],
+) -> (usize, Option<u8>) {
+    let decided = match (stream.levels_from, stream.decl.ladder) {
+        (None, Some(ladder)) => levels::first_worth_storing(&ladder, tracks, |labels| {
+            let key = crate::contract::TrackKey::encode(labels).ok()?;
+            stream.tracks.get(&key).and_then(|t| t.last_axis)
+        }),
+        _ => None,
+    };
+    (
+        stream.levels_from.or(decided).map_or(0, usize::from),
+        decided,
+    )
 }
 
 /// Checks deliveries without keeping them; see [`Archive::validator`].

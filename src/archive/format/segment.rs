@@ -264,7 +264,7 @@ fn regions(
         return Err(ArchiveError::Encode {
             stream: stream.to_owned(),
             message: format!(
-                "wrote {} row groups, {groups} were packed",
+                "wrote {} row groups, {groups} were written",
                 metadata.num_row_groups()
             ),
         });
