@@ -1756,7 +1756,7 @@ fn types_take_arrow_names_and_refuse_the_position_column() {
 }
 
 /// `ingest` ends with the automatic maintenance `compact --auto` runs, so a CLI user never
-/// has to know: 18 barriers (past the threshold of 16 files) become one segment per track,
+/// has to know: 18 barriers (past the threshold of 16 files) become one packed file,
 /// and their level partials merge size-tiered (18 = 1·16 + 2 in base 4: four merges of four
 /// partials, then the cascade of four runs, 4 + 4 + 4 + 7 = 19 files in);
 /// `--no-compact` keeps the barrier files as sealed. Either way every row reads back.
@@ -1769,7 +1769,7 @@ fn ingest_compacts_past_the_threshold_unless_told_not_to() {
     let out = ingest(&compacted, &["--seal-rows", "1"], &[&file]).ok("ingest");
     assert!(
         out.stderr
-            .contains("18 barrier files → 6 segments; 19 level files merged size-tiered"),
+            .contains("18 barrier files → 1 files; 19 level files merged size-tiered"),
         "{}",
         out.stderr
     );
@@ -1782,7 +1782,7 @@ fn ingest_compacts_past_the_threshold_unless_told_not_to() {
             .as_u64()
             .expect("files")
     };
-    assert_eq!(files(&compacted), 6);
+    assert_eq!(files(&compacted), 1);
     assert_eq!(files(&as_sealed), 18);
     assert_eq!(rows(&compacted, &[]), rows(&as_sealed, &[]));
 }

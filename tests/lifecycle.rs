@@ -348,7 +348,12 @@ fn retire_track_is_explicit_and_leaves_other_tracks_alone() {
         .values()
         .filter(|t| t.labels[0] == "run_0")
         .all(|t| t.whole && t.groups.is_empty()));
-    assert_eq!(data_files(dir.path()), 2, "one segment per live track");
+    assert_eq!(
+        data_files(dir.path()),
+        1,
+        "one packed file of the live tracks"
+    );
+    assert!(archive.state().streams["capture"].files[0].holds_several_tracks());
     // A retired track may come back: its new rows are served above its floor.
     drop(archive);
     let mut archive =
@@ -400,18 +405,22 @@ fn compaction_is_equal_row_for_row_and_cell_for_cell_and_bounds_the_file_count()
     assert_eq!(data_files(dir.path()), 40);
     assert_eq!(walk(&dir.path().join("streams/capture/levels")), 40);
 
-    // The automatic compaction: every barrier file into one segment per track at once; the
+    // The automatic compaction: every barrier file into one packed file at once; the
     // 40 barriers' level partials merged size-tiered, four runs at a time, as a base-4 counter
     // counts 40 (= 2·16 + 2·4): two runs of tier 2 and two of tier 1 stay.
     let reports = archive.compact(false, |_, _, _| {}).expect("compact");
     let sum = |f: fn(&series_archive::archive::lifecycle::CompactReport) -> usize| {
         reports.iter().map(f).sum::<usize>()
     };
-    assert_eq!((sum(|r| r.files_in), sum(|r| r.files_out)), (40, 4));
+    assert_eq!((sum(|r| r.files_in), sum(|r| r.files_out)), (40, 1));
     // Ten jobs: eight carries of four partials, and two that cascade into tier 2.
     assert_eq!(reports.len(), 10, "{reports:?}");
     assert!(reports.iter().all(|r| r.level_bytes_out < r.level_bytes_in));
-    assert_eq!(data_files(dir.path()), 4, "one segment per track");
+    assert_eq!(
+        data_files(dir.path()),
+        1,
+        "one packed file of the four tracks"
+    );
     let tiers = |archive: &Archive| -> Vec<u8> {
         series_archive::archive::lifecycle::plan::level_runs(
             &archive.state().streams["capture"].levels,
@@ -441,18 +450,18 @@ fn compaction_is_equal_row_for_row_and_cell_for_cell_and_bounds_the_file_count()
         assert!(archive.verify(|_, _| {}).is_empty());
     };
     check(&archive);
-    // New rows of less than a quarter of a segment's bytes: compaction leaves the segments
-    // alone and writes the new rows beside them (size-tiered); more, and they merge.
+    // New rows of less than a quarter of a file's bytes: compaction leaves the packed file
+    // alone and writes the new rows beside it (size-tiered); more, and they merge.
     let more = fill_from(&mut archive, &clock, 640, 1, 4);
     let mut published = published;
     published.extend(more);
     archive.compact(true, |_, _, _| {}).expect("compact");
-    assert_eq!(data_files(dir.path()), 8);
+    assert_eq!(data_files(dir.path()), 2);
     assert_eq!(all_rows(&archive, None), published);
     let more = fill_from(&mut archive, &clock, 641, 40, 64);
     published.extend(more);
     archive.compact(true, |_, _, _| {}).expect("compact");
-    assert_eq!(data_files(dir.path()), 4);
+    assert_eq!(data_files(dir.path()), 1);
     assert_eq!(all_rows(&archive, None), published);
     drop(archive);
     let archive = Archive::open(dir.path(), capture_config()).expect("reopen");
@@ -506,8 +515,8 @@ fn a_compaction_runs_beside_sealing_and_one_overtaken_by_a_retirement_is_discard
     assert_eq!(all_rows(&archive, None), published);
     assert_eq!(
         data_files(dir.path()),
-        4 + 3,
-        "segments plus the barriers sealed meanwhile"
+        1 + 3,
+        "the packed file plus the barriers sealed meanwhile"
     );
 
     // A retirement between plan and finish: the swap is refused, its files removed.
@@ -652,17 +661,21 @@ fn compaction_cuts_segments_at_retention_slices_so_retention_still_retires_them(
     archive.compact(true, |_, _, _| {}).expect("compact");
     assert_eq!(
         data_files(dir.path()),
-        4 * 4,
-        "4 tracks × 4 hours of sealing"
+        4,
+        "4 hours of sealing, each one packed file of the 4 tracks"
     );
-    // Nothing new to join: a second compaction leaves every segment alone.
+    assert!(archive.state().streams["capture"]
+        .files
+        .iter()
+        .all(|f| f.holds_several_tracks()));
+    // Nothing new to join: a second compaction leaves every file alone.
     assert!(archive
         .compact(true, |_, _, _| {})
         .expect("again")
         .is_empty());
     // At hour 10 the segments of hours 0 and 1 are past eight hours.
     let reports = archive.sweep(10 * HOUR).expect("sweep");
-    assert_eq!(reports[0].files_deleted, 8, "{reports:?}");
+    assert_eq!(reports[0].files_deleted, 2, "{reports:?}");
     let floor = 8 * 25 + 1;
     let kept: Vec<_> = published
         .iter()
@@ -712,9 +725,9 @@ fn a_maintainer_compacts_on_its_own_threads_while_barriers_keep_sealing() {
     assert_eq!(all_rows(&archive, None), published);
 }
 
-/// Compaction streams its sources into row groups of exactly `group_rows` (rows of
-/// consecutive barriers join; only a segment's last group is short), and the rows read back
-/// unchanged.
+/// Compaction streams its sources into pieces of exactly `group_rows` rows a track (rows of
+/// consecutive barriers join; only a track's last piece is short), packed into row groups of
+/// at most `group_rows` rows, and the rows read back unchanged.
 #[test]
 fn compaction_streams_sources_into_full_row_groups() {
     use series_archive::archive::lifecycle::Compaction;
@@ -729,12 +742,13 @@ fn compaction_streams_sources_into_full_row_groups() {
     let published = fill(&mut archive, &clock, 10, 30);
     archive.compact(true, |_, _, _| {}).expect("compact");
     let stream = &archive.state().streams["capture"];
-    assert_eq!(stream.files.len(), 4, "one segment per track");
+    assert_eq!(stream.files.len(), 1, "one packed file of the four tracks");
     for file in &stream.files {
         let rows: Vec<u64> = file.groups.iter().map(|g| g.rows).collect();
-        assert_eq!(rows, [100, 100, 100], "{}", file.path);
+        assert_eq!(rows, [100; 12], "{}", file.path);
+        assert!(file.row_groups().iter().all(|g| g.2 == 100));
         for pair in file.groups.windows(2) {
-            assert!(pair[0].seq[1] < pair[1].seq[0]);
+            assert!(pair[0].track != pair[1].track || pair[0].seq[1] < pair[1].seq[0]);
         }
     }
     assert_eq!(all_rows(&archive, None), published);

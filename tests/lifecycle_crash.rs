@@ -460,17 +460,17 @@ fn reference(root: &Path, op: Op) -> (Side, Side) {
     let added: BTreeSet<String> = new.paths.difference(&old.paths).cloned().collect();
     let removed: BTreeSet<String> = old.paths.difference(&new.paths).cloned().collect();
     let shape = (
-        count(&added, "rows").min(2),
+        count(&added, "rows").min(1),
         count(&added, "levels"),
         count(&removed, "rows"),
         count(&removed, "levels"),
         new.generation - old.generation,
     );
     let expected = match op {
-        // Barriers 2..4 rewritten as single-track segments of run_1 (at least one per track;
-        // how many depends on the size and retention cuts); every level file merged into one
-        // run of level tables, one per level of the ladder (1024,8,8).
-        Op::Compact => (2, 8, 3, BARRIERS, 0),
+        // Barriers 2..4 rewritten as packed files of run_1's tracks (at least one; how many
+        // depends on the retention cuts); every level file merged into one run of level
+        // tables, one per level of the ladder (1024,8,8).
+        Op::Compact => (1, 8, 3, BARRIERS, 0),
         // Barrier 0 (every group past the lifetime) and barrier 1 (run_0 only).
         Op::Sweep => (0, 0, 2, 0, 0),
         // Barrier 1 (run_0 only).
@@ -481,7 +481,7 @@ fn reference(root: &Path, op: Op) -> (Side, Side) {
         if added.contains(&f.path) {
             let tracks: BTreeSet<&Vec<String>> = f.groups.iter().map(|g| &g.track).collect();
             assert!(
-                tracks.len() == 1 && tracks.iter().all(|t| t[0] == "run_1"),
+                f.is_packed() && tracks.iter().all(|t| t[0] == "run_1"),
                 "{}: {tracks:?}",
                 f.path
             );

@@ -68,7 +68,7 @@ pub mod lifecycle {
     pub use super::plan::lifecycle as plan;
     pub use super::plan::lifecycle::{
         holds_retired, plan_compaction, plan_retirement, plan_track_retirement, CompactPlan,
-        PlannedSegment, Rewrite, Split,
+        PlannedFile, PlannedSegment, Rewrite, Split,
     };
     pub use super::plan::offload::{plan_offload, OffloadPolicy};
     pub use super::plan::retention::{parse_duration, parse_size, Compaction, Lifetime, Retention};

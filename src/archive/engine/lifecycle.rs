@@ -234,52 +234,67 @@ impl CompactionJob {
         let mut added_levels = Vec::new();
         let total = self.steps();
         let mut done = 0;
-        // Raw segments: one track each, row groups of at most `group_rows`.
+        // Data files: each packs its tracks in key order into row groups of at most
+        // `group_rows` rows (a track's rows are cut into pieces of at most that many, and
+        // consecutive pieces share a group). Streamed: one source group read at a time, a
+        // track's rows cut as they reach a group's worth, each row group written as it fills.
         let axis = self.decl.axis.clone();
+        let cap = self.group_rows.max(1);
         let mut open = crate::archive::io::segment::Opened::new(&self.store, self.schema.clone());
         for out in &self.plan.outputs {
-            // Streamed: one source group read at a time, cut into row groups of
-            // `group_rows` (rows of consecutive sources join), each written as it fills.
             let (mut sealed_at, mut barrier) = (0u64, 0u64);
-            for &(name, _) in &out.sources {
+            for &(name, _) in out.segments.iter().flat_map(|s| &s.sources) {
                 if let Some(file) = self.files.get(&name) {
                     sealed_at = sealed_at.max(file.sealed_at_ns);
                     barrier = barrier.max(file.barrier);
                 }
             }
-            let mut file = placer.start("rows", &self.schema)?;
-            let mut pending: Vec<RecordBatch> = Vec::new();
-            let mut pending_rows = 0usize;
-            let cap = self.group_rows.max(1);
-            for (i, &(name, group)) in out.sources.iter().enumerate() {
-                let source = self.files.get(&name).ok_or_else(|| {
-                    ArchiveError::Internal(format!(
-                        "stream {id:?}: planned source file {name} is unknown"
-                    ))
-                })?;
-                let batch = open
-                    .read_group(name, source, group)
-                    .map_err(unreadable(&id))?;
-                pending_rows += batch.num_rows();
-                pending.push(batch);
-                let last = i + 1 == out.sources.len();
-                if pending_rows >= cap || last {
-                    let joined = arrow::compute::concat_batches(&self.schema, &pending)
-                        .map_err(|e| fail(e.to_string()))?;
-                    let whole = if last {
-                        joined.num_rows()
-                    } else {
-                        joined.num_rows() / cap * cap
-                    };
-                    for rows in
-                        segment::bounded(&out.track, &joined.slice(0, whole), cap, axis.as_deref())
-                    {
-                        file.writer.push(&rows)?;
+            let mut file = placer.start_packed("rows", &self.schema)?;
+            let mut packer = Packer {
+                pieces: Vec::new(),
+                rows: 0,
+                cap,
+            };
+            for segment in &out.segments {
+                let mut pending: Vec<RecordBatch> = Vec::new();
+                let mut pending_rows = 0usize;
+                for (i, &(name, group)) in segment.sources.iter().enumerate() {
+                    let source = self.files.get(&name).ok_or_else(|| {
+                        ArchiveError::Internal(format!(
+                            "stream {id:?}: planned source file {name} is unknown"
+                        ))
+                    })?;
+                    let batch = open
+                        .read_group(name, source, group)
+                        .map_err(unreadable(&id))?;
+                    pending_rows += batch.num_rows();
+                    pending.push(batch);
+                    let last = i + 1 == segment.sources.len();
+                    if pending_rows >= cap || last {
+                        let joined = match pending.as_slice() {
+                            [one] => one.clone(),
+                            _ => arrow::compute::concat_batches(&self.schema, &pending)
+                                .map_err(|e| fail(e.to_string()))?,
+                        };
+                        let whole = if last {
+                            joined.num_rows()
+                        } else {
+                            joined.num_rows() / cap * cap
+                        };
+                        for piece in segment::bounded(
+                            &segment.track,
+                            &joined.slice(0, whole),
+                            cap,
+                            axis.as_deref(),
+                        ) {
+                            packer.add(piece, &mut file.writer)?;
+                        }
+                        pending = vec![joined.slice(whole, joined.num_rows() - whole)];
+                        pending_rows = joined.num_rows() - whole;
                     }
-                    pending = vec![joined.slice(whole, joined.num_rows() - whole)];
-                    pending_rows = joined.num_rows() - whole;
                 }
             }
+            packer.flush(&mut file.writer)?;
             added.push(placer.finish(file, barrier, sealed_at)?);
             done += 1;
             progress(done, total);
@@ -318,16 +333,19 @@ impl CompactionJob {
             placed,
             // The swap is refused if a rewritten track's floors move before it is recorded
             // (new tracks, and other tracks' floors, do not matter to it).
-            floors: self
-                .floors
-                .into_iter()
-                .filter(|(key, _)| {
-                    self.plan
-                        .outputs
-                        .iter()
-                        .any(|o| TrackKey::encode(&o.track).is_ok_and(|k| k == *key))
-                })
-                .collect(),
+            floors: {
+                let rewritten: std::collections::BTreeSet<TrackKey> = self
+                    .plan
+                    .outputs
+                    .iter()
+                    .flat_map(|o| &o.segments)
+                    .filter_map(|s| TrackKey::encode(&s.track).ok())
+                    .collect();
+                self.floors
+                    .into_iter()
+                    .filter(|(key, _)| rewritten.contains(key))
+                    .collect()
+            },
         })
     }
 
@@ -682,9 +700,50 @@ struct Placing {
     at: PathBuf,
 }
 
+/// Consecutive pieces of a packed file waiting to share a row group: written once the next
+/// piece would take the group past `cap` rows.
+struct Packer {
+    pieces: Vec<TrackRows>,
+    rows: usize,
+    cap: usize,
+}
+
+impl Packer {
+    fn add(
+        &mut self,
+        piece: TrackRows,
+        writer: &mut crate::archive::io::segment::Writer,
+    ) -> Result<()> {
+        if self.rows + piece.batch.num_rows() > self.cap {
+            self.flush(writer)?;
+        }
+        self.rows += piece.batch.num_rows();
+        self.pieces.push(piece);
+        Ok(())
+    }
+
+    fn flush(&mut self, writer: &mut crate::archive::io::segment::Writer) -> Result<()> {
+        if !self.pieces.is_empty() {
+            writer.push_packed(&self.pieces)?;
+            self.pieces.clear();
+            self.rows = 0;
+        }
+        Ok(())
+    }
+}
+
 impl Placer<'_> {
     /// Starts the next reserved name under `.tmp/`, bound for `streams/<id>/<kind>/`.
     fn start(&mut self, kind: &str, schema: &SchemaRef) -> Result<Placing> {
+        self.start_as(kind, schema, false)
+    }
+
+    /// [`Placer::start`] for a packed data file (format version 6 layout).
+    fn start_packed(&mut self, kind: &str, schema: &SchemaRef) -> Result<Placing> {
+        self.start_as(kind, schema, true)
+    }
+
+    fn start_as(&mut self, kind: &str, schema: &SchemaRef, packed: bool) -> Result<Placing> {
         let name = self.names.next().ok_or_else(|| {
             ArchiveError::Internal(format!(
                 "a compaction of stream {:?} ran out of the names it reserved",
@@ -692,8 +751,17 @@ impl Placer<'_> {
             ))
         })?;
         let at = self.root.join(TMP_DIR).join(segment::data_file_name(name));
-        let writer =
-            crate::archive::io::segment::Writer::create(self.disk, &at, self.stream, schema, name)?;
+        let writer = if packed {
+            crate::archive::io::segment::Writer::create_packed(
+                self.disk,
+                &at,
+                self.stream,
+                schema,
+                name,
+            )?
+        } else {
+            crate::archive::io::segment::Writer::create(self.disk, &at, self.stream, schema, name)?
+        };
         Ok(Placing {
             writer,
             name,
@@ -704,6 +772,7 @@ impl Placer<'_> {
 
     /// Finishes and syncs a file, and remembers where it goes.
     fn finish(&mut self, file: Placing, barrier: u64, sealed_at_ns: u64) -> Result<SegmentFile> {
+        let format = file.writer.format_version();
         let (bytes, footer, groups) = file.writer.finish()?;
         let file_name = segment::data_file_name(file.name);
         let dir = format!("{STREAMS_DIR}/{}/{}", self.stream, file.kind);
@@ -720,7 +789,7 @@ impl Placer<'_> {
             groups,
             cold: None,
             run: None,
-            format: Some(crate::archive::format::physical::FILE_VERSION),
+            format: Some(format),
             first_level: None,
         })
     }
@@ -1016,6 +1085,13 @@ impl Archive {
             level_bytes_in,
             level_bytes_out: done.record.added_levels.iter().map(|f| f.bytes).sum(),
         };
+        if let Err(why) = state.check_compact_order(&done.record) {
+            self.delete(done.placed.iter().map(PathBuf::as_path))?;
+            return Err(ArchiveError::Internal(format!(
+                "stream {:?}: a compaction planned files that break a track's order, so it was not recorded (its files are deleted): {why}",
+                done.stream
+            )));
+        }
         let mut record = done.record;
         record.next_name = record.next_name.max(self.commit.next_name());
         self.commit(&Record::Compact(record))?;

@@ -64,12 +64,9 @@ pub(crate) struct TrackRows {
 /// counts, measured integers) are delta-encoded and float columns byte-stream-split, neither
 /// through a dictionary: a track's rows in publish order are runs of nearby integers and
 /// noisy floats, which a dictionary only inflates. Strings keep parquet-rs's dictionary.
-pub(crate) fn writer_properties(schema: &SchemaRef) -> WriterProperties {
-    properties(schema, physical::FILE_FORMAT)
-}
-
-/// [`writer_properties`] for a file of layout `format` (its `series_archive.format` value).
-fn properties(schema: &SchemaRef, format: &str) -> WriterProperties {
+///
+/// `format` is the file's layout (its `series_archive.format` value).
+pub(crate) fn properties(schema: &SchemaRef, format: &str) -> WriterProperties {
     let mut builder = WriterProperties::builder()
         .set_compression(Compression::ZSTD(
             ZstdLevel::try_new(1).expect("1 is a valid zstd level"),

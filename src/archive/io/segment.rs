@@ -6,7 +6,7 @@ use crate::archive::error::{ArchiveError, ColdError, Result, StoredError, Stored
 use crate::archive::format::manifest::{GroupEntry, SegmentFile, Span};
 use crate::archive::format::physical;
 use crate::archive::format::segment::{
-    digest, encode_error, group_starts, seed, writer_properties, TrackRows, Verified, FOOTER_INDEX,
+    digest, encode_error, group_starts, properties, seed, TrackRows, Verified, FOOTER_INDEX,
     PAR1_LEN,
 };
 use crate::archive::io::cold::ColdTier;
@@ -36,6 +36,10 @@ pub(crate) struct Writer {
     path: std::path::PathBuf,
     groups: Vec<GroupEntry>,
     start: u64,
+    /// Parquet row groups written so far (one per entry unless packed).
+    physical: u32,
+    /// Whether the file packs several entries into a row group (format version 6).
+    packed: bool,
 }
 
 /// A [`WriteFile`] as `std::io::Write` (what a buffered writer writes into).
@@ -92,13 +96,37 @@ impl std::io::Write for DigestSink {
 
 /// The digest seed of region `index` of file `name` (see [`digest`]).
 impl Writer {
-    /// Creates the file at `path` (it must not exist) for file name `name`.
+    /// Creates the file at `path` (it must not exist) for file name `name`, one row group
+    /// per entry (format version 5).
     pub fn create(
         disk: &Disk,
         path: &Path,
         stream: &str,
         schema: &SchemaRef,
         name: u64,
+    ) -> Result<Writer> {
+        Writer::create_as(disk, path, stream, schema, name, false)
+    }
+
+    /// Creates a packed file (format version 6) at `path`: row groups are written by
+    /// [`Writer::push_packed`], each packing consecutive tracks' pieces.
+    pub fn create_packed(
+        disk: &Disk,
+        path: &Path,
+        stream: &str,
+        schema: &SchemaRef,
+        name: u64,
+    ) -> Result<Writer> {
+        Writer::create_as(disk, path, stream, schema, name, true)
+    }
+
+    fn create_as(
+        disk: &Disk,
+        path: &Path,
+        stream: &str,
+        schema: &SchemaRef,
+        name: u64,
+        packed: bool,
     ) -> Result<Writer> {
         let file = Sink(durable::create(disk, path)?);
         let sink = DigestSink {
@@ -110,7 +138,12 @@ impl Writer {
             closed: Vec::new(),
         };
         let disk = physical::disk_schema(schema);
-        let writer = ArrowWriter::try_new(sink, disk.clone(), Some(writer_properties(&disk)))
+        let format = if packed {
+            physical::PACKED_FILE_FORMAT
+        } else {
+            physical::FILE_FORMAT
+        };
+        let writer = ArrowWriter::try_new(sink, disk.clone(), Some(properties(&disk, format)))
             .map_err(|e| encode_error(stream, e))?;
         Ok(Writer {
             writer,
@@ -120,26 +153,94 @@ impl Writer {
             path: path.to_path_buf(),
             groups: Vec::new(),
             start: PAR1_LEN,
+            physical: 0,
+            packed,
         })
     }
 
-    /// Writes one row group.
-    pub fn push(&mut self, group: &TrackRows) -> Result<()> {
+    /// The layout version the file's manifest entry records.
+    pub fn format_version(&self) -> u16 {
+        if self.packed {
+            physical::PACKED_FILE_VERSION
+        } else {
+            physical::FILE_VERSION
+        }
+    }
+
+    /// Writes `batch` as the next row group; answers where its bytes end.
+    fn write_group(&mut self, batch: &RecordBatch) -> Result<u64> {
         let fail = |e| encode_error(&self.stream, e);
-        let batch = physical::to_disk(&group.batch, &self.disk).map_err(|message| {
-            ArchiveError::Encode {
+        let batch =
+            physical::to_disk(batch, &self.disk).map_err(|message| ArchiveError::Encode {
                 stream: self.stream.clone(),
                 message,
-            }
-        })?;
+            })?;
         self.writer.write(&batch).map_err(fail)?;
         self.writer.flush().map_err(fail)?;
         let end = self.writer.bytes_written() as u64;
-        let index = self.groups.len() as u32;
+        self.physical += 1;
         self.writer
             .inner_mut()
             .cuts
-            .push_back((end, seed(self.name, index + 1)));
+            .push_back((end, seed(self.name, self.physical)));
+        Ok(end)
+    }
+
+    /// Writes consecutive tracks' pieces (in key order, each at most the file's row-group
+    /// rows) as one packed row group, one entry per piece naming its slice.
+    pub fn push_packed(&mut self, pieces: &[TrackRows]) -> Result<()> {
+        if !self.packed || pieces.is_empty() {
+            return Err(ArchiveError::Internal(format!(
+                "{}: a packed row group of {} pieces written to a file that {}",
+                self.path.display(),
+                pieces.len(),
+                if self.packed {
+                    "is packed"
+                } else {
+                    "is not packed"
+                }
+            )));
+        }
+        let batches: Vec<&RecordBatch> = pieces.iter().map(|p| &p.batch).collect();
+        let joined = match batches.as_slice() {
+            [one] => (*one).clone(),
+            _ => arrow::compute::concat_batches(&pieces[0].batch.schema(), batches.iter().copied())
+                .map_err(|e| ArchiveError::Encode {
+                    stream: self.stream.clone(),
+                    message: e.to_string(),
+                })?,
+        };
+        let group = self.physical;
+        let end = self.write_group(&joined)?;
+        let mut row = 0;
+        for piece in pieces {
+            self.groups.push(GroupEntry {
+                track: piece.labels.clone(),
+                rows: piece.batch.num_rows() as u64,
+                position: piece.position,
+                axis: piece.axis,
+                seq: piece.seq,
+                // The digest is filled in once the bytes have passed (`finish`).
+                span: Span {
+                    offset: self.start,
+                    len: end - self.start,
+                    crc32c: 0,
+                },
+                last_track: None,
+                slice: Some(crate::archive::format::manifest::Slice { group, row }),
+            });
+            row += piece.batch.num_rows() as u64;
+        }
+        self.start = end;
+        Ok(())
+    }
+
+    /// Writes one row group (an entry of its own; the file is not packed).
+    pub fn push(&mut self, group: &TrackRows) -> Result<()> {
+        if self.packed {
+            return self.push_packed(std::slice::from_ref(group));
+        }
+        let end = self.write_group(&group.batch)?;
         self.groups.push(GroupEntry {
             track: group.labels.clone(),
             rows: group.batch.num_rows() as u64,
@@ -174,13 +275,15 @@ impl Writer {
         std::io::Write::flush(&mut sink.file).map_err(ArchiveError::io("write", &self.path))?;
         // Region 0 is the magic; then one per group; the footer's is still running.
         let closed = sink.closed.get(1..).unwrap_or_default();
-        if starts.len() != self.groups.len()
-            || closed.len() != self.groups.len()
+        let physical = self.physical as usize;
+        if starts.len() != physical
+            || closed.len() != physical
             || !sink.cuts.is_empty()
-            || starts
+            || self
+                .groups
                 .iter()
-                .zip(&self.groups)
-                .any(|(s, g)| *s != g.span.offset)
+                .enumerate()
+                .any(|(i, g)| starts.get(g.physical(i)) != Some(&g.span.offset))
         {
             return Err(ArchiveError::Encode {
                 stream: self.stream.clone(),
@@ -190,8 +293,8 @@ impl Writer {
                 ),
             });
         }
-        for (group, crc) in self.groups.iter_mut().zip(closed) {
-            group.span.crc32c = *crc;
+        for (i, group) in self.groups.iter_mut().enumerate() {
+            group.span.crc32c = closed[group.physical(i)];
         }
         let footer = Span {
             offset: footer_offset,

@@ -304,9 +304,11 @@ pub struct CompactPlan {
     pub stream: String,
     /// Data files rewritten (removed by the swap), by name.
     pub inputs: Vec<u64>,
-    /// The single-track segments to write: each a track and its source groups in order
-    /// (`(file name, group index)`), split into files of about the target size.
-    pub outputs: Vec<PlannedSegment>,
+    /// The data files to write, each of about the target size: its tracks in key order,
+    /// each with its source groups in `_seq` order. A file packs many tracks (format
+    /// version 7); a track larger than the target gets files of its own; under an
+    /// axis-distance lifetime every file holds one track.
+    pub outputs: Vec<PlannedFile>,
     /// Level files merged into one run (removed by the swap), by name, in publish order:
     /// whole runs, adjacent.
     pub level_inputs: Vec<u64>,
@@ -323,7 +325,15 @@ pub struct CompactPlan {
 /// files (a table's footer and page index cost a few KiB each).
 pub const TABLE_MIN_BYTES: u64 = 256 << 10;
 
-/// One compacted segment to write.
+/// One data file a compaction writes: its tracks' rows in key order, packed into shared row
+/// groups.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PlannedFile {
+    /// Its tracks in key order (a track at most once).
+    pub segments: Vec<PlannedSegment>,
+}
+
+/// One track's rows in a compacted file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlannedSegment {
     /// The track's labels.
@@ -356,11 +366,20 @@ pub enum Rewrite {
     Retired,
 }
 
-/// The compaction `stream` calls for under `policy`, if any. A data file is rewritten when it holds several tracks, is smaller
-/// than half the target, holds retired groups, or is of format versions 1-4 (unsigned); every later group of each track it holds is
-/// rewritten with it, so a track's segments stay in `_seq` order. Level runs merge
-/// size-tiered ([`tiered_merge`]) into one run of whole cells (level tables once it is large,
-/// or forced), retired cells dropped.
+/// The compaction `stream` calls for under `policy`, if any.
+///
+/// Data files merge size-tiered, newest first, within each retention slice: from the
+/// newest file back, an older small file (under half the target) joins while its row groups'
+/// bytes are at most `MERGE_RATIO` times those newer than it, so each byte is rewritten a logarithmic
+/// number of times. A file holding retired groups, a file of format versions 1-4 (unsigned)
+/// and a barrier file of versions 1-5 (one row group per track) always go. The files chosen
+/// are merged in contiguous runs (in `_seq` order) into packed files of about the target
+/// size, tracks in key order ([`PlannedFile`]): what they hold is then still in `_seq`
+/// order for every track. Under an axis-distance lifetime ([`Split::Axis`]), files stay one
+/// track each (see [`plan_per_track`]).
+///
+/// Level runs merge size-tiered ([`tiered_merge`]) into one run of whole cells (level
+/// tables once it is large, or forced), retired cells dropped.
 pub fn plan_compaction(
     stream: &StreamState,
     policy: &Compaction,
@@ -368,37 +387,323 @@ pub fn plan_compaction(
     rewrite: Rewrite,
 ) -> Option<CompactPlan> {
     let force = rewrite == Rewrite::All;
-    let key_of = |file: &SegmentFile, group: usize| -> u64 {
-        match split {
-            Split::None => 0,
-            Split::Sealed(ns) => file.sealed_at_ns / ns.max(1),
-            Split::Axis(units) => file.groups[group]
-                .axis
-                .map_or(0, |[lo, _]| lo / units.max(1)),
-        }
-    };
-    let small = |f: &SegmentFile| f.bytes < policy.target_bytes / 2;
-    let by_name: BTreeMap<u64, &SegmentFile> = stream.files.iter().map(|f| (f.name, f)).collect();
+    let purge = rewrite == Rewrite::Retired;
     // Each entry's bytes (a packed row group's shared out by rows), per file in stream order.
     let sizes: Vec<Vec<u64>> = stream.files.iter().map(SegmentFile::entry_sizes).collect();
-    let several_tracks = |f: &SegmentFile| {
+    let per_track = matches!(split, Split::Axis(_));
+    let mut chosen = if per_track {
+        choose_per_track(stream, policy, split, purge, &sizes)
+    } else {
+        choose_files(stream, policy, split, purge)
+    };
+    // Levels: runs merged size-tiered; a forced compaction merges every run into one (or
+    // rewrites a lone run to drop the cells a level floor has passed, or to turn a run that is
+    // not yet in tables into tables).
+    let floors_moved = stream
+        .tracks
+        .values()
+        .any(|t| t.level_floors.iter().any(|f| f.axis > 0));
+    let runs = level_runs(&stream.levels);
+    let (merged, level_tier) = if purge {
+        (0..0, 0)
+    } else if force {
+        let rewrite = runs.len() >= 2
+            || runs
+                .first()
+                .is_some_and(|r| floors_moved || !r.tables || !r.signed);
+        let top = runs.iter().map(|r| r.tier).max().unwrap_or(0);
+        if rewrite {
+            (0..runs.len(), top.saturating_add(u8::from(runs.len() > 1)))
+        } else {
+            (0..0, 0)
+        }
+    } else {
+        tiered_merge(&runs.iter().map(|r| r.tier).collect::<Vec<_>>()).unwrap_or((0..0, 0))
+    };
+    let level_bytes: u64 = runs[merged.clone()].iter().map(|r| r.bytes).sum();
+    let level_tables = force || level_bytes >= TABLE_MIN_BYTES;
+    let level_inputs: Vec<u64> = runs[merged]
+        .iter()
+        .flat_map(|r| r.files.iter().copied())
+        .collect();
+    // Raw files are rewritten when there are enough of them, whether or not levels merge.
+    let count = chosen.iter().filter(|c| **c).count();
+    let raw_worth = if force || purge {
+        count > 0
+    } else {
+        count >= policy.min_inputs
+    };
+    if !raw_worth {
+        chosen.iter_mut().for_each(|c| *c = false);
+    }
+    if !chosen.contains(&true) && level_inputs.is_empty() {
+        return None;
+    }
+    let outputs = if per_track {
+        per_track_outputs(stream, policy, split, &chosen, &sizes)
+    } else {
+        packed_outputs(stream, policy, split, &mut chosen, &sizes)
+    };
+    Some(CompactPlan {
+        stream: stream.decl.id.clone(),
+        inputs: stream
+            .files
+            .iter()
+            .zip(&chosen)
+            .filter(|(_, c)| **c)
+            .map(|(f, _)| f.name)
+            .collect(),
+        outputs,
+        level_inputs,
+        level_tier,
+        level_tables,
+    })
+}
+
+/// A file compaction rewrites whatever the thresholds say: it holds retired groups, stores
+/// its integers unsigned (format versions 1-4), or holds several tracks one row group each
+/// (a barrier file of versions 1-5).
+fn always_due(stream: &StreamState, f: &SegmentFile) -> bool {
+    let several_tracks = || {
         let first = f.groups.first().map(|g| &g.track);
         f.groups.iter().any(|g| Some(&g.track) != first)
     };
-    let has_retired = |f: &SegmentFile| holds_retired(stream, f);
-    // Barrier files (several tracks) and files holding retired groups always go. A track's
-    // small single-track segments are merged size-tiered, per retention slice: from the newest
-    // back, an older segment joins while it is at most `MERGE_RATIO` times what is newer than
-    // it, so each byte is rewritten a logarithmic number of times and a slice keeps a
-    // logarithmic number of segments.
-    // A file of format versions 1-4 (integers stored unsigned) always goes too: compaction
-    // is how an archive moves to version 5, file by file.
-    let always = |f: &SegmentFile| several_tracks(f) || has_retired(f) || !f.is_signed();
-    let purge = rewrite == Rewrite::Retired;
+    holds_retired(stream, f) || !f.is_signed() || (!f.is_packed() && several_tracks())
+}
+
+/// The retention slice a file belongs to, for packed compaction: files of different slices
+/// never merge, so a slice's files retire whole.
+fn file_slice(split: Split, file: &SegmentFile) -> u64 {
+    match split {
+        Split::Sealed(ns) => file.sealed_at_ns / ns.max(1),
+        Split::None | Split::Axis(_) => 0,
+    }
+}
+
+/// The data files a packed compaction rewrites (by index in `stream.files`): size-tiered
+/// from the newest back within each slice, plus every file [`always_due`] (a purge: only
+/// the files holding retired groups).
+fn choose_files(stream: &StreamState, policy: &Compaction, split: Split, purge: bool) -> Vec<bool> {
+    let files = &stream.files;
+    let mut chosen: Vec<bool> = files
+        .iter()
+        .map(|f| {
+            if purge {
+                holds_retired(stream, f)
+            } else {
+                always_due(stream, f)
+            }
+        })
+        .collect();
+    if purge {
+        return chosen;
+    }
+    let small = |f: &SegmentFile| f.bytes < policy.target_bytes / 2;
+    // The ratio compares the rows' bytes (row groups), not footers: a barrier of a few rows
+    // is mostly footer, which a merge does not add up.
+    let data = |f: &SegmentFile| -> u64 { f.row_groups().iter().map(|g| g.1.len).sum() };
+    let mut end = files.len();
+    while end > 0 {
+        let slice = file_slice(split, &files[end - 1]);
+        let mut start = end - 1;
+        while start > 0 && file_slice(split, &files[start - 1]) == slice {
+            start -= 1;
+        }
+        let (mut newer, mut pending) = (0u64, None);
+        for i in (start..end).rev() {
+            let f = &files[i];
+            if chosen[i] {
+                newer += data(f);
+            } else if !small(f) {
+                break;
+            } else if newer == 0 {
+                // The newest file waits for an older one to join it.
+                newer = data(f);
+                pending = Some(i);
+            } else if data(f) <= MERGE_RATIO * newer {
+                chosen[i] = true;
+                if let Some(p) = pending.take() {
+                    chosen[p] = true;
+                }
+                newer += data(f);
+            } else {
+                break;
+            }
+        }
+        end = start;
+    }
+    chosen
+}
+
+/// The lowest `_seq` a planned file holds.
+fn planned_first_seq(
+    stream: &StreamState,
+    names: &BTreeMap<u64, usize>,
+    file: &PlannedFile,
+) -> u64 {
+    file.segments
+        .iter()
+        .flat_map(|s| &s.sources)
+        .filter_map(|(name, group)| {
+            let f = &stream.files[*names.get(name)?];
+            Some(f.groups.get(*group)?.seq[0])
+        })
+        .min()
+        .unwrap_or(u64::MAX)
+}
+
+/// The packed files the chosen files become: each contiguous run of chosen files of one
+/// slice (in `_seq` order) is merged on its own, its tracks in key order, cut into files of
+/// about the target size; a track larger than the target gets files of its own.
+///
+/// The live files stay in order of their first `_seq`, and every track's groups must stay
+/// in `_seq` order across them. A run's files are replaced by files that hold only its
+/// rows, so they sort after every file before the run; each must also sort before the file
+/// after it. Where one would not, the run takes that file in too (`chosen` grows) and is
+/// planned again.
+fn packed_outputs(
+    stream: &StreamState,
+    policy: &Compaction,
+    split: Split,
+    chosen: &mut [bool],
+    sizes: &[Vec<u64>],
+) -> Vec<PlannedFile> {
+    let files = &stream.files;
+    let names: BTreeMap<u64, usize> = files.iter().enumerate().map(|(i, f)| (f.name, i)).collect();
+    let first_seq = |f: &SegmentFile| f.groups.iter().map(|g| g.seq[0]).min().unwrap_or(u64::MAX);
+    let mut outputs = Vec::new();
+    let mut i = 0;
+    while i < files.len() {
+        if !chosen[i] {
+            i += 1;
+            continue;
+        }
+        let slice = file_slice(split, &files[i]);
+        let mut end = i + 1;
+        while end < files.len() && chosen[end] && file_slice(split, &files[end]) == slice {
+            end += 1;
+        }
+        loop {
+            let planned = pack_range(stream, policy, i..end, sizes);
+            let fits = files.get(end).is_none_or(|next| {
+                let bound = first_seq(next);
+                planned
+                    .iter()
+                    .all(|p| planned_first_seq(stream, &names, p) < bound)
+            });
+            if fits {
+                outputs.extend(planned);
+                break;
+            }
+            chosen[end] = true;
+            end += 1;
+            while end < files.len() && chosen[end] {
+                end += 1;
+            }
+        }
+        i = end;
+    }
+    outputs
+}
+
+/// The files the run `range` of `stream.files` merges into: tracks in key order, each
+/// with its groups in the run, gathered into files of about the target size.
+fn pack_range(
+    stream: &StreamState,
+    policy: &Compaction,
+    range: std::ops::Range<usize>,
+    sizes: &[Vec<u64>],
+) -> Vec<PlannedFile> {
+    let target = policy.target_bytes.max(1);
+    let mut out = Vec::new();
+    let mut current = PlannedFile::default();
+    let mut bytes = 0u64;
+    for track in stream.tracks.values() {
+        let groups: Vec<_> = track
+            .groups
+            .iter()
+            .filter(|g| range.contains(&g.file))
+            .collect();
+        if groups.is_empty() {
+            continue;
+        }
+        let len: u64 = groups.iter().map(|g| sizes[g.file][g.group]).sum();
+        let source =
+            |g: &&crate::archive::format::manifest::GroupRef| (stream.files[g.file].name, g.group);
+        if len <= target {
+            if !current.segments.is_empty() && bytes + len > target {
+                out.push(std::mem::take(&mut current));
+                bytes = 0;
+            }
+            current.segments.push(PlannedSegment {
+                track: track.labels.clone(),
+                sources: groups.iter().map(source).collect(),
+            });
+            bytes += len;
+            continue;
+        }
+        // A track larger than the target: files of its own, in `_seq` order.
+        if !current.segments.is_empty() {
+            out.push(std::mem::take(&mut current));
+            bytes = 0;
+        }
+        let mut piece = PlannedSegment {
+            track: track.labels.clone(),
+            sources: Vec::new(),
+        };
+        let mut piece_bytes = 0u64;
+        for g in &groups {
+            let len = sizes[g.file][g.group];
+            if !piece.sources.is_empty() && piece_bytes + len > target {
+                out.push(PlannedFile {
+                    segments: vec![std::mem::replace(
+                        &mut piece,
+                        PlannedSegment {
+                            track: track.labels.clone(),
+                            sources: Vec::new(),
+                        },
+                    )],
+                });
+                piece_bytes = 0;
+            }
+            piece.sources.push(source(g));
+            piece_bytes += len;
+        }
+        out.push(PlannedFile {
+            segments: vec![piece],
+        });
+    }
+    if !current.segments.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// The data files a per-track compaction (under an axis-distance lifetime) rewrites: a
+/// track's small segments merge size-tiered per retention slice, from the newest back, and
+/// every file [`always_due`] goes; then, for every track an input holds, every later file
+/// holding that track, so a track's segments stay in `_seq` order.
+fn choose_per_track(
+    stream: &StreamState,
+    policy: &Compaction,
+    split: Split,
+    purge: bool,
+    sizes: &[Vec<u64>],
+) -> Vec<bool> {
+    let key_of = |file: &SegmentFile, group: usize| -> u64 { slice_key(split, file, group) };
+    let small = |f: &SegmentFile| f.bytes < policy.target_bytes / 2;
+    let by_name: BTreeMap<u64, &SegmentFile> = stream.files.iter().map(|f| (f.name, f)).collect();
+    let always = |f: &SegmentFile| always_due(stream, f);
     let mut inputs: BTreeSet<u64> = stream
         .files
         .iter()
-        .filter(|f| if purge { has_retired(f) } else { always(f) })
+        .filter(|f| {
+            if purge {
+                holds_retired(stream, f)
+            } else {
+                always(f)
+            }
+        })
         .map(|f| f.name)
         .collect();
     for track in stream.tracks.values().filter(|_| !purge) {
@@ -458,49 +763,33 @@ pub fn plan_compaction(
             break;
         }
     }
-    // Levels: runs merged size-tiered; a forced compaction merges every run into one (or
-    // rewrites a lone run to drop the cells a level floor has passed, or to turn a run that is
-    // not yet in tables into tables).
-    let floors_moved = stream
-        .tracks
-        .values()
-        .any(|t| t.level_floors.iter().any(|f| f.axis > 0));
-    let runs = level_runs(&stream.levels);
-    let (merged, level_tier) = if purge {
-        (0..0, 0)
-    } else if force {
-        let rewrite = runs.len() >= 2
-            || runs
-                .first()
-                .is_some_and(|r| floors_moved || !r.tables || !r.signed);
-        let top = runs.iter().map(|r| r.tier).max().unwrap_or(0);
-        if rewrite {
-            (0..runs.len(), top.saturating_add(u8::from(runs.len() > 1)))
-        } else {
-            (0..0, 0)
-        }
-    } else {
-        tiered_merge(&runs.iter().map(|r| r.tier).collect::<Vec<_>>()).unwrap_or((0..0, 0))
-    };
-    let level_bytes: u64 = runs[merged.clone()].iter().map(|r| r.bytes).sum();
-    let level_tables = force || level_bytes >= TABLE_MIN_BYTES;
-    let level_inputs: Vec<u64> = runs[merged]
+    stream
+        .files
         .iter()
-        .flat_map(|r| r.files.iter().copied())
-        .collect();
-    // Raw files are rewritten when there are enough of them, whether or not levels merge.
-    let raw_worth = if force || purge {
-        !inputs.is_empty()
-    } else {
-        inputs.len() >= policy.min_inputs
-    };
-    if !raw_worth {
-        inputs.clear();
+        .map(|f| inputs.contains(&f.name))
+        .collect()
+}
+
+/// The retention slice of a file's group `group` under `split`.
+fn slice_key(split: Split, file: &SegmentFile, group: usize) -> u64 {
+    match split {
+        Split::None => 0,
+        Split::Sealed(ns) => file.sealed_at_ns / ns.max(1),
+        Split::Axis(units) => file.groups[group]
+            .axis
+            .map_or(0, |[lo, _]| lo / units.max(1)),
     }
-    if inputs.is_empty() && level_inputs.is_empty() {
-        return None;
-    }
-    // Per track, its live groups in the input files, split at about the target size.
+}
+
+/// Per track, its live groups in the chosen files, split at about the target size and at
+/// slice boundaries: one file each.
+fn per_track_outputs(
+    stream: &StreamState,
+    policy: &Compaction,
+    split: Split,
+    chosen: &[bool],
+    sizes: &[Vec<u64>],
+) -> Vec<PlannedFile> {
     let mut outputs = Vec::new();
     for track in stream.tracks.values() {
         let mut current = PlannedSegment {
@@ -510,39 +799,36 @@ pub fn plan_compaction(
         let mut bytes = 0u64;
         let mut slice = None;
         for g in &track.groups {
-            let file = &stream.files[g.file];
-            if !inputs.contains(&file.name) {
+            if !chosen[g.file] {
                 continue;
             }
+            let file = &stream.files[g.file];
             let len = sizes[g.file][g.group];
-            let key = key_of(file, g.group);
+            let key = slice_key(split, file, g.group);
             let crosses = slice.is_some_and(|s| s != key);
             slice = Some(key);
             if !current.sources.is_empty() && (crosses || bytes + len > policy.target_bytes) {
-                outputs.push(std::mem::replace(
-                    &mut current,
-                    PlannedSegment {
-                        track: track.labels.clone(),
-                        sources: Vec::new(),
-                    },
-                ));
+                outputs.push(PlannedFile {
+                    segments: vec![std::mem::replace(
+                        &mut current,
+                        PlannedSegment {
+                            track: track.labels.clone(),
+                            sources: Vec::new(),
+                        },
+                    )],
+                });
                 bytes = 0;
             }
             current.sources.push((file.name, g.group));
             bytes += len;
         }
         if !current.sources.is_empty() {
-            outputs.push(current);
+            outputs.push(PlannedFile {
+                segments: vec![current],
+            });
         }
     }
-    Some(CompactPlan {
-        stream: stream.decl.id.clone(),
-        inputs: inputs.into_iter().collect(),
-        outputs,
-        level_inputs,
-        level_tier,
-        level_tables,
-    })
+    outputs
 }
 
 /// How many level runs merge at once, and the most a tier keeps before they do.

@@ -310,7 +310,7 @@ pub(crate) fn compact(
         for r in &reports {
             any = true;
             out!(
-                "{id}: {} data file(s), {} bytes → {} segment(s), {} bytes; {} level file(s), {} bytes → {} bytes",
+                "{id}: {} data file(s), {} bytes → {} file(s), {} bytes; {} level file(s), {} bytes → {} bytes",
                 r.files_in,
                 r.bytes_in,
                 r.files_out,

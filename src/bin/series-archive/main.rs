@@ -302,10 +302,11 @@ enum Command {
         /// Only these streams (every stream when absent).
         #[arg(long, num_args = 1..)]
         stream: Vec<String>,
-        /// Target size of a compacted segment (e.g. 64MiB).
+        /// Target size of a compacted data file (e.g. 64MiB): each packs many tracks; a track
+        /// larger than this gets files of its own.
         #[arg(long, default_value = "64MiB", value_parser = series_archive::archive::lifecycle::parse_size)]
         target_size: u64,
-        /// Rows per row group inside a segment, at most.
+        /// Rows per row group inside a compacted file, at most.
         #[arg(long, default_value_t = 131_072, value_parser = clap::value_parser!(u64).range(1..))]
         group_rows: u64,
         /// Only when a stream is past the automatic thresholds (16 files to rewrite).
@@ -916,7 +917,7 @@ pub(crate) fn maintain(archive: &mut Archive) -> Result<(), Failure> {
     if !reports.is_empty() {
         let t = series_archive::archive::lifecycle::CompactReport::total(&reports);
         eprintln!(
-            "compacted in {} step(s): {} barrier files → {} segments; {} level files merged size-tiered; in {:.2?}; --no-compact keeps them as sealed",
+            "compacted in {} step(s): {} barrier files → {} files; {} level files merged size-tiered; in {:.2?}; --no-compact keeps them as sealed",
             reports.len(),
             t.files_in,
             t.files_out,

@@ -23,8 +23,9 @@ pub const MAGIC: [u8; 4] = *b"SAmr";
 /// (every barrier and compaction of this build, and a snapshot naming such a file) is
 /// version 5, which a version-4 build refuses; a record naming a data file whose row groups
 /// pack several tracks (every barrier of this build, and a snapshot naming such a file) is
-/// version 6, which a version-5 build refuses.
-pub const FORMAT_VERSION: u16 = 6;
+/// version 6, which a version-5 build refuses; a compaction whose data files pack several
+/// tracks is version 7, which a version-6 build refuses.
+pub const FORMAT_VERSION: u16 = 7;
 /// The lowest record format this build reads.
 pub const OLDEST_VERSION: u16 = 1;
 /// Bytes before the payload.

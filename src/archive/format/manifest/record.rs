@@ -63,6 +63,7 @@ impl Record {
         let signed = |f: &SegmentFile| f.is_signed();
         let packed = |f: &SegmentFile| f.is_packed();
         match self {
+            Record::Compact(c) if c.added.iter().any(SegmentFile::holds_several_tracks) => 7,
             Record::Barrier(b)
                 if b.streams
                     .iter()
@@ -197,7 +198,8 @@ pub struct Compact {
     pub stream: String,
     /// The next file name to claim after this record.
     pub next_name: u64,
-    /// Data files written: single-track segments.
+    /// Data files written: packed files holding many tracks in key order (format version
+    /// 7), or, written by versions 2-6 and under an axis-distance lifetime, one track each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub added: Vec<SegmentFile>,
     /// Data files replaced, by name.
@@ -393,6 +395,12 @@ impl SegmentFile {
     /// Whether the file stores its integers signed (format version 5 and later).
     pub fn is_signed(&self) -> bool {
         self.format.is_some_and(|f| f >= 5)
+    }
+
+    /// Whether the file's entries name more than one track.
+    pub fn holds_several_tracks(&self) -> bool {
+        let first = self.groups.first().map(|g| &g.track);
+        self.groups.iter().any(|g| Some(&g.track) != first)
     }
 
     /// Whether the file packs consecutive tracks into shared row groups (format version 6):

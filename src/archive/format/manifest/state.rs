@@ -42,6 +42,8 @@ pub struct TrackState {
     pub origin_axis: Option<u64>,
     /// The highest axis value stored.
     pub last_axis: Option<u64>,
+    /// The last `_seq` of its live groups: the next group's must be higher.
+    pub last_seq: Option<u64>,
     /// The raw floor (position, axis, `_seq`): nothing beneath it is retained. Derived from
     /// retirement records only; the origin while nothing has been retired.
     pub raw: RawFloor,
@@ -262,6 +264,15 @@ impl StreamState {
                     ));
                 }
             }
+            // A track's groups, across the files in order of their first `_seq`, are in
+            // `_seq` order.
+            if let Some(last) = track.last_seq.filter(|last| group.seq[0] <= *last) {
+                return Err(format!(
+                    "file {} group {g} moves track {:?} back in _seq ({} after {last})",
+                    file.path, group.track, group.seq[0]
+                ));
+            }
+            track.last_seq = Some(group.seq[1]);
             track.groups.push(GroupRef {
                 file: index,
                 group: g,
@@ -282,6 +293,7 @@ impl StreamState {
             track.rows = 0;
             track.first_axis = None;
             track.last_axis = None;
+            track.last_seq = None;
         }
         let files = std::mem::take(&mut self.files);
         for (i, file) in files.iter().enumerate() {
@@ -361,13 +373,54 @@ impl StreamState {
         }
     }
 
+    /// Checks, before it is recorded, that a compaction's swap keeps every track it writes in
+    /// `_seq` order across the live files in order of their first `_seq` (what replaying the
+    /// record checks): a swap that would not is never made durable.
+    pub fn check_compact_order(&self, compact: &Compact) -> Result<(), String> {
+        let removed: BTreeSet<u64> = compact.removed.iter().copied().collect();
+        // Per track: (its file's first `_seq`, entry index, entry `_seq` range, file path).
+        type Place<'a> = (u64, usize, [u64; 2], &'a str);
+        let mut touched: BTreeMap<&Vec<String>, Vec<Place<'_>>> = BTreeMap::new();
+        for file in &compact.added {
+            let first = first_seq(file);
+            for (i, g) in file.groups.iter().enumerate() {
+                touched
+                    .entry(&g.track)
+                    .or_default()
+                    .push((first, i, g.seq, &file.path));
+            }
+        }
+        for (labels, places) in &mut touched {
+            let key = TrackKey::encode(labels).map_err(|e| e.to_string())?;
+            if let Some(track) = self.tracks.get(&key) {
+                for r in &track.groups {
+                    let f = &self.files[r.file];
+                    if !removed.contains(&f.name) {
+                        places.push((first_seq(f), r.group, f.groups[r.group].seq, &f.path));
+                    }
+                }
+            }
+            places.sort_unstable();
+            for pair in places.windows(2) {
+                if pair[1].2[0] <= pair[0].2[1] {
+                    return Err(format!(
+                        "track {labels:?}: {} (from _seq {}) would come after {} (to _seq {})",
+                        pair[1].3, pair[1].2[0], pair[0].3, pair[0].2[1]
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn apply_compact(&mut self, compact: &Compact) -> Result<Vec<String>, String> {
         let mut removed = self.remove_files(&compact.removed, false)?;
         for file in &compact.added {
-            let tracks: BTreeSet<&Vec<String>> = file.groups.iter().map(|g| &g.track).collect();
-            if tracks.len() > 1 {
+            // Since format version 7 a compacted file packs many tracks; one that is not
+            // packed holds one track.
+            if !file.is_packed() && file.holds_several_tracks() {
                 return Err(format!(
-                    "compacted file {} holds more than one track",
+                    "compacted file {} holds more than one track and is not packed",
                     file.path
                 ));
             }
