@@ -24,6 +24,7 @@ mod common;
 #[path = "common/golden.rs"]
 mod golden_files;
 
+use common::delivered::{expected, labels, row, Delivered};
 use common::{batch, capture_config, rows_of, Row};
 use golden_files::golden;
 use parquet::file::reader::{FileReader, SerializedFileReader};
@@ -35,7 +36,7 @@ use series_archive::archive::manifest::{
 };
 use series_archive::archive::{Archive, Config, Ladder, StreamSpec};
 use series_archive::{Aggregate, Position};
-use std::ops::Bound::{self, Excluded, Included, Unbounded};
+use std::ops::Bound::{Excluded, Included, Unbounded};
 use std::path::Path;
 
 const SEALED_AT_NS: u64 = 1_764_442_800_000_000_000;
@@ -225,19 +226,6 @@ fn entries_that_break_the_slice_rules_are_refused_on_replay() {
     }
 }
 
-/// The rows delivered, as `(position, row)` in publish order.
-type Delivered = Vec<(u64, Row)>;
-
-fn row(run: usize, probe: usize, tick: u64) -> Row {
-    Row {
-        run: format!("run_{run}"),
-        probe: format!("p{probe}"),
-        ordinal: tick * 10,
-        value: (run * 1000 + probe) as i64 - tick as i64,
-        noise: tick as f64 / 3.0,
-    }
-}
-
 /// Seals `barriers` (each a run of deliveries) into a new archive at `root`.
 fn seal(root: &Path, group_rows: usize, barriers: &[Delivered]) -> Archive {
     let config = capture_config().delta(false).compaction(Compaction {
@@ -254,26 +242,6 @@ fn seal(root: &Path, group_rows: usize, barriers: &[Delivered]) -> Archive {
         archive.seal_all().expect("seal").expect("a barrier");
     }
     archive
-}
-
-fn labels(of: &[&str]) -> Vec<String> {
-    of.iter().map(|s| s.to_string()).collect()
-}
-
-fn expected(
-    all: &[(u64, Row)],
-    prefix: &[String],
-    start: Bound<Position>,
-    end: Bound<Position>,
-) -> Delivered {
-    use std::ops::RangeBounds;
-    all.iter()
-        .filter(|(p, r)| {
-            let track = [r.run.clone(), r.probe.clone()];
-            track.starts_with(prefix) && (start, end).contains(&Position(*p))
-        })
-        .cloned()
-        .collect()
 }
 
 #[test]

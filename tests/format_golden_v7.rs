@@ -20,6 +20,7 @@ mod common;
 #[path = "common/golden.rs"]
 mod golden_files;
 
+use common::delivered::{expected, labels, row, Delivered};
 use common::{batch, capture_config, rows_of, Row};
 use golden_files::golden;
 use parquet::file::reader::{FileReader, SerializedFileReader};
@@ -31,7 +32,7 @@ use series_archive::archive::manifest::{
 };
 use series_archive::archive::{Archive, Config};
 use series_archive::Position;
-use std::ops::Bound::{self, Excluded, Included, Unbounded};
+use std::ops::Bound::{Excluded, Included, Unbounded};
 use std::path::Path;
 use std::time::Duration;
 
@@ -213,19 +214,6 @@ fn replay_applies_a_packed_compaction_and_refuses_one_that_breaks_the_rules() {
     assert!(with_barriers().apply(&Record::Compact(backwards)).is_err());
 }
 
-/// The rows delivered, as `(position, row)` in publish order.
-type Delivered = Vec<(u64, Row)>;
-
-fn row(run: usize, probe: usize, tick: u64) -> Row {
-    Row {
-        run: format!("run_{run}"),
-        probe: format!("p{probe}"),
-        ordinal: tick * 10,
-        value: (run * 1000 + probe) as i64 - tick as i64,
-        noise: tick as f64 / 3.0,
-    }
-}
-
 fn config(compaction: Compaction, age: Option<Duration>) -> Config {
     let config = capture_config().delta(false).compaction(compaction);
     match age {
@@ -241,26 +229,6 @@ fn seal_one(archive: &mut Archive, delivered: &[(u64, Row)]) {
         .stage_batch("capture", &batch(&rows), &positions)
         .expect("stage");
     archive.seal_all().expect("seal").expect("a barrier");
-}
-
-fn labels(of: &[&str]) -> Vec<String> {
-    of.iter().map(|s| s.to_string()).collect()
-}
-
-fn expected(
-    all: &[(u64, Row)],
-    prefix: &[String],
-    start: Bound<Position>,
-    end: Bound<Position>,
-) -> Delivered {
-    use std::ops::RangeBounds;
-    all.iter()
-        .filter(|(p, r)| {
-            let track = [r.run.clone(), r.probe.clone()];
-            track.starts_with(prefix) && (start, end).contains(&Position(*p))
-        })
-        .cloned()
-        .collect()
 }
 
 /// Every prefix depth and a few ranges read back exactly what was delivered.

@@ -751,17 +751,14 @@ impl Placer<'_> {
             ))
         })?;
         let at = self.root.join(TMP_DIR).join(segment::data_file_name(name));
-        let writer = if packed {
-            crate::archive::io::segment::Writer::create_packed(
-                self.disk,
-                &at,
-                self.stream,
-                schema,
-                name,
-            )?
-        } else {
-            crate::archive::io::segment::Writer::create(self.disk, &at, self.stream, schema, name)?
-        };
+        let writer = crate::archive::io::segment::Writer::create(
+            self.disk,
+            &at,
+            self.stream,
+            schema,
+            name,
+            packed,
+        )?;
         Ok(Placing {
             writer,
             name,

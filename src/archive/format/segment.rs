@@ -435,7 +435,7 @@ mod tests {
         let path = dir.path().join("f.parquet");
         let disk: crate::archive::io::storage::Disk =
             Arc::new(crate::archive::io::storage::LocalDisk);
-        let mut writer = Writer::create(&disk, &path, "s", &schema, 42).expect("create");
+        let mut writer = Writer::create(&disk, &path, "s", &schema, 42, false).expect("create");
         for g in &groups {
             writer.push(g).expect("push");
         }

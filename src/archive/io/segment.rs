@@ -96,31 +96,10 @@ impl std::io::Write for DigestSink {
 
 /// The digest seed of region `index` of file `name` (see [`digest`]).
 impl Writer {
-    /// Creates the file at `path` (it must not exist) for file name `name`, one row group
-    /// per entry (format version 5).
+    /// Creates the file at `path` (it must not exist) for file name `name`: one row group
+    /// per entry (format version 5, [`Writer::push`]), or, `packed`, row groups each packing
+    /// consecutive tracks' pieces (format version 6, [`Writer::push_packed`]).
     pub fn create(
-        disk: &Disk,
-        path: &Path,
-        stream: &str,
-        schema: &SchemaRef,
-        name: u64,
-    ) -> Result<Writer> {
-        Writer::create_as(disk, path, stream, schema, name, false)
-    }
-
-    /// Creates a packed file (format version 6) at `path`: row groups are written by
-    /// [`Writer::push_packed`], each packing consecutive tracks' pieces.
-    pub fn create_packed(
-        disk: &Disk,
-        path: &Path,
-        stream: &str,
-        schema: &SchemaRef,
-        name: u64,
-    ) -> Result<Writer> {
-        Writer::create_as(disk, path, stream, schema, name, true)
-    }
-
-    fn create_as(
         disk: &Disk,
         path: &Path,
         stream: &str,
@@ -214,25 +193,36 @@ impl Writer {
         let end = self.write_group(&joined)?;
         let mut row = 0;
         for piece in pieces {
-            self.groups.push(GroupEntry {
-                track: piece.labels.clone(),
-                rows: piece.batch.num_rows() as u64,
-                position: piece.position,
-                axis: piece.axis,
-                seq: piece.seq,
-                // The digest is filled in once the bytes have passed (`finish`).
-                span: Span {
-                    offset: self.start,
-                    len: end - self.start,
-                    crc32c: 0,
-                },
-                last_track: None,
-                slice: Some(crate::archive::format::manifest::Slice { group, row }),
-            });
+            let slice = crate::archive::format::manifest::Slice { group, row };
+            self.groups.push(self.entry(piece, end, Some(slice)));
             row += piece.batch.num_rows() as u64;
         }
         self.start = end;
         Ok(())
+    }
+
+    /// The entry of `piece`, whose row group ends at `end` (its digest is filled in once the
+    /// bytes have passed, by `finish`).
+    fn entry(
+        &self,
+        piece: &TrackRows,
+        end: u64,
+        slice: Option<crate::archive::format::manifest::Slice>,
+    ) -> GroupEntry {
+        GroupEntry {
+            track: piece.labels.clone(),
+            rows: piece.batch.num_rows() as u64,
+            position: piece.position,
+            axis: piece.axis,
+            seq: piece.seq,
+            span: Span {
+                offset: self.start,
+                len: end - self.start,
+                crc32c: 0,
+            },
+            last_track: None,
+            slice,
+        }
     }
 
     /// Writes one row group (an entry of its own; the file is not packed).
@@ -241,21 +231,7 @@ impl Writer {
             return self.push_packed(std::slice::from_ref(group));
         }
         let end = self.write_group(&group.batch)?;
-        self.groups.push(GroupEntry {
-            track: group.labels.clone(),
-            rows: group.batch.num_rows() as u64,
-            position: group.position,
-            axis: group.axis,
-            seq: group.seq,
-            // The digest is filled in once the bytes have passed (`finish`).
-            span: Span {
-                offset: self.start,
-                len: end - self.start,
-                crc32c: 0,
-            },
-            last_track: None,
-            slice: None,
-        });
+        self.groups.push(self.entry(group, end, None));
         self.start = end;
         Ok(())
     }

@@ -647,36 +647,52 @@ fn pack_range(
             out.push(std::mem::take(&mut current));
             bytes = 0;
         }
-        let mut piece = PlannedSegment {
-            track: track.labels.clone(),
-            sources: Vec::new(),
-        };
-        let mut piece_bytes = 0u64;
-        for g in &groups {
-            let len = sizes[g.file][g.group];
-            if !piece.sources.is_empty() && piece_bytes + len > target {
-                out.push(PlannedFile {
-                    segments: vec![std::mem::replace(
-                        &mut piece,
-                        PlannedSegment {
-                            track: track.labels.clone(),
-                            sources: Vec::new(),
-                        },
-                    )],
-                });
-                piece_bytes = 0;
-            }
-            piece.sources.push(source(g));
-            piece_bytes += len;
-        }
-        out.push(PlannedFile {
-            segments: vec![piece],
-        });
+        out.extend(track_files(
+            &track.labels,
+            groups
+                .iter()
+                .map(|g| (source(g), sizes[g.file][g.group], 0)),
+            target,
+        ));
     }
     if !current.segments.is_empty() {
         out.push(current);
     }
     out
+}
+
+/// One track's groups, `(source, bytes, slice)` in `_seq` order, as files of their own: the
+/// next file starts where a group would take the current one past `target` bytes, or where
+/// the slice changes.
+fn track_files(
+    labels: &[String],
+    groups: impl IntoIterator<Item = ((u64, usize), u64, u64)>,
+    target: u64,
+) -> Vec<PlannedFile> {
+    let mut out = Vec::new();
+    let mut current: Vec<(u64, usize)> = Vec::new();
+    let (mut bytes, mut slice) = (0u64, None);
+    for (source, len, key) in groups {
+        let crosses = slice.is_some_and(|s| s != key);
+        slice = Some(key);
+        if !current.is_empty() && (crosses || bytes + len > target) {
+            out.push(std::mem::take(&mut current));
+            bytes = 0;
+        }
+        current.push(source);
+        bytes += len;
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out.into_iter()
+        .map(|sources| PlannedFile {
+            segments: vec![PlannedSegment {
+                track: labels.to_vec(),
+                sources,
+            }],
+        })
+        .collect()
 }
 
 /// The data files a per-track compaction (under an axis-distance lifetime) rewrites: a
@@ -792,41 +808,15 @@ fn per_track_outputs(
 ) -> Vec<PlannedFile> {
     let mut outputs = Vec::new();
     for track in stream.tracks.values() {
-        let mut current = PlannedSegment {
-            track: track.labels.clone(),
-            sources: Vec::new(),
-        };
-        let mut bytes = 0u64;
-        let mut slice = None;
-        for g in &track.groups {
-            if !chosen[g.file] {
-                continue;
-            }
+        let groups = track.groups.iter().filter(|g| chosen[g.file]).map(|g| {
             let file = &stream.files[g.file];
-            let len = sizes[g.file][g.group];
-            let key = slice_key(split, file, g.group);
-            let crosses = slice.is_some_and(|s| s != key);
-            slice = Some(key);
-            if !current.sources.is_empty() && (crosses || bytes + len > policy.target_bytes) {
-                outputs.push(PlannedFile {
-                    segments: vec![std::mem::replace(
-                        &mut current,
-                        PlannedSegment {
-                            track: track.labels.clone(),
-                            sources: Vec::new(),
-                        },
-                    )],
-                });
-                bytes = 0;
-            }
-            current.sources.push((file.name, g.group));
-            bytes += len;
-        }
-        if !current.sources.is_empty() {
-            outputs.push(PlannedFile {
-                segments: vec![current],
-            });
-        }
+            (
+                (file.name, g.group),
+                sizes[g.file][g.group],
+                slice_key(split, file, g.group),
+            )
+        });
+        outputs.extend(track_files(&track.labels, groups, policy.target_bytes));
     }
     outputs
 }

@@ -1,0 +1,43 @@
+//! Deliveries of the capture stream as the packed-layout tests make and check them: rows by
+//! `(run, probe, tick)`, and what a prefix and position range of them should read back.
+
+use super::Row;
+use series_archive::Position;
+use std::ops::Bound;
+
+/// The rows delivered, as `(position, row)` in publish order.
+pub type Delivered = Vec<(u64, Row)>;
+
+/// The row of track `(run_<run>, p<probe>)` at `tick` (its axis is `tick × 10`).
+pub fn row(run: usize, probe: usize, tick: u64) -> Row {
+    Row {
+        run: format!("run_{run}"),
+        probe: format!("p{probe}"),
+        ordinal: tick * 10,
+        value: (run * 1000 + probe) as i64 - tick as i64,
+        noise: tick as f64 / 3.0,
+    }
+}
+
+/// Labels from string slices.
+pub fn labels(of: &[&str]) -> Vec<String> {
+    of.iter().map(|s| s.to_string()).collect()
+}
+
+/// The deliveries of the tracks beneath `prefix` with positions in `start..end`, in
+/// publish order: what a read of them answers.
+pub fn expected(
+    all: &[(u64, Row)],
+    prefix: &[String],
+    start: Bound<Position>,
+    end: Bound<Position>,
+) -> Delivered {
+    use std::ops::RangeBounds;
+    all.iter()
+        .filter(|(p, r)| {
+            let track = [r.run.clone(), r.probe.clone()];
+            track.starts_with(prefix) && (start, end).contains(&Position(*p))
+        })
+        .cloned()
+        .collect()
+}
