@@ -467,3 +467,45 @@ proptest! {
         reads_back(&reopened, &delivered, &prefixes);
     }
 }
+
+#[test]
+fn a_compaction_reads_at_most_its_fan_in_and_a_forced_one_goes_on_in_rounds() {
+    use series_archive::archive::lifecycle::plan::MAX_FAN_IN;
+    // More barrier files than one round may open: 300 barriers of 6 tracks, a row each.
+    let compaction = Compaction {
+        min_inputs: 16,
+        ..Compaction::default()
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut archive = Archive::open(dir.path(), config(compaction, None)).expect("open");
+    let mut delivered: Delivered = Vec::new();
+    let mut position = 0;
+    for b in 0..(MAX_FAN_IN as u64 + 44) {
+        let barrier: Delivered = (0..6)
+            .map(|t| {
+                position += 1;
+                (position, row(t / 3, t % 3, b))
+            })
+            .collect();
+        seal_one(&mut archive, &barrier);
+        delivered.extend(barrier);
+    }
+    let job = archive
+        .plan_compaction("capture", true)
+        .expect("plan")
+        .expect("a job");
+    assert!(job.plan().inputs.len() <= MAX_FAN_IN, "{:?}", job);
+    assert!(job.plan().more, "the rest is left for another round");
+    drop(job);
+    let reports = archive
+        .compact(true, |_, _, _| {})
+        .expect("compact --force");
+    assert!(reports.len() >= 2, "{reports:?}");
+    let files = &archive.state().streams["capture"].files;
+    assert!(files.len() <= 2, "{} files after the rounds", files.len());
+    reads_back(
+        &archive,
+        &delivered,
+        &[labels(&[]), labels(&["run_1", "p2"])],
+    );
+}

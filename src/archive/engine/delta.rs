@@ -978,10 +978,9 @@ impl super::Archive {
             )));
         };
         if table == Table::Rows {
-            let stale = state
-                .files
-                .iter()
-                .filter(|f| crate::archive::plan::lifecycle::holds_retired(state, f))
+            let stale = crate::archive::plan::lifecycle::files_holding_retired(state)
+                .into_iter()
+                .filter(|&r| r)
                 .count();
             if stale > 0 {
                 return Err(behind(format!(

@@ -249,7 +249,7 @@ impl CompactionJob {
                     barrier = barrier.max(file.barrier);
                 }
             }
-            let mut file = placer.start_packed("rows", &self.schema)?;
+            let mut file = placer.start("rows", &self.schema, true)?;
             let mut packer = Packer {
                 pieces: Vec::new(),
                 rows: 0,
@@ -435,7 +435,11 @@ impl CompactionJob {
                 &mut |group, last| {
                     let file = match &mut placing {
                         Some(file) => file,
-                        None => placing.insert(out.start(&format!("levels/level={k}"), &schema)?),
+                        None => placing.insert(out.start(
+                            &format!("levels/level={k}"),
+                            &schema,
+                            false,
+                        )?),
                     };
                     file.writer.push(&group)?;
                     lasts.push(last);
@@ -733,17 +737,10 @@ impl Packer {
 }
 
 impl Placer<'_> {
-    /// Starts the next reserved name under `.tmp/`, bound for `streams/<id>/<kind>/`.
-    fn start(&mut self, kind: &str, schema: &SchemaRef) -> Result<Placing> {
-        self.start_as(kind, schema, false)
-    }
-
-    /// [`Placer::start`] for a packed data file (format version 6 layout).
-    fn start_packed(&mut self, kind: &str, schema: &SchemaRef) -> Result<Placing> {
-        self.start_as(kind, schema, true)
-    }
-
-    fn start_as(&mut self, kind: &str, schema: &SchemaRef, packed: bool) -> Result<Placing> {
+    /// Starts the next reserved name under `.tmp/`, bound for `streams/<id>/<kind>/`: a
+    /// packed data file (format version 6 layout) when `packed`, else one row group per
+    /// entry.
+    fn start(&mut self, kind: &str, schema: &SchemaRef, packed: bool) -> Result<Placing> {
         let name = self.names.next().ok_or_else(|| {
             ArchiveError::Internal(format!(
                 "a compaction of stream {:?} ran out of the names it reserved",
@@ -800,7 +797,7 @@ impl Placer<'_> {
         barrier: u64,
         sealed_at_ns: u64,
     ) -> Result<SegmentFile> {
-        let mut file = self.start(kind, schema)?;
+        let mut file = self.start(kind, schema, false)?;
         for group in groups {
             file.writer.push(group)?;
         }
@@ -1005,16 +1002,20 @@ impl Archive {
             state.decl.ladder.map_or(0, |l| u64::from(l.levels))
         };
         let names = plan.outputs.len() as u64 + tables;
+        // Name lookups through sets: a migration may rewrite 10^5 single-track files at once.
+        let inputs: std::collections::BTreeSet<u64> = plan.inputs.iter().copied().collect();
+        let level_inputs: std::collections::BTreeSet<u64> =
+            plan.level_inputs.iter().copied().collect();
         let files: BTreeMap<u64, SegmentFile> = state
             .files
             .iter()
-            .filter(|f| plan.inputs.contains(&f.name))
+            .filter(|f| inputs.contains(&f.name))
             .map(|f| (f.name, f.clone()))
             .collect();
         let level_files = state
             .levels
             .iter()
-            .filter(|f| plan.level_inputs.contains(&f.name))
+            .filter(|f| level_inputs.contains(&f.name))
             .cloned()
             .collect();
         let (decl, floors) = (state.decl.clone(), floors_of(state));
@@ -1046,7 +1047,8 @@ impl Archive {
             return Err(ArchiveError::UnknownStream(done.stream));
         };
         let live = |names: &[u64], files: &[SegmentFile]| {
-            names.iter().all(|n| files.iter().any(|f| f.name == *n))
+            let live: std::collections::BTreeSet<u64> = files.iter().map(|f| f.name).collect();
+            names.iter().all(|n| live.contains(n))
         };
         let still = live(&done.record.removed, &state.files)
             && live(&done.record.removed_levels, &state.levels)
@@ -1062,6 +1064,7 @@ impl Archive {
             return Ok(None);
         }
         let bytes_of = |names: &[u64], files: &[SegmentFile]| -> (Vec<SegmentFile>, u64) {
+            let names: std::collections::BTreeSet<u64> = names.iter().copied().collect();
             let picked: Vec<SegmentFile> = files
                 .iter()
                 .filter(|f| names.contains(&f.name))
@@ -1123,12 +1126,18 @@ impl Archive {
         force: bool,
         mut progress: impl FnMut(usize, usize),
     ) -> Result<Vec<CompactReport>> {
-        let rounds = if force { 1 } else { MAX_AUTO_ROUNDS };
         let mut reports = Vec::new();
-        for _ in 0..rounds {
+        // A forced compaction is one round, unless a round had to leave data files out (its
+        // fan-in is bounded): then it goes on while the rounds say there is more.
+        let mut more = true;
+        for _ in 0..MAX_AUTO_ROUNDS {
+            if force && !more {
+                break;
+            }
             let Some(job) = self.plan_compaction(stream, force)? else {
                 break;
             };
+            more = job.plan().more;
             let files = match job.run(&mut progress) {
                 Ok(f) => f,
                 Err(e) => return Err(self.poison(e)),

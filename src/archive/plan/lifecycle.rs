@@ -293,6 +293,10 @@ impl Split {
     }
 }
 
+/// The most data files one packed compaction reads (each is kept open, with one decoded row
+/// group, while it runs). A migration of 10^5 single-track files takes several rounds.
+pub const MAX_FAN_IN: usize = 256;
+
 /// A track's older segment joins a compaction while it is at most this many times the bytes
 /// newer than it (size-tiered merging).
 pub const MERGE_RATIO: u64 = 4;
@@ -314,6 +318,9 @@ pub struct CompactPlan {
     pub level_inputs: Vec<u64>,
     /// The tier of the run the merge writes.
     pub level_tier: u8,
+    /// Whether the plan left data files out that it would have rewritten, to keep within
+    /// [`MAX_FAN_IN`] inputs: another round has work to do.
+    pub more: bool,
     /// Whether the merged run is written as level tables (one file per level); otherwise as
     /// one file of every level. Tables once the run is worth them ([`TABLE_MIN_BYTES`]), and
     /// always for a forced compaction.
@@ -350,6 +357,26 @@ pub fn holds_retired(stream: &StreamState, f: &SegmentFile) -> bool {
             .and_then(|k| stream.tracks.get(&k))
             .is_some_and(|t| t.retires(g.seq[1]))
     })
+}
+
+/// For each of the stream's data files (in `stream.files` order), whether it holds a row
+/// group its track has retired: whether the catalog, which keeps only live groups, holds
+/// fewer of its groups than the file has. One pass over the catalog, no key encoding.
+pub fn files_holding_retired(stream: &StreamState) -> Vec<bool> {
+    let mut live = vec![0usize; stream.files.len()];
+    for track in stream.tracks.values() {
+        for g in &track.groups {
+            if let Some(n) = live.get_mut(g.file) {
+                *n += 1;
+            }
+        }
+    }
+    stream
+        .files
+        .iter()
+        .zip(live)
+        .map(|(f, n)| n < f.groups.len())
+        .collect()
 }
 
 /// What a compaction rewrites.
@@ -439,8 +466,11 @@ pub fn plan_compaction(
     if !chosen.contains(&true) && level_inputs.is_empty() {
         return None;
     }
-    let outputs = if per_track {
-        per_track_outputs(stream, policy, split, &chosen, &sizes)
+    let (outputs, more) = if per_track {
+        (
+            per_track_outputs(stream, policy, split, &chosen, &sizes),
+            false,
+        )
     } else {
         packed_outputs(stream, policy, split, &mut chosen, &sizes)
     };
@@ -454,21 +484,19 @@ pub fn plan_compaction(
             .map(|(f, _)| f.name)
             .collect(),
         outputs,
+        more,
         level_inputs,
         level_tier,
         level_tables,
     })
 }
 
-/// A file compaction rewrites whatever the thresholds say: it holds retired groups, stores
-/// its integers unsigned (format versions 1-4), or holds several tracks one row group each
-/// (a barrier file of versions 1-5).
-fn always_due(stream: &StreamState, f: &SegmentFile) -> bool {
-    let several_tracks = || {
-        let first = f.groups.first().map(|g| &g.track);
-        f.groups.iter().any(|g| Some(&g.track) != first)
-    };
-    holds_retired(stream, f) || !f.is_signed() || (!f.is_packed() && several_tracks())
+/// A file compaction rewrites whatever the thresholds say: it holds retired groups
+/// (`retired`, from [`files_holding_retired`]), stores its integers unsigned (format
+/// versions 1-4), or holds several tracks one row group each (a barrier file of versions
+/// 1-5).
+fn always_due(f: &SegmentFile, retired: bool) -> bool {
+    retired || !f.is_signed() || (!f.is_packed() && f.holds_several_tracks())
 }
 
 /// The retention slice a file belongs to, for packed compaction: files of different slices
@@ -485,15 +513,11 @@ fn file_slice(split: Split, file: &SegmentFile) -> u64 {
 /// the files holding retired groups).
 fn choose_files(stream: &StreamState, policy: &Compaction, split: Split, purge: bool) -> Vec<bool> {
     let files = &stream.files;
+    let retired = files_holding_retired(stream);
     let mut chosen: Vec<bool> = files
         .iter()
-        .map(|f| {
-            if purge {
-                holds_retired(stream, f)
-            } else {
-                always_due(stream, f)
-            }
-        })
+        .zip(&retired)
+        .map(|(f, &retired)| retired || (!purge && always_due(f, false)))
         .collect();
     if purge {
         return chosen;
@@ -567,26 +591,37 @@ fn packed_outputs(
     split: Split,
     chosen: &mut [bool],
     sizes: &[Vec<u64>],
-) -> Vec<PlannedFile> {
+) -> (Vec<PlannedFile>, bool) {
     let files = &stream.files;
     let names: BTreeMap<u64, usize> = files.iter().enumerate().map(|(i, f)| (f.name, i)).collect();
-    let first_seq = |f: &SegmentFile| f.groups.iter().map(|g| g.seq[0]).min().unwrap_or(u64::MAX);
     let mut outputs = Vec::new();
+    let (mut taken, mut more) = (0usize, false);
     let mut i = 0;
     while i < files.len() {
         if !chosen[i] {
             i += 1;
             continue;
         }
+        if taken >= MAX_FAN_IN {
+            // Past the fan-in: left for the next round.
+            chosen[i] = false;
+            more = true;
+            i += 1;
+            continue;
+        }
         let slice = file_slice(split, &files[i]);
         let mut end = i + 1;
-        while end < files.len() && chosen[end] && file_slice(split, &files[end]) == slice {
+        while end < files.len()
+            && chosen[end]
+            && file_slice(split, &files[end]) == slice
+            && end - i < MAX_FAN_IN - taken
+        {
             end += 1;
         }
         loop {
             let planned = pack_range(stream, policy, i..end, sizes);
             let fits = files.get(end).is_none_or(|next| {
-                let bound = first_seq(next);
+                let bound = next.first_seq();
                 planned
                     .iter()
                     .all(|p| planned_first_seq(stream, &names, p) < bound)
@@ -601,9 +636,10 @@ fn packed_outputs(
                 end += 1;
             }
         }
+        taken += end - i;
         i = end;
     }
-    outputs
+    (outputs, more)
 }
 
 /// The files the run `range` of `stream.files` merges into: tracks in key order, each
@@ -709,25 +745,27 @@ fn choose_per_track(
     let key_of = |file: &SegmentFile, group: usize| -> u64 { slice_key(split, file, group) };
     let small = |f: &SegmentFile| f.bytes < policy.target_bytes / 2;
     let by_name: BTreeMap<u64, &SegmentFile> = stream.files.iter().map(|f| (f.name, f)).collect();
-    let always = |f: &SegmentFile| always_due(stream, f);
+    let retired = files_holding_retired(stream);
+    // Per file (by index), whether it always goes.
+    let always: Vec<bool> = stream
+        .files
+        .iter()
+        .zip(&retired)
+        .map(|(f, &retired)| always_due(f, retired))
+        .collect();
     let mut inputs: BTreeSet<u64> = stream
         .files
         .iter()
-        .filter(|f| {
-            if purge {
-                holds_retired(stream, f)
-            } else {
-                always(f)
-            }
-        })
-        .map(|f| f.name)
+        .enumerate()
+        .filter(|&(i, _)| if purge { retired[i] } else { always[i] })
+        .map(|(_, f)| f.name)
         .collect();
     for track in stream.tracks.values().filter(|_| !purge) {
         // This track's pieces per slice, in `_seq` order: (file name, bytes, always).
         let mut slices: BTreeMap<u64, Vec<(u64, u64, bool)>> = BTreeMap::new();
         for g in &track.groups {
             let file = &stream.files[g.file];
-            let piece = (file.name, sizes[g.file][g.group], always(file));
+            let piece = (file.name, sizes[g.file][g.group], always[g.file]);
             let list = slices.entry(key_of(file, g.group)).or_default();
             match list.last_mut() {
                 Some(last) if last.0 == file.name => last.1 += piece.1,

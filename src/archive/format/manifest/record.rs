@@ -397,6 +397,16 @@ impl SegmentFile {
         self.format.is_some_and(|f| f >= 5)
     }
 
+    /// The first `_seq` the file holds (live data files are kept in this order);
+    /// `u64::MAX` for a file of no entries.
+    pub fn first_seq(&self) -> u64 {
+        self.groups
+            .iter()
+            .map(|g| g.seq[0])
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
     /// Whether the file's entries name more than one track.
     pub fn holds_several_tracks(&self) -> bool {
         let first = self.groups.first().map(|g| &g.track);

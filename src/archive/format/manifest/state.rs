@@ -287,7 +287,7 @@ impl StreamState {
     /// Rebuilds the catalog's groups from `files` (kept in order of their first `_seq`),
     /// keeping every track's lifecycle state.
     fn reindex(&mut self) -> Result<(), String> {
-        self.files.sort_by_key(first_seq);
+        self.files.sort_by_key(SegmentFile::first_seq);
         for track in self.tracks.values_mut() {
             track.groups.clear();
             track.rows = 0;
@@ -382,7 +382,7 @@ impl StreamState {
         type Place<'a> = (u64, usize, [u64; 2], &'a str);
         let mut touched: BTreeMap<&Vec<String>, Vec<Place<'_>>> = BTreeMap::new();
         for file in &compact.added {
-            let first = first_seq(file);
+            let first = file.first_seq();
             for (i, g) in file.groups.iter().enumerate() {
                 touched
                     .entry(&g.track)
@@ -396,7 +396,7 @@ impl StreamState {
                 for r in &track.groups {
                     let f = &self.files[r.file];
                     if !removed.contains(&f.name) {
-                        places.push((first_seq(f), r.group, f.groups[r.group].seq, &f.path));
+                        places.push((f.first_seq(), r.group, f.groups[r.group].seq, &f.path));
                     }
                 }
             }
@@ -457,15 +457,6 @@ impl StreamState {
         self.reindex()?;
         Ok(removed)
     }
-}
-
-/// The first `_seq` a file holds (files are kept in this order).
-fn first_seq(file: &SegmentFile) -> u64 {
-    file.groups
-        .iter()
-        .map(|g| g.seq[0])
-        .min()
-        .unwrap_or(u64::MAX)
 }
 
 /// Drops marks no age lifetime can use: those at or beneath every level's floor.
