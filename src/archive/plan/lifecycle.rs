@@ -293,8 +293,9 @@ impl Split {
     }
 }
 
-/// The most data files one packed compaction reads (each is kept open, with one decoded row
-/// group, while it runs). A migration of 10^5 single-track files takes several rounds.
+/// The most data files one packed compaction reads, about (each is kept open, with one
+/// decoded row group, while it runs; a run may take one more file in to keep the order). A
+/// migration of 10^5 single-track files takes several rounds.
 pub const MAX_FAN_IN: usize = 256;
 
 /// A track's older segment joins a compaction while it is at most this many times the bytes
@@ -472,7 +473,11 @@ pub fn plan_compaction(
             false,
         )
     } else {
-        packed_outputs(stream, policy, split, &mut chosen, &sizes)
+        let more = trim_fan_in(stream, &mut chosen);
+        (
+            packed_outputs(stream, policy, split, &mut chosen, &sizes),
+            more,
+        )
     };
     Some(CompactPlan {
         stream: stream.decl.id.clone(),
@@ -559,6 +564,31 @@ fn choose_files(stream: &StreamState, policy: &Compaction, split: Split, purge: 
     chosen
 }
 
+/// Keeps at most [`MAX_FAN_IN`] chosen files: the smallest (by their row groups' bytes;
+/// the older first among equals), so a round never rewrites what an earlier round of the
+/// same backlog wrote while smaller files wait (the backlog merges like a size-tiered tree,
+/// each byte rewritten a logarithmic number of times). Answers whether it left any out. The
+/// files kept may fall into several runs; each is merged on its own.
+fn trim_fan_in(stream: &StreamState, chosen: &mut [bool]) -> bool {
+    let mut picked: Vec<(u64, usize)> = chosen
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| **c)
+        .map(|(i, _)| {
+            let data = stream.files[i].row_groups().iter().map(|g| g.1.len).sum();
+            (data, i)
+        })
+        .collect();
+    if picked.len() <= MAX_FAN_IN {
+        return false;
+    }
+    picked.sort_unstable();
+    for &(_, i) in &picked[MAX_FAN_IN..] {
+        chosen[i] = false;
+    }
+    true
+}
+
 /// The lowest `_seq` a planned file holds.
 fn planned_first_seq(
     stream: &StreamState,
@@ -591,31 +621,19 @@ fn packed_outputs(
     split: Split,
     chosen: &mut [bool],
     sizes: &[Vec<u64>],
-) -> (Vec<PlannedFile>, bool) {
+) -> Vec<PlannedFile> {
     let files = &stream.files;
     let names: BTreeMap<u64, usize> = files.iter().enumerate().map(|(i, f)| (f.name, i)).collect();
     let mut outputs = Vec::new();
-    let (mut taken, mut more) = (0usize, false);
     let mut i = 0;
     while i < files.len() {
         if !chosen[i] {
             i += 1;
             continue;
         }
-        if taken >= MAX_FAN_IN {
-            // Past the fan-in: left for the next round.
-            chosen[i] = false;
-            more = true;
-            i += 1;
-            continue;
-        }
         let slice = file_slice(split, &files[i]);
         let mut end = i + 1;
-        while end < files.len()
-            && chosen[end]
-            && file_slice(split, &files[end]) == slice
-            && end - i < MAX_FAN_IN - taken
-        {
+        while end < files.len() && chosen[end] && file_slice(split, &files[end]) == slice {
             end += 1;
         }
         loop {
@@ -636,10 +654,9 @@ fn packed_outputs(
                 end += 1;
             }
         }
-        taken += end - i;
         i = end;
     }
-    (outputs, more)
+    outputs
 }
 
 /// The files the run `range` of `stream.files` merges into: tracks in key order, each
