@@ -95,6 +95,7 @@ fn compact() -> Record {
         removed: Vec::new(),
         added_levels: vec![table(20, 0), table(21, 1)],
         removed_levels: vec![2, 4, 6, 8],
+        levels_summary: None,
     })
 }
 
@@ -189,6 +190,7 @@ fn a_run_of_tables_takes_the_place_of_the_files_it_replaces() {
             removed: Vec::new(),
             added_levels: vec![added],
             removed_levels: vec![2, 4, 6, 8],
+            levels_summary: None,
         })
     };
     assert_eq!(merge(one.clone()).version(), 4);
@@ -212,6 +214,7 @@ fn a_run_of_tables_takes_the_place_of_the_files_it_replaces() {
         removed: Vec::new(),
         added_levels: vec![partial(20)],
         removed_levels: vec![2, 4],
+        levels_summary: None,
     });
     assert_eq!(v2.version(), 2);
     state.apply(&v2).expect("a version-2 compact applies");

@@ -88,6 +88,7 @@ fn barrier(format: Option<u16>) -> Record {
             file: file(1, "streams/wide/rows/000000000001.parquet", format),
             levels: Some(file(2, "streams/wide/levels/000000000002.parquet", format)),
             levels_from: None,
+            levels_deferred: false,
         }],
     })
 }

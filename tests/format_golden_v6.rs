@@ -125,6 +125,7 @@ fn barrier(file: SegmentFile, levels: Option<SegmentFile>, levels_from: Option<u
             file,
             levels,
             levels_from,
+            levels_deferred: false,
         }],
     })
 }
@@ -453,7 +454,7 @@ fn one_barrier_of_100000_tracks_is_one_row_group_and_every_track_reads_back() {
 // ---------------------------------------------------------------------------------------
 
 const HOSTS: usize = 50;
-const PER_HOST: usize = 100;
+const PER_HOST: usize = 400;
 const STEP_NS: u64 = 10_000_000_000;
 const T0: u64 = 1_764_000_000_000_000_000;
 
@@ -565,14 +566,16 @@ fn answers(archive: &Archive) -> Vec<String> {
 
 #[test]
 fn a_sparse_level_is_not_stored_and_reads_answer_as_if_it_were() {
-    // One barrier of 5,000 rows decides; the reference seals the same rows in barriers too
-    // small to judge (2,500 rows), so it stores every level.
+    // One barrier of 20,000 rows decides; the reference seals the same rows in barriers too
+    // small to judge (2,500 rows), so it stores every level. Each track's 400 rows make
+    // cells dense enough to be worth their bytes, so the barrier writes its partials rather
+    // than deferring them (format version 8).
     let (sparse_dir, full_dir) = (
         tempfile::tempdir().expect("tempdir"),
         tempfile::tempdir().expect("tempdir"),
     );
     let sparse = scrape_archive(sparse_dir.path(), HOSTS * PER_HOST);
-    let full = scrape_archive(full_dir.path(), HOSTS * PER_HOST / 2);
+    let full = scrape_archive(full_dir.path(), 2_500);
     let state = &sparse.state().streams["metrics"];
     // Rows 10 s apart: 1 s and 8 s cells hold one row, 64 s cells about six; 512 s cells
     // about fifty, the first level holding at least 16 values a cell.

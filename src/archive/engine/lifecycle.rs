@@ -153,13 +153,28 @@ pub struct CompactionJob {
     group_rows: usize,
     disk: Disk,
     store: Arc<Store>,
+    /// A summary of deferred rows instead of a rewrite (format version 8).
+    summary: Option<Summary>,
 }
+
+/// What a summary of a stream's deferred rows reads: the `_seq` span `[from, through)`, and
+/// each track holding such rows, in key order, with its row groups that may hold them (file
+/// name, group index; the files are the job's `files`).
+struct Summary {
+    span: [u64; 2],
+    tracks: Vec<(Vec<String>, Vec<GroupAt>)>,
+}
+
+/// A row group of a data file: its name and the group's index in it.
+type GroupAt = (u64, usize);
 
 /// A compaction's files, written and in place, not yet recorded. Hand it to
 /// [`Archive::finish_compaction`].
 pub struct CompactedFiles {
     stream: String,
     record: Compact,
+    /// For a summary: the first deferred `_seq` it was planned on.
+    summarised_from: Option<u64>,
     placed: Vec<PathBuf>,
     floors: Floors,
 }
@@ -218,6 +233,9 @@ impl CompactionJob {
     /// them as unrecorded files the next open quarantines. `progress(done, total)` after each
     /// step.
     pub fn run(self, mut progress: impl FnMut(usize, usize)) -> Result<CompactedFiles> {
+        if self.summary.is_some() {
+            return self.summarise(progress);
+        }
         let id = self.decl.id.clone();
         let fail = |m: String| ArchiveError::Encode {
             stream: id.clone(),
@@ -329,7 +347,9 @@ impl CompactionJob {
                 removed: self.plan.inputs.clone(),
                 added_levels,
                 removed_levels: self.plan.level_inputs.clone(),
+                levels_summary: None,
             },
+            summarised_from: None,
             placed,
             // The swap is refused if a rewritten track's floors move before it is recorded
             // (new tracks, and other tracks' floors, do not matter to it).
@@ -346,6 +366,129 @@ impl CompactionJob {
                     .filter(|(key, _)| rewritten.contains(key))
                     .collect()
             },
+        })
+    }
+
+    /// Writes the summary of the stream's deferred rows (format version 8): each track's rows
+    /// of `_seq` in the span, read in publish order (digests verified), folded into the
+    /// cells of every stored level, written as one partial level file exactly as a barrier
+    /// writes one (row group i holds level `levels_from + i`). Holds the cells, one track's
+    /// rows and one decoded row group per open file at a time.
+    fn summarise(self, mut progress: impl FnMut(usize, usize)) -> Result<CompactedFiles> {
+        let id = self.decl.id.clone();
+        let summary = self
+            .summary
+            .as_ref()
+            .ok_or_else(|| ArchiveError::Internal("a summary job without a summary".into()))?;
+        let [from, through] = summary.span;
+        let mut open = crate::archive::io::segment::Opened::new(&self.store, self.schema.clone());
+        let mut per_track = Vec::with_capacity(summary.tracks.len());
+        let (mut position, mut axis) = ([u64::MAX, 0], [u64::MAX, 0]);
+        let (mut sealed_at, mut barrier) = (0u64, 0u64);
+        for (labels, groups) in &summary.tracks {
+            let mut parts = Vec::with_capacity(groups.len());
+            for &(name, group) in groups {
+                let file = self.files.get(&name).ok_or_else(|| {
+                    ArchiveError::Internal(format!(
+                        "stream {id:?}: a summarised file {name} is unknown"
+                    ))
+                })?;
+                sealed_at = sealed_at.max(file.sealed_at_ns);
+                barrier = barrier.max(file.barrier);
+                let batch = open
+                    .read_group(name, file, group)
+                    .map_err(unreadable(&id))?;
+                let seq = batch
+                    .column_by_name(crate::archive::format::spec::SEQ_COLUMN)
+                    .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+                    .ok_or_else(|| {
+                        unreadable(&id)(StoredError::corrupt(format!(
+                            "{}: no _seq column",
+                            file.path
+                        )))
+                    })?;
+                let keep: arrow::array::BooleanArray = seq
+                    .values()
+                    .iter()
+                    .map(|s| Some((from..through).contains(s)))
+                    .collect();
+                let kept = arrow::compute::filter_record_batch(&batch, &keep)
+                    .map_err(|e| ArchiveError::Internal(e.to_string()))?;
+                if kept.num_rows() > 0 {
+                    parts.push(kept);
+                }
+            }
+            if parts.is_empty() {
+                continue;
+            }
+            let rows = arrow::compute::concat_batches(&self.schema, &parts)
+                .map_err(|e| ArchiveError::Internal(e.to_string()))?;
+            for (name, span) in [
+                (crate::archive::format::spec::POSITION_COLUMN, &mut position),
+                (self.decl.axis.as_deref().unwrap_or_default(), &mut axis),
+            ] {
+                if let Some(column) = rows
+                    .column_by_name(name)
+                    .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+                {
+                    for v in column.values().iter() {
+                        span[0] = span[0].min(*v);
+                        span[1] = span[1].max(*v);
+                    }
+                }
+            }
+            let cells = levels::track_partials(&self.decl, &rows)?;
+            let track_row = track_row(
+                &self.decl,
+                &labels.iter().map(String::as_str).collect::<Vec<_>>(),
+            )
+            .map_err(|m| ArchiveError::Internal(format!("stream {id:?}: {m}")))?;
+            per_track.push((track_row, cells));
+        }
+        drop(open);
+        let mut placer = Placer {
+            root: &self.root,
+            disk: &self.disk,
+            stream: &id,
+            names: self.names.clone(),
+            staged: Vec::new(),
+        };
+        let bounds = [position, axis, [from, through - 1]];
+        let mut added_levels = Vec::new();
+        if let Some(groups) =
+            levels::partial_groups(&self.decl, &per_track, self.levels_from, bounds)?
+        {
+            let schema =
+                levels::level_schema(&self.decl).map_err(|m| ArchiveError::declaration(&id, m))?;
+            let mut file = placer.write("levels", &schema, &groups, barrier, sealed_at)?;
+            file.first_level = (self.levels_from > 0).then_some(self.levels_from as u8);
+            added_levels.push(file);
+        }
+        progress(1, 1);
+        self.disk.reached(FaultPoint::AfterDataWrite);
+        let mut placed = Vec::new();
+        for (from, to) in &placer.staged {
+            durable::rename(&self.disk, from, to)?;
+            if let Some(parent) = to.parent() {
+                durable::sync_dir(&self.disk, parent)?;
+            }
+            placed.push(to.clone());
+        }
+        self.disk.reached(FaultPoint::AfterDataRename);
+        Ok(CompactedFiles {
+            stream: id.clone(),
+            record: Compact {
+                stream: id,
+                next_name: self.names.end,
+                added: Vec::new(),
+                removed: Vec::new(),
+                added_levels,
+                removed_levels: Vec::new(),
+                levels_summary: Some([from, through]),
+            },
+            summarised_from: Some(from),
+            placed,
+            floors: Floors::new(),
         })
     }
 
@@ -913,9 +1056,35 @@ impl Archive {
             let Some(stream) = self.commit.state().streams.get(&id) else {
                 continue;
             };
-            if let Some(retire) = plan_retirement(stream, retention, now_ns) {
-                reports.push(self.execute_retire(retire)?);
+            let Some(mut retire) = plan_retirement(stream, retention, now_ns) else {
+                continue;
+            };
+            // Deferred rows (format version 8) are summarised before a retirement takes any
+            // of them, so their levels outlive them as declared.
+            if let Some(from) = stream.levels_deferred_from {
+                if retire
+                    .tracks
+                    .iter()
+                    .any(|t| t.whole || t.raw.is_some_and(|r| r.seq > from))
+                {
+                    if let Some(job) = self.plan_summary(&id, true)? {
+                        let files = match job.run(|_, _| {}) {
+                            Ok(f) => f,
+                            Err(e) => return Err(self.poison(e)),
+                        };
+                        self.finish_compaction(files)?;
+                    }
+                    let retention = &self.config.retention[&id];
+                    let Some(stream) = self.commit.state().streams.get(&id) else {
+                        continue;
+                    };
+                    match plan_retirement(stream, retention, now_ns) {
+                        Some(again) => retire = again,
+                        None => continue,
+                    }
+                }
             }
+            reports.push(self.execute_retire(retire)?);
         }
         Ok(reports)
     }
@@ -975,7 +1144,109 @@ impl Archive {
         self.finish_compaction(files)
     }
 
+    /// Plans the summary of `stream`'s deferred rows (format version 8) and reserves its
+    /// name: when rows are deferred and their cells would be worth their bytes
+    /// ([`levels::worth_summarising`], judged on each track's deferred rows and axis span),
+    /// or whatever they hold when `always` (before a retirement takes raw rows whose levels
+    /// would be lost). `None` otherwise.
+    pub(crate) fn plan_summary(
+        &mut self,
+        stream: &str,
+        always: bool,
+    ) -> Result<Option<CompactionJob>> {
+        self.writable()?;
+        let state = self
+            .commit
+            .state()
+            .streams
+            .get(stream)
+            .ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
+        let (Some(from), Some(ladder)) = (state.levels_deferred_from, state.decl.ladder) else {
+            return Ok(None);
+        };
+        let through = state.next_seq;
+        let mut tracks = Vec::new();
+        let mut names = std::collections::BTreeSet::new();
+        let mut spans = Vec::new();
+        for track in state.tracks.values() {
+            // A track's groups are in `_seq` order: its deferred rows are in its last ones.
+            let deferred: Vec<&crate::archive::format::manifest::GroupRef> = track
+                .groups
+                .iter()
+                .rev()
+                .take_while(|g| state.files[g.file].groups[g.group].seq[1] >= from)
+                .collect();
+            if deferred.is_empty() {
+                continue;
+            }
+            let (mut rows, mut span) = (0u64, [u64::MAX, 0]);
+            let mut groups = Vec::with_capacity(deferred.len());
+            for g in deferred.into_iter().rev() {
+                let file = &state.files[g.file];
+                let entry = &file.groups[g.group];
+                rows += entry.rows;
+                if let Some([lo, hi]) = entry.axis {
+                    span = [span[0].min(lo), span[1].max(hi)];
+                }
+                names.insert(file.name);
+                groups.push((file.name, g.group));
+            }
+            if span[0] <= span[1] {
+                spans.push((rows, span));
+            }
+            tracks.push((track.labels.clone(), groups));
+        }
+        let first = state.first_stored_level();
+        if !always && !levels::worth_summarising(&ladder, first, spans.into_iter()) {
+            return Ok(None);
+        }
+        let files = state
+            .files
+            .iter()
+            .filter(|f| names.contains(&f.name))
+            .map(|f| (f.name, f.clone()))
+            .collect();
+        let schema = match self.selected.get(stream) {
+            Some(s) => s.full_schema.clone(),
+            None => crate::archive::format::spec::stored_schema(&state.decl)
+                .map_err(|m| ArchiveError::declaration(stream, m))?,
+        };
+        let decl = state.decl.clone();
+        let names = self.commit.reserve(1);
+        Ok(Some(CompactionJob {
+            root: self.root.clone(),
+            decl,
+            schema,
+            floors: Floors::new(),
+            plan: CompactPlan {
+                stream: stream.to_owned(),
+                inputs: Vec::new(),
+                outputs: Vec::new(),
+                level_inputs: Vec::new(),
+                level_tier: 0,
+                more: true,
+                level_tables: false,
+            },
+            files,
+            level_files: Vec::new(),
+            levels_from: first,
+            names,
+            group_rows: self.config.compaction.group_rows,
+            disk: self.disk.clone(),
+            store: self.store.clone(),
+            summary: Some(Summary {
+                span: [from, through],
+                tracks,
+            }),
+        }))
+    }
+
     fn plan_rewrite(&mut self, stream: &str, rewrite: Rewrite) -> Result<Option<CompactionJob>> {
+        if !matches!(rewrite, Rewrite::Retired) {
+            if let Some(job) = self.plan_summary(stream, false)? {
+                return Ok(Some(job));
+            }
+        }
         self.writable()?;
         let state = self
             .commit
@@ -1034,6 +1305,7 @@ impl Archive {
             group_rows: self.config.compaction.group_rows,
             disk: self.disk.clone(),
             store: self.store.clone(),
+            summary: None,
         }))
     }
 
@@ -1050,7 +1322,10 @@ impl Archive {
             let live: std::collections::BTreeSet<u64> = files.iter().map(|f| f.name).collect();
             names.iter().all(|n| live.contains(n))
         };
-        let still = live(&done.record.removed, &state.files)
+        let still = done
+            .summarised_from
+            .is_none_or(|from| state.levels_deferred_from == Some(from))
+            && live(&done.record.removed, &state.files)
             && live(&done.record.removed_levels, &state.levels)
             && done.floors.iter().all(|(key, floors)| {
                 state

@@ -236,10 +236,14 @@ fn rebuild(
     let mut files = vec![rel];
     let mut next_name = name + 1;
     // The first stored level, as the barrier judged it on the state before it.
-    let (first, decided) = crate::archive::engine::seal::stored_levels(stream, &tracks);
-    let levels = match levels::barrier_partials(decl, &tracks, name + 1, first)
-        .map_err(|e| e.to_string())?
-    {
+    let choice = crate::archive::engine::seal::stored_levels(stream, &tracks);
+    let partials = if choice.deferred {
+        None
+    } else {
+        levels::barrier_partials(decl, &tracks, name + 1, choice.first)
+            .map_err(|e| e.to_string())?
+    };
+    let levels = match partials {
         None => None,
         Some(partials) => {
             let first_level = partials.first_level;
@@ -283,7 +287,8 @@ fn rebuild(
                 next_seq,
                 file,
                 levels,
-                levels_from: decided,
+                levels_from: choice.decided,
+                levels_deferred: choice.deferred,
             }],
         },
         files,

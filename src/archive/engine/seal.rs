@@ -174,8 +174,13 @@ impl Archive {
             // One packed file: row groups of at most `cap` rows, consecutive tracks sharing
             // one, each track's rows a slice of it (format version 6).
             let data = || segment::encode_packed(&id, &selected.full_schema, name, &groups, cap);
-            let (first, decided) = stored_levels(&self.commit.state().streams[&id], &tracks);
-            let partials = || levels::barrier_partials(decl, &tracks, name + 1, first);
+            let choice = stored_levels(&self.commit.state().streams[&id], &tracks);
+            let partials = || {
+                if choice.deferred {
+                    return Ok(None);
+                }
+                levels::barrier_partials(decl, &tracks, name + 1, choice.first)
+            };
             let rows: usize = tracks.iter().map(|t| t.batch.num_rows()).sum();
             let (data, partials) = if rows >= PARALLEL_SEAL_ROWS {
                 std::thread::scope(|scope| {
@@ -227,7 +232,8 @@ impl Archive {
                 next_seq,
                 file,
                 levels: level_file,
-                levels_from: decided,
+                levels_from: choice.decided,
+                levels_deferred: choice.deferred,
             });
         }
         // Each file is synced; `.tmp/`'s own entries need no sync (whatever a crash leaves
@@ -269,14 +275,14 @@ impl Archive {
     }
 }
 
-/// The first level a barrier of `tracks` stores for `stream`, and the first stored level it
-/// decides (when the stream had none recorded and these rows are enough to judge; each
-/// track's first row counts from the last axis value the stream stores for it). Seal and
+/// How a barrier of `tracks` summarises `stream`'s rows: the first level it stores, the
+/// first stored level it decides (when the stream had none recorded and these rows are enough
+/// to judge; each track's first row counts from the last axis value the stream stores for
+/// it), and whether it defers its partials (format version 8: the stream already has
+/// deferred rows, or the barrier holds at least [`levels::DECIDE_GAPS`] rows whose cells
+/// would hold fewer than [`levels::MIN_ROWS_PER_CELL`] rows each on average). Seal and
 /// restore judge the same way, so a restored barrier is the barrier that was written.
-pub(crate) fn stored_levels(
-    stream: &StreamState,
-    tracks: &[segment::TrackRows],
-) -> (usize, Option<u8>) {
+pub(crate) fn stored_levels(stream: &StreamState, tracks: &[segment::TrackRows]) -> LevelChoice {
     let decided = match (stream.levels_from, stream.decl.ladder) {
         (None, Some(ladder)) => levels::first_worth_storing(&ladder, tracks, |labels| {
             let key = crate::contract::TrackKey::encode(labels).ok()?;
@@ -284,10 +290,37 @@ pub(crate) fn stored_levels(
         }),
         _ => None,
     };
-    (
-        stream.levels_from.or(decided).map_or(0, usize::from),
+    let first = stream.levels_from.or(decided).map_or(0, usize::from);
+    let deferred = match stream.decl.ladder {
+        Some(ladder) if !stream.decl.measured.is_empty() => {
+            let rows: u64 = tracks.iter().map(|t| t.batch.num_rows() as u64).sum();
+            stream.levels_deferred_from.is_some()
+                || (rows >= levels::DECIDE_GAPS
+                    && !levels::worth_summarising(
+                        &ladder,
+                        first,
+                        tracks
+                            .iter()
+                            .filter_map(|t| t.axis.map(|axis| (t.batch.num_rows() as u64, axis))),
+                    ))
+        }
+        _ => false,
+    };
+    LevelChoice {
+        first,
         decided,
-    )
+        deferred,
+    }
+}
+
+/// What [`stored_levels`] judged for one barrier of one stream.
+pub(crate) struct LevelChoice {
+    /// The first level its partials hold.
+    pub first: usize,
+    /// The first stored level it decides, when it decides one.
+    pub decided: Option<u8>,
+    /// It writes no partials: its rows wait for a summary (format version 8).
+    pub deferred: bool,
 }
 
 /// Checks deliveries without keeping them; see [`Archive::validator`].

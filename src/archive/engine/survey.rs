@@ -281,21 +281,31 @@ impl Archive {
         visit: impl FnMut(usize, (u32, u64), Bucket),
     ) -> Result<(), ReadError> {
         if k < state.first_stored_level() {
-            self.visit_raw_cells(state, k, tracks, range, visit)
+            self.visit_raw_cells(state, k, tracks, range, 0, visit)
         } else {
-            self.visit_level_cells(state, k, tracks, range, visit)
+            let mut visit = visit;
+            self.visit_level_cells(state, k, tracks, range, &mut visit)?;
+            // Rows whose barriers deferred their partials (format version 8) were published
+            // after every row the level files hold: their cells, folded from the raw rows,
+            // merge in after.
+            match state.levels_deferred_from {
+                Some(from) => self.visit_raw_cells(state, k, tracks, range, from, visit),
+                None => Ok(()),
+            }
         }
     }
 
     /// Level `k`'s cells `first ..= last` of each selected track folded from its sealed raw
-    /// rows, exactly as a barrier folds them (level 0 from the rows, then coarser), handed to
-    /// `visit` track by track, each track's cells by field then cell.
+    /// rows of `_seq` at least `min_seq`, exactly as a barrier folds them (level 0 from the
+    /// rows, then coarser), handed to `visit` track by track, each track's cells by field
+    /// then cell.
     fn visit_raw_cells(
         &self,
         state: &StreamState,
         k: usize,
         tracks: &[(&TrackKey, &TrackState)],
         [first, last]: [u64; 2],
+        min_seq: u64,
         mut visit: impl FnMut(usize, (u32, u64), Bucket),
     ) -> Result<(), ReadError> {
         let Some(ladder) = state.decl.ladder else {
@@ -307,14 +317,21 @@ impl Archive {
         // One scan of every selected track (a packed row group decoded once for all of its
         // slices), each track's cells folded in its publish order.
         let mut cells: Vec<Cells> = vec![Cells::new(); tracks.len()];
-        self.scan_axis(state, tracks, lo, hi, &|| true, |t, axis, measured| {
-            let mut partial = levels::partials(&truncated, axis, measured);
-            if let (Some(level), Some(cells)) = (partial.pop(), cells.get_mut(t)) {
-                for (at, bucket) in level {
-                    levels::fold_into(cells, at, bucket);
+        self.scan_axis(
+            state,
+            tracks,
+            [lo, hi],
+            min_seq,
+            &|| true,
+            |t, axis, measured| {
+                let mut partial = levels::partials(&truncated, axis, measured);
+                if let (Some(level), Some(cells)) = (partial.pop(), cells.get_mut(t)) {
+                    for (at, bucket) in level {
+                        levels::fold_into(cells, at, bucket);
+                    }
                 }
-            }
-        })?;
+            },
+        )?;
         for (t, cells) in cells.into_iter().enumerate() {
             for ((f, c), bucket) in cells {
                 if (first..=last).contains(&c) {
@@ -332,7 +349,7 @@ impl Archive {
         k: usize,
         tracks: &[(&TrackKey, &TrackState)],
         [first, last]: [u64; 2],
-        mut visit: impl FnMut(usize, (u32, u64), Bucket),
+        visit: &mut impl FnMut(usize, (u32, u64), Bucket),
     ) -> Result<(), ReadError> {
         let (lo, hi) = cells_span(state.decl.ladder.map_or(1, |l| l.width(k)), first, last);
         let keys: Vec<&TrackKey> = tracks.iter().map(|(k, _)| *k).collect();
@@ -584,7 +601,7 @@ impl Archive {
                 });
             }
             let mut values: Vec<Vec<f64>> = vec![Vec::new(); folded.fields.len()];
-            self.scan_axis(state, &tracks, lo, hi, wanted, |_, _, measured| {
+            self.scan_axis(state, &tracks, [lo, hi], 0, wanted, |_, _, measured| {
                 for (f, column) in measured.iter().enumerate() {
                     values[f].extend(column.iter().flatten());
                 }
@@ -599,15 +616,15 @@ impl Archive {
     }
 
     /// Hands `visit` the track's index, the axis and the measured columns (as f64) of every
-    /// stored row of the tracks whose axis lies in `[lo, hi]`, reading only the row groups whose axis range
-    /// overlaps, while `wanted` says the answer is still wanted; each track's rows in publish
-    /// order.
+    /// stored row of the tracks whose axis lies in `[lo, hi]` and whose `_seq` is at least
+    /// `min_seq`, reading only the row groups whose axis and `_seq` ranges overlap, while
+    /// `wanted` says the answer is still wanted; each track's rows in publish order.
     fn scan_axis(
         &self,
         state: &StreamState,
         tracks: &[(&TrackKey, &TrackState)],
-        lo: u64,
-        hi: u64,
+        [lo, hi]: [u64; 2],
+        min_seq: u64,
         wanted: &dyn Fn() -> bool,
         mut visit: impl FnMut(usize, &UInt64Array, &[arrow::array::Float64Array]),
     ) -> Result<(), ReadError> {
@@ -618,36 +635,48 @@ impl Archive {
         for (t, (_, track)) in tracks.iter().enumerate() {
             for g in &track.groups {
                 let file = &state.files[g.file];
-                let Some([a0, a1]) = file.groups[g.group].axis else {
+                let entry = &file.groups[g.group];
+                let Some([a0, a1]) = entry.axis else {
                     continue;
                 };
-                if a1 < lo || a0 > hi {
+                if a1 < lo || a0 > hi || entry.seq[1] < min_seq {
                     continue;
                 }
                 if !wanted() {
                     return Err(ReadError::Abandoned);
                 }
                 let mut batch = open.read_group(g.file, file, g.group)?;
-                let axis_of = |batch: &arrow::array::RecordBatch| {
+                let column = |batch: &arrow::array::RecordBatch, name: &str| {
                     batch
-                        .column_by_name(axis_name)
+                        .column_by_name(name)
                         .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
                         .cloned()
                         .ok_or_else(|| {
-                            StoredError::corrupt(format!("{}: no axis column", file.path))
+                            StoredError::corrupt(format!("{}: no {name} column", file.path))
                         })
                 };
-                if a0 < lo || a1 > hi {
-                    let keep: arrow::array::BooleanArray = axis_of(&batch)?
-                        .iter()
-                        .map(|a| a.map(|a| (lo..=hi).contains(&a)))
+                let (clip_axis, clip_seq) = (a0 < lo || a1 > hi, entry.seq[0] < min_seq);
+                if clip_axis || clip_seq {
+                    let axis = column(&batch, axis_name)?;
+                    let seq = if clip_seq {
+                        Some(column(&batch, crate::archive::format::spec::SEQ_COLUMN)?)
+                    } else {
+                        None
+                    };
+                    let keep: arrow::array::BooleanArray = (0..batch.num_rows())
+                        .map(|i| {
+                            Some(
+                                (lo..=hi).contains(&axis.value(i))
+                                    && seq.as_ref().is_none_or(|s| s.value(i) >= min_seq),
+                            )
+                        })
                         .collect();
                     batch = arrow::compute::filter_record_batch(&batch, &keep)
                         .map_err(|e| StoredError::internal(e.to_string()))?;
                 }
                 let measured =
                     levels::measured_columns(&state.decl, &batch).map_err(StoredError::corrupt)?;
-                visit(t, &axis_of(&batch)?, &measured);
+                visit(t, &column(&batch, axis_name)?, &measured);
             }
         }
         Ok(())

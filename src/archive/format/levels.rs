@@ -77,55 +77,89 @@ pub(crate) fn barrier_partials(
     name: u64,
     first: usize,
 ) -> Result<Option<Partials>> {
-    let (Some(ladder), false) = (decl.ladder, decl.measured.is_empty()) else {
+    if decl.ladder.is_none() || decl.measured.is_empty() {
         return Ok(None);
-    };
-    let fail = |m: String| ArchiveError::Encode {
-        stream: decl.id.clone(),
-        message: m,
-    };
-    let axis_name = decl
-        .axis
-        .as_deref()
-        .ok_or_else(|| fail("a stream with levels declares no axis".into()))?;
-    let schema = level_schema(decl).map_err(|m| ArchiveError::declaration(&decl.id, m))?;
+    }
     let mut per_track = Vec::with_capacity(tracks.len());
     for track in tracks {
-        let axis = track
-            .batch
-            .column_by_name(axis_name)
-            .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
-            .ok_or_else(|| {
-                fail(format!(
-                    "the staged axis column {axis_name:?} is not UInt64"
-                ))
-            })?;
-        let measured = measured_columns(decl, &track.batch).map_err(fail)?;
-        per_track.push(partials(&ladder, axis, &measured));
+        per_track.push((track.batch.slice(0, 1), track_partials(decl, &track.batch)?));
     }
-    if per_track.iter().all(|p| p[0].is_empty()) {
-        return Ok(None);
-    }
-
-    // One file for every level (a barrier is priced in syncs, so levels add one file, not one
-    // per resolution).
     let whole = |f: fn(&TrackRows) -> [u64; 2]| {
         let lo = tracks.iter().map(|t| f(t)[0]).min().unwrap_or(0);
         let hi = tracks.iter().map(|t| f(t)[1]).max().unwrap_or(0);
         [lo, hi]
     };
-    let (position, seq) = (whole(|t| t.position), whole(|t| t.seq));
-    let axis = Some(whole(|t| t.axis.unwrap_or([0, 0])));
+    let bounds = [
+        whole(|t| t.position),
+        whole(|t| t.axis.unwrap_or([0, 0])),
+        whole(|t| t.seq),
+    ];
+    let Some(groups) = partial_groups(decl, &per_track, first, bounds)? else {
+        return Ok(None);
+    };
+    let schema = level_schema(decl).map_err(|m| ArchiveError::declaration(&decl.id, m))?;
+    let encoded = segment::encode(&decl.id, &schema, name, &groups)?;
+    Ok(Some(Partials {
+        encoded,
+        first_level: (first > 0).then_some(first as u8),
+    }))
+}
+
+/// The partial cells of every level that one track's rows (a stored or staged batch, in
+/// publish order) make.
+pub(crate) fn track_partials(decl: &StreamDecl, batch: &RecordBatch) -> Result<Vec<Cells>> {
+    let fail = |m: String| ArchiveError::Encode {
+        stream: decl.id.clone(),
+        message: m,
+    };
+    let ladder = decl
+        .ladder
+        .ok_or_else(|| fail("a stream without a ladder has no levels".into()))?;
+    let axis_name = decl
+        .axis
+        .as_deref()
+        .ok_or_else(|| fail("a stream with levels declares no axis".into()))?;
+    let axis = batch
+        .column_by_name(axis_name)
+        .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+        .ok_or_else(|| fail(format!("the axis column {axis_name:?} is not UInt64")))?;
+    let measured = measured_columns(decl, batch).map_err(fail)?;
+    Ok(partials(&ladder, axis, &measured))
+}
+
+/// A partial level file's row groups, one per level from `first` up: each track's cells
+/// (`per_track`: a one-row batch of the track's rows and its cells of every level, in
+/// track-key order) by field then cell. `bounds` are the position, axis and `_seq` spans of
+/// the rows they fold. `None` when no track holds a cell.
+pub(crate) fn partial_groups(
+    decl: &StreamDecl,
+    per_track: &[(RecordBatch, Vec<Cells>)],
+    first: usize,
+    [position, axis, seq]: [[u64; 2]; 3],
+) -> Result<Option<Vec<TrackRows>>> {
+    let Some(ladder) = decl.ladder else {
+        return Ok(None);
+    };
+    if per_track.iter().all(|(_, p)| p[0].is_empty()) {
+        return Ok(None);
+    }
+    let fail = |m: String| ArchiveError::Encode {
+        stream: decl.id.clone(),
+        message: m,
+    };
+    let schema = level_schema(decl).map_err(|m| ArchiveError::declaration(&decl.id, m))?;
+    // One file for every level (a barrier is priced in syncs, so levels add one file, not one
+    // per resolution).
     let mut groups = Vec::with_capacity(ladder.levels as usize);
     for k in first..ladder.levels as usize {
-        let mut parts = Vec::with_capacity(tracks.len());
-        for (track, partial) in tracks.iter().zip(&per_track) {
+        let mut parts = Vec::with_capacity(per_track.len());
+        for (track_row, partial) in per_track {
             if !partial[k].is_empty() {
                 parts.push(encode_cells(
                     decl,
                     &schema,
                     k,
-                    &track.batch.slice(0, 1),
+                    track_row,
                     &partial[k],
                     CellOrder::FieldThenCell,
                 )?);
@@ -137,15 +171,11 @@ pub(crate) fn barrier_partials(
             labels: Vec::new(),
             batch,
             position,
-            axis,
+            axis: Some(axis),
             seq,
         });
     }
-    let encoded = segment::encode(&decl.id, &schema, name, &groups)?;
-    Ok(Some(Partials {
-        encoded,
-        first_level: (first > 0).then_some(first as u8),
-    }))
+    Ok(Some(groups))
 }
 
 /// A barrier's level partials: the encoded file and the level its row group 0 holds
@@ -201,6 +231,27 @@ pub(crate) fn first_worth_storing(
         })
         .unwrap_or(levels - 1);
     Some(first as u8)
+}
+
+/// Whether level cells from `first` up of these rows are worth their bytes: whether they
+/// would hold at least [`MIN_ROWS_PER_CELL`] rows each on average, counted over every stored
+/// level. `tracks` gives each track's rows and axis span; a track's cells at level k are
+/// counted as the fewer of its rows and the cells its span touches, which is never fewer
+/// than it makes, so a summary judged worth it is.
+pub(crate) fn worth_summarising(
+    ladder: &Ladder,
+    first: usize,
+    tracks: impl Iterator<Item = (u64, [u64; 2])>,
+) -> bool {
+    let (mut rows, mut cells) = (0u128, 0u128);
+    for (n, [lo, hi]) in tracks {
+        rows += u128::from(n);
+        for k in first..ladder.levels as usize {
+            let w = ladder.width(k);
+            cells += u128::from(n.min(hi / w - lo / w + 1));
+        }
+    }
+    cells * u128::from(MIN_ROWS_PER_CELL) <= rows
 }
 
 /// The measured fields of a stored or staged batch, as f64 columns in declared order.

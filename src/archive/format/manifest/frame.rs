@@ -24,8 +24,11 @@ pub const MAGIC: [u8; 4] = *b"SAmr";
 /// version 5, which a version-4 build refuses; a record naming a data file whose row groups
 /// pack several tracks (every barrier of this build, and a snapshot naming such a file) is
 /// version 6, which a version-5 build refuses; a compaction whose data files pack several
-/// tracks is version 7, which a version-6 build refuses.
-pub const FORMAT_VERSION: u16 = 7;
+/// tracks is version 7, which a version-6 build refuses; a record that defers a stream's
+/// level partials or summarises deferred rows (and a snapshot of a stream with deferred
+/// rows) is version 8, which a version-7 build refuses rather than answer a survey from level
+/// files that lack those rows.
+pub const FORMAT_VERSION: u16 = 8;
 /// The lowest record format this build reads.
 pub const OLDEST_VERSION: u16 = 1;
 /// Bytes before the payload.

@@ -63,6 +63,9 @@ impl Record {
         let signed = |f: &SegmentFile| f.is_signed();
         let packed = |f: &SegmentFile| f.is_packed();
         match self {
+            Record::Barrier(b) if b.streams.iter().any(|s| s.levels_deferred) => 8,
+            Record::Compact(c) if c.levels_summary.is_some() => 8,
+            Record::Snapshot(s) if s.streams.iter().any(|s| s.levels_deferred_from.is_some()) => 8,
             Record::Compact(c) if c.added.iter().any(SegmentFile::holds_several_tracks) => 7,
             Record::Barrier(b)
                 if b.streams
@@ -213,6 +216,11 @@ pub struct Compact {
     /// Level files replaced, by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removed_levels: Vec<u64>,
+    /// Format version 8: this record summarises deferred rows `[from, through)` of `_seq`
+    /// (`from` is the stream's first deferred `_seq`). Its one added level file holds their
+    /// cells and goes to the end of the live level list; nothing is removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub levels_summary: Option<[u64; 2]>,
 }
 
 /// A track's lifecycle state as a snapshot carries it (only tracks with any).
@@ -279,6 +287,10 @@ pub struct StreamSnapshot {
     /// [`BarrierStream::levels_from`]). Absent while undecided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub levels_from: Option<u8>,
+    /// Format version 8: the first `_seq` whose rows no level file summarises (see
+    /// [`BarrierStream::levels_deferred`]). Absent when the level files cover every row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub levels_deferred_from: Option<u64>,
 }
 
 /// A stream's declaration: its columns, track, axis and measured fields.
@@ -348,6 +360,12 @@ pub struct BarrierStream {
     /// absent on every other barrier.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub levels_from: Option<u8>,
+    /// Format version 8: the barrier wrote no level partials for rows that have measured
+    /// values, because its cells would hold too few rows each to be worth their bytes. Its
+    /// rows (and every later barrier's, until a `compact` record with `levels_summary`
+    /// summarises them) are *deferred*: reads fold their cells from the raw rows.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub levels_deferred: bool,
 }
 
 /// A committed data file.

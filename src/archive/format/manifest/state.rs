@@ -151,6 +151,10 @@ pub struct StreamState {
     /// levels beneath it are computed from the raw rows when read. `None` while undecided
     /// (every level stored).
     pub levels_from: Option<u8>,
+    /// The first `_seq` whose rows no level file summarises (format version 8): barriers
+    /// from there on deferred their partials, and reads fold those rows' cells from the raw
+    /// rows. `None`: the level files cover every row.
+    pub levels_deferred_from: Option<u64>,
 }
 
 impl StreamState {
@@ -164,6 +168,7 @@ impl StreamState {
             levels: Vec::new(),
             tracks: BTreeMap::new(),
             levels_from: None,
+            levels_deferred_from: None,
         }
     }
 
@@ -414,6 +419,9 @@ impl StreamState {
     }
 
     fn apply_compact(&mut self, compact: &Compact) -> Result<Vec<String>, String> {
+        if let Some(span) = compact.levels_summary {
+            return self.apply_summary(compact, span);
+        }
         let mut removed = self.remove_files(&compact.removed, false)?;
         for file in &compact.added {
             // Since format version 7 a compacted file packs many tracks; one that is not
@@ -456,6 +464,51 @@ impl StreamState {
         self.levels = kept;
         self.reindex()?;
         Ok(removed)
+    }
+}
+
+impl StreamState {
+    /// A `compact` record with `levels_summary` (format version 8): one level file holding
+    /// the cells of the deferred rows `[from, through)`, appended to the level list.
+    fn apply_summary(
+        &mut self,
+        compact: &Compact,
+        [from, through]: [u64; 2],
+    ) -> Result<Vec<String>, String> {
+        if self.levels_deferred_from != Some(from) {
+            return Err(format!(
+                "stream {:?}: a summary of deferred levels from _seq {from}, but the deferred rows start at {:?}",
+                self.decl.id, self.levels_deferred_from
+            ));
+        }
+        if through <= from || through > self.next_seq {
+            return Err(format!(
+                "stream {:?}: a summary of deferred levels through _seq {through}, but the deferred rows are _seq {from}..{}",
+                self.decl.id, self.next_seq
+            ));
+        }
+        if compact.added_levels.len() > 1 {
+            return Err(format!(
+                "stream {:?}: a summary of deferred levels adds {} level files, not one",
+                self.decl.id,
+                compact.added_levels.len()
+            ));
+        }
+        if !compact.added.is_empty()
+            || !compact.removed.is_empty()
+            || !compact.removed_levels.is_empty()
+        {
+            return Err(format!(
+                "stream {:?}: a summary of deferred levels may only add its level file",
+                self.decl.id
+            ));
+        }
+        // No file when every deferred measured value is null.
+        for file in &compact.added_levels {
+            self.add_level_file(file.clone())?;
+        }
+        self.levels_deferred_from = (through < self.next_seq).then_some(through);
+        Ok(Vec::new())
     }
 }
 
@@ -598,6 +651,15 @@ impl State {
             if let Some(from) = s.levels_from {
                 stream.decide_levels(from)?;
             }
+            if let Some(from) = s.levels_deferred_from {
+                if from >= s.next_seq {
+                    return Err(format!(
+                        "stream {:?}: levels deferred from _seq {from}, but the next _seq is {}",
+                        s.decl.id, s.next_seq
+                    ));
+                }
+                stream.levels_deferred_from = Some(from);
+            }
             for t in &s.tracks {
                 let key = TrackKey::encode(&t.track).map_err(|e| e.to_string())?;
                 let track = stream.tracks.entry(key).or_insert_with(|| TrackState {
@@ -647,6 +709,30 @@ impl State {
                 ));
             }
             next_name = s.file.name + 1;
+            if s.levels_deferred && s.levels.is_some() {
+                return Err(format!(
+                    "barrier {}: stream {:?} both defers its level partials and writes them",
+                    barrier.barrier, s.stream
+                ));
+            }
+            if s.levels.is_some() && stream.levels_deferred_from.is_some() {
+                return Err(format!(
+                    "barrier {}: stream {:?} writes level partials while earlier rows await theirs",
+                    barrier.barrier, s.stream
+                ));
+            }
+            if s.levels_deferred
+                && (stream.decl.ladder.is_none() || stream.decl.measured.is_empty())
+            {
+                return Err(format!(
+                    "barrier {}: stream {:?} defers level partials it has no ladder or measured field for",
+                    barrier.barrier, s.stream
+                ));
+            }
+            if s.levels_deferred && stream.levels_deferred_from.is_none() {
+                // The barrier's own rows start at the stream's previous next `_seq`.
+                stream.levels_deferred_from = Some(stream.next_seq);
+            }
             stream.watermark = Position(s.watermark);
             stream.next_seq = s.next_seq;
             if let Some(from) = s.levels_from {
@@ -726,6 +812,7 @@ impl State {
                         .map(TrackState::snapshot)
                         .collect(),
                     levels_from: s.levels_from,
+                    levels_deferred_from: s.levels_deferred_from,
                 })
                 .collect(),
         }
