@@ -29,8 +29,8 @@
 //!   (`docs/format.md` says how to find exactly the committed ones).
 //! - The [`archive::lifecycle`] retires raw rows and each level on declared lifetimes
 //!   (floors derived from `retire` records only, moving only forward), retires tracks whole,
-//!   compacts barrier files into per-track segments and level partials into whole cells (one
-//!   record swaps them), and checkpoints the manifest; its planners are pure functions of
+//!   compacts small data files into packed files sized by bytes and level partials into whole cells (one
+//!   record swaps them), summarises deferred levels, and checkpoints the manifest; its planners are pure functions of
 //!   state, declaration and a time passed in.
 //! - [`host`] is the runtime side: [`host::Streams`] keeps a bounded window per stream and a
 //!   supervisor thread that exclusively owns the adapter (a bounded lane of reads with

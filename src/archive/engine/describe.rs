@@ -59,6 +59,9 @@ pub struct StreamDescription {
     /// The first level the stream stores, once a barrier decided it (format version 6):
     /// finer levels are folded from the raw rows when read. `None` while undecided.
     pub levels_from: Option<u8>,
+    /// The first `_seq` whose rows no level file summarises yet (format version 8): their
+    /// barriers deferred their partials, and reads fold their cells from the raw rows.
+    pub levels_deferred_from: Option<u64>,
     /// Rows stored.
     pub rows: u64,
     /// The highest raw floor of any track (an unnarrowed read answers to it).
@@ -181,6 +184,7 @@ impl Archive {
                     .collect(),
                 ladder: s.decl.ladder,
                 levels_from: s.levels_from,
+                levels_deferred_from: s.levels_deferred_from,
                 rows: s.tracks.values().map(|t| t.rows).sum(),
                 floor: s
                     .tracks

@@ -292,7 +292,7 @@ enum Command {
         #[arg(long, conflicts_with = "track")]
         all_tracks: bool,
     },
-    /// Rewrite barrier files into per-track segments and level partials into whole cells.
+    /// Rewrite small data files into packed files of about --target-size, merge level partials into whole cells, and summarise deferred levels once they are worth their bytes.
     ///
     /// Equal row for row and cell for cell; one manifest record swaps the files, and the
     /// replaced ones are deleted only after it is durable.
@@ -908,7 +908,7 @@ fn ingest(
 }
 
 /// What `compact --auto` does, so a CLI user never has to know: a stream past its threshold
-/// (many barrier files) becomes per-track segments and whole level cells; then, once the log
+/// (many barrier files) becomes packed files and whole level cells; then, once the log
 /// holds mostly replaced history, a checkpoint starts a generation from the live state, so
 /// every later open reads the state, not the history.
 pub(crate) fn maintain(archive: &mut Archive) -> Result<(), Failure> {
@@ -1136,6 +1136,9 @@ fn inspect(archive: &Path, json: bool) -> Result<(), Failure> {
                     Some(0) => out!("  stored    every level (decided by the rows' density)"),
                     Some(k) => out!("  stored    levels {k} to {} (finer ones hold too few rows a cell: folded from the raw rows when read)", l.levels - 1),
                     None => out!("  stored    every level (undecided: no barrier has held enough rows to judge)"),
+                }
+                if let Some(from) = s.levels_deferred_from {
+                    out!("  deferred  rows from _seq {from} on have no level partials yet: too few rows a cell to be worth their bytes; reads fold them from the raw rows, and a compaction summarises them once they are worth it");
                 }
             }
             None => out!("  levels    none"),
