@@ -1826,3 +1826,80 @@ fn a_selection_naming_no_track_answers_empty_and_says_so() {
         assert_ne!(right.stdout, slip.stdout, "{verb:?}");
     }
 }
+
+/// A fleet of small tracks on a nanosecond axis: 100 hosts, 100 rows each 10 s apart,
+/// sealed every 5,000 rows. No barrier's cells (nor the history's) hold 16 rows each, so
+/// the barriers defer their level partials (format version 8): `inspect` says so, a coarse
+/// survey still counts every row (folded from the raw rows), and `compact` leaves them
+/// deferred, still not worth their bytes.
+#[test]
+fn inspect_says_when_level_partials_are_deferred_and_surveys_still_count_every_row() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = dir.path().join("fleet.csv");
+    let mut text = String::from("host,ts,value\n");
+    for tick in 0..100u64 {
+        for host in 0..100u64 {
+            let ts = 1_764_000_000_000_000_000 + tick * 10_000_000_000;
+            text.push_str(&format!("h{host:02},{ts},{}\n", (tick * 100 + host) % 997));
+        }
+    }
+    std::fs::write(&csv, text).expect("write the csv");
+    let archive = dir.path().join("a");
+    sa([
+        OsStr::new("ingest"),
+        archive.as_os_str(),
+        csv.as_os_str(),
+        "--stream".as_ref(),
+        "metrics".as_ref(),
+        "--track".as_ref(),
+        "host".as_ref(),
+        "--axis".as_ref(),
+        "ts".as_ref(),
+        "--ladder".as_ref(),
+        "1000000000,8,8".as_ref(),
+        "--seal-rows".as_ref(),
+        "5000".as_ref(),
+        "--no-compact".as_ref(),
+    ])
+    .ok("ingest");
+    let deferred = |what: &str| {
+        let text = sa([OsStr::new("inspect"), archive.as_os_str()])
+            .ok(what)
+            .stdout;
+        assert!(
+            text.contains("deferred  rows from _seq 0 on have no level partials yet"),
+            "{what}: {text}"
+        );
+        let json = inspect_json(&archive);
+        assert_eq!(
+            json["streams"][0]["levels_deferred_from"], 0,
+            "{what}: {json}"
+        );
+        assert_eq!(json["streams"][0]["level_files"], 0, "{what}: {json}");
+    };
+    deferred("inspect after ingest");
+    let count = || -> u64 {
+        let out = sa([
+            OsStr::new("survey"),
+            archive.as_os_str(),
+            "--stream".as_ref(),
+            "metrics".as_ref(),
+            "--budget".as_ref(),
+            "8".as_ref(),
+            "--json".as_ref(),
+        ])
+        .ok("survey");
+        let survey: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+        assert_eq!(survey["plan"]["level"], 4, "{survey}");
+        survey["buckets"]
+            .as_array()
+            .expect("buckets")
+            .iter()
+            .map(|b| b["count"].as_u64().expect("a count"))
+            .sum()
+    };
+    assert_eq!(count(), 10_000);
+    sa([OsStr::new("compact"), archive.as_os_str()]).ok("compact");
+    deferred("inspect after compact");
+    assert_eq!(count(), 10_000);
+}

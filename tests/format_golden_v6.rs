@@ -26,7 +26,7 @@ mod golden_files;
 
 use common::delivered::{expected, labels, row, Delivered};
 use common::{batch, capture_config, rows_of, Row};
-use golden_files::golden;
+use golden_files::{golden, span};
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use proptest::prelude::*;
 use series_archive::archive::lifecycle::Compaction;
@@ -34,20 +34,12 @@ use series_archive::archive::manifest::frame::{self, Decoded};
 use series_archive::archive::manifest::{
     log, Barrier, BarrierStream, GroupEntry, Record, SegmentFile, Slice, Span, State,
 };
-use series_archive::archive::{Archive, Config, Ladder, StreamSpec};
+use series_archive::archive::{Archive, Config};
 use series_archive::{Aggregate, Position};
 use std::ops::Bound::{Excluded, Included, Unbounded};
 use std::path::Path;
 
 const SEALED_AT_NS: u64 = 1_764_442_800_000_000_000;
-
-fn span(offset: u64, len: u64, crc32c: u32) -> Span {
-    Span {
-        offset,
-        len,
-        crc32c,
-    }
-}
 
 fn entry(track: &str, rows: u64, first: u64, span: Span, slice: (u32, u64)) -> GroupEntry {
     GroupEntry {
@@ -455,69 +447,20 @@ fn one_barrier_of_100000_tracks_is_one_row_group_and_every_track_reads_back() {
 
 const HOSTS: usize = 50;
 const PER_HOST: usize = 400;
-const STEP_NS: u64 = 10_000_000_000;
-const T0: u64 = 1_764_000_000_000_000_000;
+use common::scrape::{self, STEP_NS, T0};
 
 fn metrics_config() -> Config {
-    use arrow::datatypes::{DataType, Field, Schema};
-    let schema = std::sync::Arc::new(Schema::new(vec![
-        Field::new("host", DataType::Utf8, false),
-        Field::new("ts", DataType::UInt64, false),
-        Field::new("value", DataType::Float64, false),
-    ]));
-    let spec = StreamSpec::dynamic("metrics", schema, vec!["host".into()], Some("ts".into()))
-        .expect("a valid stream")
-        .with_ladder(Some(Ladder::NANOSECONDS));
-    Config::new().stream(spec).delta(false)
+    scrape::config()
 }
 
-/// A scraper's rows: every host every 10 s on a nanosecond axis (one-second level-0 cells
-/// hold one row each), integral values so every sum is exact.
 fn scraped(from: usize, to: usize) -> arrow::array::RecordBatch {
-    use arrow::array::{Float64Array, StringArray, UInt64Array};
-    let rows: Vec<(String, u64, f64)> = (from..to)
-        .map(|i| {
-            let (tick, host) = (i / HOSTS, i % HOSTS);
-            let value = ((i * 7919) % 1000) as f64 - 500.0;
-            (format!("h{host:02}"), T0 + tick as u64 * STEP_NS, value)
-        })
-        .collect();
-    arrow::array::RecordBatch::try_new(
-        metrics_config_schema(),
-        vec![
-            std::sync::Arc::new(StringArray::from_iter_values(
-                rows.iter().map(|r| r.0.as_str()),
-            )),
-            std::sync::Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| r.1))),
-            std::sync::Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.2))),
-        ],
-    )
-    .expect("a batch")
-}
-
-fn metrics_config_schema() -> arrow::datatypes::SchemaRef {
-    use arrow::datatypes::{DataType, Field, Schema};
-    std::sync::Arc::new(Schema::new(vec![
-        Field::new("host", DataType::Utf8, false),
-        Field::new("ts", DataType::UInt64, false),
-        Field::new("value", DataType::Float64, false),
-    ]))
+    scrape::rows(HOSTS, from, to)
 }
 
 /// Seals the scraped rows `0..HOSTS × PER_HOST` in barriers of `per_barrier` rows.
 fn scrape_archive(root: &Path, per_barrier: usize) -> Archive {
     let mut archive = Archive::open(root, metrics_config()).expect("open");
-    let total = HOSTS * PER_HOST;
-    let mut from = 0;
-    while from < total {
-        let to = (from + per_barrier).min(total);
-        let positions: Vec<u64> = (from as u64 + 1..=to as u64).collect();
-        archive
-            .stage_batch("metrics", &scraped(from, to), &positions)
-            .expect("stage");
-        archive.seal_all().expect("seal").expect("a barrier");
-        from = to;
-    }
+    scrape::seal(&mut archive, HOSTS, 0, HOSTS * PER_HOST, per_barrier);
     archive
 }
 

@@ -22,7 +22,7 @@ mod golden_files;
 
 use common::delivered::{expected, labels, row, Delivered};
 use common::{batch, capture_config, rows_of, Row};
-use golden_files::golden;
+use golden_files::{golden, span};
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use proptest::prelude::*;
 use series_archive::archive::lifecycle::{Compaction, Lifetime, Retention};
@@ -37,14 +37,6 @@ use std::path::Path;
 use std::time::Duration;
 
 const SEALED_AT_NS: u64 = 1_764_442_800_000_000_000;
-
-fn span(offset: u64, len: u64, crc32c: u32) -> Span {
-    Span {
-        offset,
-        len,
-        crc32c,
-    }
-}
 
 /// An entry of track `run_0/<track>` holding `_seq` `seqs` (positions one above).
 fn entry(track: &str, seqs: [u64; 2], span: Span, slice: Option<(u32, u64)>) -> GroupEntry {

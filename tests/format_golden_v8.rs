@@ -21,13 +21,14 @@ mod common;
 #[path = "common/golden.rs"]
 mod golden_files;
 
-use golden_files::golden;
+use common::scrape::{self, STEP_NS, T0};
+use golden_files::{golden, span};
 use series_archive::archive::lifecycle::{Lifetime, Retention};
 use series_archive::archive::manifest::frame::{self, Decoded};
 use series_archive::archive::manifest::{
-    log, Barrier, BarrierStream, Compact, GroupEntry, Record, SegmentFile, Slice, Span, State,
+    log, Barrier, BarrierStream, Compact, GroupEntry, Record, SegmentFile, Slice, State,
 };
-use series_archive::archive::{Archive, Config, FaultPoint, Faults, Ladder, StreamSpec};
+use series_archive::archive::{Archive, Config, FaultPoint, Faults};
 use series_archive::Aggregate;
 use std::ops::Bound::{self, Excluded, Included, Unbounded};
 use std::os::unix::process::ExitStatusExt;
@@ -35,14 +36,6 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 const SEALED_AT_NS: u64 = 1_764_442_800_000_000_000;
-
-fn span(offset: u64, len: u64, crc32c: u32) -> Span {
-    Span {
-        offset,
-        len,
-        crc32c,
-    }
-}
 
 fn file(name: u64, kind: &str, groups: Vec<GroupEntry>, format: u16) -> SegmentFile {
     SegmentFile {
@@ -226,71 +219,16 @@ fn replay_applies_deferral_and_its_summary_and_refuses_what_breaks_the_rules() {
 }
 
 const HOSTS: usize = 100;
-const STEP_NS: u64 = 10_000_000_000;
-const T0: u64 = 1_764_000_000_000_000_000;
 /// Rows a barrier of the fleet: 50 rows a host, 500 s of each host's axis. Its cells at the
 /// first stored level (512 s) and above hold about 10 rows each: not worth their bytes.
 const BARRIER_ROWS: usize = HOSTS * 50;
 
-fn metrics_schema() -> arrow::datatypes::SchemaRef {
-    use arrow::datatypes::{DataType, Field, Schema};
-    std::sync::Arc::new(Schema::new(vec![
-        Field::new("host", DataType::Utf8, false),
-        Field::new("ts", DataType::UInt64, false),
-        Field::new("value", DataType::Float64, false),
-    ]))
-}
-
 fn metrics_config() -> Config {
-    let spec = StreamSpec::dynamic(
-        "metrics",
-        metrics_schema(),
-        vec!["host".into()],
-        Some("ts".into()),
-    )
-    .expect("a valid stream")
-    .with_ladder(Some(Ladder::NANOSECONDS));
-    Config::new().stream(spec).delta(false)
+    scrape::config()
 }
 
-/// Rows `from..to` of the fleet: every host every 10 s, integral values (sums are exact).
-fn scraped(from: usize, to: usize) -> arrow::array::RecordBatch {
-    use arrow::array::{Float64Array, StringArray, UInt64Array};
-    let rows: Vec<(String, u64, f64)> = (from..to)
-        .map(|i| {
-            let (tick, host) = (i / HOSTS, i % HOSTS);
-            (
-                format!("h{host:02}"),
-                T0 + tick as u64 * STEP_NS,
-                ((i * 7919) % 1000) as f64 - 500.0,
-            )
-        })
-        .collect();
-    arrow::array::RecordBatch::try_new(
-        metrics_schema(),
-        vec![
-            std::sync::Arc::new(StringArray::from_iter_values(
-                rows.iter().map(|r| r.0.as_str()),
-            )),
-            std::sync::Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| r.1))),
-            std::sync::Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.2))),
-        ],
-    )
-    .expect("batch")
-}
-
-/// Seals rows `from..to` in barriers of `per_barrier` rows.
 fn seal(archive: &mut Archive, from: usize, to: usize, per_barrier: usize) {
-    let mut at = from;
-    while at < to {
-        let end = (at + per_barrier).min(to);
-        let positions: Vec<u64> = (at as u64 + 1..=end as u64).collect();
-        archive
-            .stage_batch("metrics", &scraped(at, end), &positions)
-            .expect("stage");
-        archive.seal_all().expect("seal").expect("a barrier");
-        at = end;
-    }
+    scrape::seal(archive, HOSTS, from, to, per_barrier);
 }
 
 /// Every survey and fold answer over ranges, budgets and selections, as text.
@@ -442,14 +380,8 @@ fn a_retirement_summarises_deferred_rows_before_it_takes_them() {
         let want = reference
             .survey("metrics", &track, Unbounded, Unbounded, 8)
             .expect("survey");
+        let count: u64 = got.buckets.iter().map(|b| b.count).sum();
         assert_eq!((got.plan, got.buckets), (want.plan, want.buckets));
-        let count: u64 = archive
-            .survey("metrics", &track, Unbounded, Unbounded, 8)
-            .expect("survey")
-            .buckets
-            .iter()
-            .map(|b| b.count)
-            .sum();
         let rows = if track.is_empty() {
             2 * BARRIER_ROWS
         } else {

@@ -50,3 +50,12 @@ pub fn docs_block(section: &str, lang: &str) -> String {
     let len = page[start..].find("```").expect("the block ends");
     page[start..start + len].to_owned()
 }
+
+/// A span (and its CRC-32C) as the hand-built records of the golden tests name one.
+pub fn span(offset: u64, len: u64, crc32c: u32) -> series_archive::archive::manifest::Span {
+    series_archive::archive::manifest::Span {
+        offset,
+        len,
+        crc32c,
+    }
+}

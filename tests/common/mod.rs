@@ -9,6 +9,7 @@ use std::sync::Arc;
 pub mod delivered;
 pub mod hand;
 pub mod ops;
+pub mod scrape;
 pub mod tree;
 
 /// The capture schema: run, probe, ordinal (axis), value, noise.

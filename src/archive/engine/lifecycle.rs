@@ -158,11 +158,29 @@ pub struct CompactionJob {
 }
 
 /// What a summary of a stream's deferred rows reads: the `_seq` span `[from, through)`, and
-/// each track holding such rows, in key order, with its row groups that may hold them (file
+/// for each track holding such rows, in key order, its row groups that may hold them (file
 /// name, group index; the files are the job's `files`).
 struct Summary {
     span: [u64; 2],
-    tracks: Vec<(Vec<String>, Vec<GroupAt>)>,
+    tracks: Vec<Vec<GroupAt>>,
+}
+
+/// The row groups of `track` that may hold rows of `_seq` `from` or later, in `_seq` order,
+/// with their files: its last ones, as a track's groups are in `_seq` order.
+fn deferred_groups<'a>(
+    state: &'a crate::archive::format::manifest::StreamState,
+    track: &'a crate::archive::format::manifest::TrackState,
+    from: u64,
+) -> impl Iterator<Item = (&'a SegmentFile, usize)> + 'a {
+    let n = track
+        .groups
+        .iter()
+        .rev()
+        .take_while(|g| state.files[g.file].groups[g.group].seq[1] >= from)
+        .count();
+    track.groups[track.groups.len() - n..]
+        .iter()
+        .map(|g| (&state.files[g.file], g.group))
 }
 
 /// A row group of a data file: its name and the group's index in it.
@@ -324,20 +342,7 @@ impl CompactionJob {
             done += 1;
             progress(done, total);
         }
-        self.disk.reached(FaultPoint::AfterDataWrite);
-        let mut dirs = std::collections::BTreeSet::new();
-        let mut placed = Vec::new();
-        for (from, to) in &placer.staged {
-            durable::rename(&self.disk, from, to)?;
-            if let Some(parent) = to.parent() {
-                dirs.insert(parent.to_path_buf());
-            }
-            placed.push(to.clone());
-        }
-        for dir in &dirs {
-            durable::sync_dir(&self.disk, dir)?;
-        }
-        self.disk.reached(FaultPoint::AfterDataRename);
+        let placed = placer.place()?;
         Ok(CompactedFiles {
             stream: id.clone(),
             record: Compact {
@@ -385,7 +390,7 @@ impl CompactionJob {
         let mut per_track = Vec::with_capacity(summary.tracks.len());
         let (mut position, mut axis) = ([u64::MAX, 0], [u64::MAX, 0]);
         let (mut sealed_at, mut barrier) = (0u64, 0u64);
-        for (labels, groups) in &summary.tracks {
+        for groups in &summary.tracks {
             let mut parts = Vec::with_capacity(groups.len());
             for &(name, group) in groups {
                 let file = self.files.get(&name).ok_or_else(|| {
@@ -423,27 +428,18 @@ impl CompactionJob {
             }
             let rows = arrow::compute::concat_batches(&self.schema, &parts)
                 .map_err(|e| ArchiveError::Internal(e.to_string()))?;
+            // One track's rows in publish order: positions rise and the axis never falls.
+            let axis_name = self.decl.axis.as_deref().unwrap_or_default();
             for (name, span) in [
                 (crate::archive::format::spec::POSITION_COLUMN, &mut position),
-                (self.decl.axis.as_deref().unwrap_or_default(), &mut axis),
+                (axis_name, &mut axis),
             ] {
-                if let Some(column) = rows
-                    .column_by_name(name)
-                    .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
-                {
-                    for v in column.values().iter() {
-                        span[0] = span[0].min(*v);
-                        span[1] = span[1].max(*v);
-                    }
+                if let Some([lo, hi]) = u64_range(&rows, name) {
+                    *span = [span[0].min(lo), span[1].max(hi)];
                 }
             }
             let cells = levels::track_partials(&self.decl, &rows)?;
-            let track_row = track_row(
-                &self.decl,
-                &labels.iter().map(String::as_str).collect::<Vec<_>>(),
-            )
-            .map_err(|m| ArchiveError::Internal(format!("stream {id:?}: {m}")))?;
-            per_track.push((track_row, cells));
+            per_track.push((rows.slice(0, 1), cells));
         }
         drop(open);
         let mut placer = Placer {
@@ -455,26 +451,17 @@ impl CompactionJob {
         };
         let bounds = [position, axis, [from, through - 1]];
         let mut added_levels = Vec::new();
+        let schema =
+            levels::level_schema(&self.decl).map_err(|m| ArchiveError::declaration(&id, m))?;
         if let Some(groups) =
-            levels::partial_groups(&self.decl, &per_track, self.levels_from, bounds)?
+            levels::partial_groups(&self.decl, &schema, &per_track, self.levels_from, bounds)?
         {
-            let schema =
-                levels::level_schema(&self.decl).map_err(|m| ArchiveError::declaration(&id, m))?;
             let mut file = placer.write("levels", &schema, &groups, barrier, sealed_at)?;
             file.first_level = (self.levels_from > 0).then_some(self.levels_from as u8);
             added_levels.push(file);
         }
         progress(1, 1);
-        self.disk.reached(FaultPoint::AfterDataWrite);
-        let mut placed = Vec::new();
-        for (from, to) in &placer.staged {
-            durable::rename(&self.disk, from, to)?;
-            if let Some(parent) = to.parent() {
-                durable::sync_dir(&self.disk, parent)?;
-            }
-            placed.push(to.clone());
-        }
-        self.disk.reached(FaultPoint::AfterDataRename);
+        let placed = placer.place()?;
         Ok(CompactedFiles {
             stream: id.clone(),
             record: Compact {
@@ -880,6 +867,26 @@ impl Packer {
 }
 
 impl Placer<'_> {
+    /// Renames every finished file from `.tmp/` into place and syncs the directories they
+    /// went into (each once); answers where they are. No record names them yet.
+    fn place(&self) -> Result<Vec<PathBuf>> {
+        self.disk.reached(FaultPoint::AfterDataWrite);
+        let mut dirs = std::collections::BTreeSet::new();
+        let mut placed = Vec::with_capacity(self.staged.len());
+        for (from, to) in &self.staged {
+            durable::rename(self.disk, from, to)?;
+            if let Some(parent) = to.parent() {
+                dirs.insert(parent.to_path_buf());
+            }
+            placed.push(to.clone());
+        }
+        for dir in &dirs {
+            durable::sync_dir(self.disk, dir)?;
+        }
+        self.disk.reached(FaultPoint::AfterDataRename);
+        Ok(placed)
+    }
+
     /// Starts the next reserved name under `.tmp/`, bound for `streams/<id>/<kind>/`: a
     /// packed data file (format version 6 layout) when `packed`, else one row group per
     /// entry.
@@ -1154,63 +1161,46 @@ impl Archive {
         stream: &str,
         always: bool,
     ) -> Result<Option<CompactionJob>> {
-        self.writable()?;
-        let state = self
-            .commit
-            .state()
-            .streams
-            .get(stream)
-            .ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
+        let (state, schema) = self.writable_stream(stream)?;
         let (Some(from), Some(ladder)) = (state.levels_deferred_from, state.decl.ladder) else {
             return Ok(None);
         };
-        let through = state.next_seq;
-        let mut tracks = Vec::new();
-        let mut names = std::collections::BTreeSet::new();
-        let mut spans = Vec::new();
-        for track in state.tracks.values() {
-            // A track's groups are in `_seq` order: its deferred rows are in its last ones.
-            let deferred: Vec<&crate::archive::format::manifest::GroupRef> = track
-                .groups
-                .iter()
-                .rev()
-                .take_while(|g| state.files[g.file].groups[g.group].seq[1] >= from)
-                .collect();
-            if deferred.is_empty() {
-                continue;
-            }
-            let (mut rows, mut span) = (0u64, [u64::MAX, 0]);
-            let mut groups = Vec::with_capacity(deferred.len());
-            for g in deferred.into_iter().rev() {
-                let file = &state.files[g.file];
-                let entry = &file.groups[g.group];
-                rows += entry.rows;
-                if let Some([lo, hi]) = entry.axis {
-                    span = [span[0].min(lo), span[1].max(hi)];
-                }
-                names.insert(file.name);
-                groups.push((file.name, g.group));
-            }
-            if span[0] <= span[1] {
-                spans.push((rows, span));
-            }
-            tracks.push((track.labels.clone(), groups));
-        }
+        let deferred = |track| deferred_groups(state, track, from);
+        // Judged from the catalog alone, without an allocation per track: a stream of 10^5
+        // tracks plans this after every barrier while its rows stay too sparse.
         let first = state.first_stored_level();
-        if !always && !levels::worth_summarising(&ladder, first, spans.into_iter()) {
+        let spans = state.tracks.values().filter_map(|track| {
+            deferred(track).fold(None, |acc: Option<(u64, [u64; 2])>, (file, g)| {
+                let entry = &file.groups[g];
+                let [lo, hi] = entry.axis?;
+                let (rows, [a, b]) = acc.unwrap_or((0, [lo, hi]));
+                Some((rows + entry.rows, [a.min(lo), b.max(hi)]))
+            })
+        });
+        if !always && !levels::worth_summarising(&ladder, first, spans) {
             return Ok(None);
         }
+        let mut names = std::collections::BTreeSet::new();
+        let tracks: Vec<Vec<GroupAt>> = state
+            .tracks
+            .values()
+            .map(|track| {
+                deferred(track)
+                    .map(|(file, g)| {
+                        names.insert(file.name);
+                        (file.name, g)
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .filter(|groups| !groups.is_empty())
+            .collect();
+        let through = state.next_seq;
         let files = state
             .files
             .iter()
             .filter(|f| names.contains(&f.name))
             .map(|f| (f.name, f.clone()))
             .collect();
-        let schema = match self.selected.get(stream) {
-            Some(s) => s.full_schema.clone(),
-            None => crate::archive::format::spec::stored_schema(&state.decl)
-                .map_err(|m| ArchiveError::declaration(stream, m))?,
-        };
         let decl = state.decl.clone();
         let names = self.commit.reserve(1);
         Ok(Some(CompactionJob {
@@ -1241,12 +1231,11 @@ impl Archive {
         }))
     }
 
-    fn plan_rewrite(&mut self, stream: &str, rewrite: Rewrite) -> Result<Option<CompactionJob>> {
-        if !matches!(rewrite, Rewrite::Retired) {
-            if let Some(job) = self.plan_summary(stream, false)? {
-                return Ok(Some(job));
-            }
-        }
+    /// A recorded stream of a writable archive, with the schema its files are read in.
+    fn writable_stream(
+        &self,
+        stream: &str,
+    ) -> Result<(&crate::archive::format::manifest::StreamState, SchemaRef)> {
         self.writable()?;
         let state = self
             .commit
@@ -1254,6 +1243,21 @@ impl Archive {
             .streams
             .get(stream)
             .ok_or_else(|| ArchiveError::UnknownStream(stream.to_owned()))?;
+        let schema = match self.selected.get(stream) {
+            Some(s) => s.full_schema.clone(),
+            None => crate::archive::format::spec::stored_schema(&state.decl)
+                .map_err(|m| ArchiveError::declaration(stream, m))?,
+        };
+        Ok((state, schema))
+    }
+
+    fn plan_rewrite(&mut self, stream: &str, rewrite: Rewrite) -> Result<Option<CompactionJob>> {
+        if !matches!(rewrite, Rewrite::Retired) {
+            if let Some(job) = self.plan_summary(stream, false)? {
+                return Ok(Some(job));
+            }
+        }
+        let (state, schema) = self.writable_stream(stream)?;
         let split = self
             .config
             .retention
@@ -1261,11 +1265,6 @@ impl Archive {
             .map_or(Split::None, |r| Split::for_lifetime(r.raw));
         let Some(plan) = plan_compaction(state, &self.config.compaction, split, rewrite) else {
             return Ok(None);
-        };
-        let schema = match self.selected.get(stream) {
-            Some(s) => s.full_schema.clone(),
-            None => crate::archive::format::spec::stored_schema(&state.decl)
-                .map_err(|m| ArchiveError::declaration(stream, m))?,
         };
         let tables = if plan.level_inputs.is_empty() {
             0

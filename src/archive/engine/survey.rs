@@ -278,12 +278,11 @@ impl Archive {
         k: usize,
         tracks: &[(&TrackKey, &TrackState)],
         range: [u64; 2],
-        visit: impl FnMut(usize, (u32, u64), Bucket),
+        mut visit: impl FnMut(usize, (u32, u64), Bucket),
     ) -> Result<(), ReadError> {
         if k < state.first_stored_level() {
             self.visit_raw_cells(state, k, tracks, range, 0, visit)
         } else {
-            let mut visit = visit;
             self.visit_level_cells(state, k, tracks, range, &mut visit)?;
             // Rows whose barriers deferred their partials (format version 8) were published
             // after every row the level files hold: their cells, folded from the raw rows,

@@ -94,10 +94,10 @@ pub(crate) fn barrier_partials(
         whole(|t| t.axis.unwrap_or([0, 0])),
         whole(|t| t.seq),
     ];
-    let Some(groups) = partial_groups(decl, &per_track, first, bounds)? else {
+    let schema = level_schema(decl).map_err(|m| ArchiveError::declaration(&decl.id, m))?;
+    let Some(groups) = partial_groups(decl, &schema, &per_track, first, bounds)? else {
         return Ok(None);
     };
-    let schema = level_schema(decl).map_err(|m| ArchiveError::declaration(&decl.id, m))?;
     let encoded = segment::encode(&decl.id, &schema, name, &groups)?;
     Ok(Some(Partials {
         encoded,
@@ -133,6 +133,7 @@ pub(crate) fn track_partials(decl: &StreamDecl, batch: &RecordBatch) -> Result<V
 /// the rows they fold. `None` when no track holds a cell.
 pub(crate) fn partial_groups(
     decl: &StreamDecl,
+    schema: &SchemaRef,
     per_track: &[(RecordBatch, Vec<Cells>)],
     first: usize,
     [position, axis, seq]: [[u64; 2]; 3],
@@ -147,7 +148,6 @@ pub(crate) fn partial_groups(
         stream: decl.id.clone(),
         message: m,
     };
-    let schema = level_schema(decl).map_err(|m| ArchiveError::declaration(&decl.id, m))?;
     // One file for every level (a barrier is priced in syncs, so levels add one file, not one
     // per resolution).
     let mut groups = Vec::with_capacity(ladder.levels as usize);
@@ -157,7 +157,7 @@ pub(crate) fn partial_groups(
             if !partial[k].is_empty() {
                 parts.push(encode_cells(
                     decl,
-                    &schema,
+                    schema,
                     k,
                     track_row,
                     &partial[k],
@@ -166,7 +166,7 @@ pub(crate) fn partial_groups(
             }
         }
         let batch =
-            arrow::compute::concat_batches(&schema, &parts).map_err(|e| fail(e.to_string()))?;
+            arrow::compute::concat_batches(schema, &parts).map_err(|e| fail(e.to_string()))?;
         groups.push(TrackRows {
             labels: Vec::new(),
             batch,
