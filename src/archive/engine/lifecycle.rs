@@ -1067,28 +1067,37 @@ impl Archive {
                 continue;
             };
             // Deferred rows (format version 8) are summarised before a retirement takes any
-            // of them, so their levels outlive them as declared.
-            if let Some(from) = stream.levels_deferred_from {
-                if retire
-                    .tracks
-                    .iter()
-                    .any(|t| t.whole || t.raw.is_some_and(|r| r.seq > from))
-                {
-                    if let Some(job) = self.plan_summary(&id, true)? {
-                        let files = match job.run(|_, _| {}) {
-                            Ok(f) => f,
-                            Err(e) => return Err(self.poison(e)),
-                        };
-                        self.finish_compaction(files)?;
-                    }
-                    let retention = &self.config.retention[&id];
-                    let Some(stream) = self.commit.state().streams.get(&id) else {
-                        continue;
+            // of them, so their levels outlive them as declared; a retirement that would
+            // still take rows no level file summarises is refused, never carried out.
+            let takes_deferred =
+                |retire: &Retire, stream: &crate::archive::format::manifest::StreamState| {
+                    stream.levels_deferred_from.is_some_and(|from| {
+                        retire
+                            .tracks
+                            .iter()
+                            .any(|t| t.raw.is_some_and(|r| r.seq > from))
+                    })
+                };
+            if takes_deferred(&retire, stream) {
+                if let Some(job) = self.plan_summary(&id, true)? {
+                    let files = match job.run(|_, _| {}) {
+                        Ok(f) => f,
+                        Err(e) => return Err(self.poison(e)),
                     };
-                    match plan_retirement(stream, retention, now_ns) {
-                        Some(again) => retire = again,
-                        None => continue,
+                    self.finish_compaction(files)?;
+                }
+                let retention = &self.config.retention[&id];
+                let Some(stream) = self.commit.state().streams.get(&id) else {
+                    continue;
+                };
+                match plan_retirement(stream, retention, now_ns) {
+                    Some(again) if takes_deferred(&again, stream) => {
+                        return Err(ArchiveError::Internal(format!(
+                            "stream {id:?}: a retirement would take raw rows whose levels no file summarises yet (the summary did not land); nothing was retired"
+                        )))
                     }
+                    Some(again) => retire = again,
+                    None => continue,
                 }
             }
             reports.push(self.execute_retire(retire)?);
