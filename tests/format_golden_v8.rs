@@ -134,7 +134,7 @@ fn deferred_partials_and_their_summary_are_locked_and_framed_as_version_8() {
     golden(8, "tests/golden/deferred-v8.jsonl", lines.as_bytes());
     assert!(lines.contains(r#""levels_deferred":true"#), "{lines}");
     assert!(lines.contains(r#""levels_summary":[0,4]"#), "{lines}");
-    assert_eq!(frame::FORMAT_VERSION, 8);
+    const { assert!(frame::FORMAT_VERSION >= 8) };
     // A barrier that writes its partials keeps its earlier version.
     let Record::Barrier(mut plain) = deferring_barrier() else {
         unreachable!()

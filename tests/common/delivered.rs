@@ -19,6 +19,23 @@ pub fn row(run: usize, probe: usize, tick: u64) -> Row {
     }
 }
 
+/// Rows of `runs × probes` tracks over `ticks`, interleaved as a scraper delivers them (each
+/// tick every track in key order), a track taking part from its `starts` tick on (`None`:
+/// never), positions from 1.
+pub fn interleaved(runs: usize, probes: usize, ticks: u64, starts: &[Option<u64>]) -> Delivered {
+    let mut delivered = Vec::new();
+    for tick in 0..ticks {
+        for run in 0..runs {
+            for probe in 0..probes {
+                if starts[run * probes + probe].is_some_and(|s| tick >= s) {
+                    delivered.push((delivered.len() as u64 + 1, row(run, probe, tick)));
+                }
+            }
+        }
+    }
+    delivered
+}
+
 /// Labels from string slices.
 pub fn labels(of: &[&str]) -> Vec<String> {
     of.iter().map(|s| s.to_string()).collect()

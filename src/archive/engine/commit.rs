@@ -92,18 +92,19 @@ impl CommitPoint {
 
     /// Appends and syncs one record, then applies it: the only way a claim changes. A
     /// failed append poisons. The name counter moves past any name the record carries.
-    pub fn commit(&mut self, record: &Record) -> Result<()> {
+    pub fn commit(&mut self, record: Record) -> Result<()> {
         self.writable("recording")?;
         let Some(log) = self.log.as_mut() else {
             return Err(ArchiveError::ReadOnly("recording"));
         };
-        if let Err(e) = log.append(record) {
+        if let Err(e) = log.append(&record) {
             return Err(self.poison(e));
         }
         self.disk.reached(FaultPoint::AfterRecord);
         let path = log.path().to_path_buf();
+        // The record moves into the state: a barrier of 100,000 tracks is not copied again.
         self.state
-            .apply(record)
+            .apply_owned(record)
             .map_err(|message| ArchiveError::CorruptManifest {
                 path,
                 offset: 0,

@@ -259,13 +259,7 @@ impl CompactionJob {
             stream: id.clone(),
             message: m,
         };
-        let mut placer = Placer {
-            root: &self.root,
-            disk: &self.disk,
-            stream: &id,
-            names: self.names.clone(),
-            staged: Vec::new(),
-        };
+        let mut placer = self.placer(&id);
         let mut added = Vec::new();
         let mut added_levels = Vec::new();
         let total = self.steps();
@@ -438,17 +432,11 @@ impl CompactionJob {
                     *span = [span[0].min(lo), span[1].max(hi)];
                 }
             }
-            let cells = levels::track_partials(&self.decl, &rows)?;
+            let cells = levels::track_partials(&self.decl, &rows, self.levels_from)?;
             per_track.push((rows.slice(0, 1), cells));
         }
         drop(open);
-        let mut placer = Placer {
-            root: &self.root,
-            disk: &self.disk,
-            stream: &id,
-            names: self.names.clone(),
-            staged: Vec::new(),
-        };
+        let mut placer = self.placer(&id);
         let bounds = [position, axis, [from, through - 1]];
         let mut added_levels = Vec::new();
         let schema =
@@ -826,6 +814,19 @@ struct Placer<'a> {
     staged: Vec<(PathBuf, PathBuf)>,
 }
 
+impl CompactionJob {
+    /// Where this job's output files are written and named (the names it reserved).
+    fn placer<'a>(&'a self, stream: &'a str) -> Placer<'a> {
+        Placer {
+            root: &self.root,
+            disk: &self.disk,
+            stream,
+            names: self.names.clone(),
+            staged: Vec::new(),
+        }
+    }
+}
+
 /// A file a [`Placer`] is writing.
 struct Placing {
     writer: crate::archive::io::segment::Writer,
@@ -1028,7 +1029,7 @@ impl Archive {
         };
         let id = retire.stream.clone();
         let mut report = report;
-        self.commit(&Record::Retire(retire))?;
+        self.commit(Record::Retire(retire))?;
         self.discard(&doomed)?;
         // With the Delta log on, files still holding retired groups are rewritten now, so
         // the log (and a glob) shows exactly what is served.
@@ -1377,7 +1378,7 @@ impl Archive {
         }
         let mut record = done.record;
         record.next_name = record.next_name.max(self.commit.next_name());
-        self.commit(&Record::Compact(record))?;
+        self.commit(Record::Compact(record))?;
         let replaced: Vec<SegmentFile> = raw_paths.into_iter().chain(level_paths).collect();
         self.discard(&replaced)?;
         tracing::info!(stream = %report.stream, files_in = report.files_in, files_out = report.files_out, "compacted");

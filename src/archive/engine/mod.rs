@@ -122,15 +122,15 @@ impl Archive {
 
     /// Appends and syncs one record, then applies it (see [`CommitPoint::commit`]), then
     /// brings the Delta logs of the streams it changed level with it.
-    fn commit(&mut self, record: &Record) -> Result<()> {
-        self.commit.commit(record)?;
-        let streams: Vec<String> = match record {
+    fn commit(&mut self, record: Record) -> Result<()> {
+        let streams: Vec<String> = match &record {
             Record::Barrier(b) => b.streams.iter().map(|s| s.stream.clone()).collect(),
             Record::Retire(r) => vec![r.stream.clone()],
             Record::Compact(c) => vec![c.stream.clone()],
             Record::Offload(o) => vec![o.stream.clone()],
             _ => Vec::new(),
         };
+        self.commit.commit(record)?;
         for stream in streams {
             self.publish_after_commit(&stream);
         }

@@ -101,7 +101,7 @@ impl Archive {
                     })
                     .collect(),
             };
-            self.commit(&Record::Offload(record))?;
+            self.commit(Record::Offload(record))?;
             let locals: Vec<std::path::PathBuf> =
                 moved.iter().map(|(f, _)| self.root.join(&f.path)).collect();
             self.delete(locals.iter().map(std::path::PathBuf::as_path))?;

@@ -281,7 +281,7 @@ impl Archive {
                     restore::restorable(&self.root, &state, self.config.compaction.group_rows)?;
                 for barrier in restored {
                     state
-                        .apply(&Record::Barrier(barrier.record.clone()))
+                        .apply_owned(Record::Barrier(barrier.record.clone()))
                         .map_err(|e| {
                             ArchiveError::Internal(format!(
                                 "a restored barrier does not apply: {e}"
@@ -391,7 +391,7 @@ impl Archive {
                 None if self.config.read_only => {}
                 None => {
                     let record = Record::Declare(decl.clone());
-                    self.commit(&record)?;
+                    self.commit(record)?;
                 }
             }
             if self.selected.contains_key(&decl.id) {

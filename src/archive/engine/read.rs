@@ -11,7 +11,7 @@ use crate::archive::format::spec::{POSITION_COLUMN, SEQ_COLUMN};
 use crate::archive::io::cold;
 use crate::archive::io::store::Store;
 use crate::archive::io::store::TierRequests;
-pub(crate) use crate::archive::plan::select::{beneath, floor_refusal, select};
+pub(crate) use crate::archive::plan::select::{floor_refusal, select};
 use crate::contract::{Position, TrackKey};
 use arrow::array::{Array, BooleanArray, RecordBatch, UInt64Array};
 use arrow::compute::{concat_batches, filter_record_batch, interleave_record_batch};
@@ -36,14 +36,15 @@ pub(crate) fn rows(
     stream: &StreamState,
     schema: &SchemaRef,
     tracks: &[(&TrackKey, &TrackState)],
-    staged: &[(&TrackKey, &[RecordBatch])],
+    staged: &[(&TrackKey, Vec<RecordBatch>)],
     start: Bound<Position>,
     end: Bound<Position>,
 ) -> Result<RecordBatch, ReadError> {
     floor_refusal(tracks, start)?;
     let mut open = crate::archive::io::segment::Opened::new(store, schema.clone());
     let mut runs: Vec<RecordBatch> = Vec::with_capacity(tracks.len() + staged.len());
-    let mut staged_of: BTreeMap<&TrackKey, &[RecordBatch]> = staged.iter().copied().collect();
+    let mut staged_of: BTreeMap<&TrackKey, &[RecordBatch]> =
+        staged.iter().map(|(k, b)| (*k, b.as_slice())).collect();
     for (key, track) in tracks {
         let mut parts = Vec::new();
         for g in &track.groups {
@@ -229,16 +230,12 @@ impl Archive {
         let tracks = select(state, &prefix);
         // Rows staged and not yet sealed are served too: a window that evicted them has
         // handed them to this tier, and leaving them out would be a quiet short answer.
-        let staged: Vec<(&TrackKey, &[RecordBatch])> = self
-            .staged
-            .get(stream)
-            .map(|s| {
-                beneath(&s.tracks, &prefix)
-                    .into_iter()
-                    .map(|(k, t)| (k, t.batches.as_slice()))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let staged: Vec<(&TrackKey, Vec<RecordBatch>)> = match self.staged.get(stream) {
+            Some(s) => s
+                .rows_of(&s.beneath(&prefix))
+                .map_err(|e| StoredError::internal(e.to_string()))?,
+            None => Vec::new(),
+        };
         rows(&self.store, state, &schema, &tracks, &staged, start, end)
     }
 

@@ -124,19 +124,25 @@ impl Archive {
         let mut report = Vec::new();
         let mut next_name = self.commit.next_name();
         let staged = std::mem::take(&mut self.staged);
+        // Each stream's staging keeps its track slots for the next barrier once this one is
+        // committed (a failed barrier poisons the handle and drops them).
+        let mut kept = Vec::with_capacity(staged.len());
         for (id, mut staged) in staged {
             if staged.is_empty() {
+                kept.push((id, staged));
                 continue;
             }
             let selected = &self.selected[&id];
             let decl = &self.commit.state().streams[&id].decl;
-            let (tracks, watermark, next_seq) =
+            let drained =
                 staged
                     .drain(&selected.full_schema)
                     .map_err(|e| ArchiveError::Encode {
                         stream: id.clone(),
                         message: e.to_string(),
                     })?;
+            let (tracks, watermark, next_seq) =
+                (&drained.tracks, drained.watermark, drained.next_seq);
             let mut place = |relative_dir: String, bytes: &[u8], name: u64| -> Result<String> {
                 let file_name = data_file_name(name);
                 let staged_path = tmp.join(&file_name);
@@ -166,20 +172,36 @@ impl Archive {
             // Row groups of at most the configured rows: a track's rows of one barrier may
             // span several (the level partials are folded per track, whole).
             let cap = self.config.compaction.group_rows;
-            let groups: Vec<segment::TrackRows> = tracks
-                .iter()
-                .flat_map(|t| segment::bounded(&t.labels, &t.batch, cap, decl.axis.as_deref()))
-                .collect();
+            let split: Vec<segment::TrackRows>;
+            let groups: &[segment::TrackRows] = if tracks.iter().all(|t| t.batch.num_rows() <= cap)
+            {
+                tracks
+            } else {
+                split = tracks
+                    .iter()
+                    .flat_map(|t| segment::bounded(&t.labels, &t.batch, cap, decl.axis.as_deref()))
+                    .collect();
+                &split
+            };
             let tracks_written = tracks.len();
             // One packed file: row groups of at most `cap` rows, consecutive tracks sharing
             // one, each track's rows a slice of it (format version 6).
-            let data = || segment::encode_packed(&id, &selected.full_schema, name, &groups, cap);
-            let choice = stored_levels(&self.commit.state().streams[&id], &tracks);
+            let data = || {
+                segment::encode_packed(
+                    &id,
+                    &selected.full_schema,
+                    name,
+                    groups,
+                    cap,
+                    Some(&drained.whole),
+                )
+            };
+            let choice = stored_levels(&self.commit.state().streams[&id], tracks);
             let partials = || {
                 if choice.deferred {
                     return Ok(None);
                 }
-                levels::barrier_partials(decl, &tracks, name + 1, choice.first)
+                levels::barrier_partials(decl, tracks, name + 1, choice.first)
             };
             let rows: usize = tracks.iter().map(|t| t.batch.num_rows()).sum();
             let (data, partials) = if rows >= PARALLEL_SEAL_ROWS {
@@ -235,6 +257,7 @@ impl Archive {
                 levels_from: choice.decided,
                 levels_deferred: choice.deferred,
             });
+            kept.push((id, staged));
         }
         // Each file is synced; `.tmp/`'s own entries need no sync (whatever a crash leaves
         // there is quarantined), only the directories the files are renamed into.
@@ -257,7 +280,8 @@ impl Archive {
             streams,
         });
         // The record carries the name counter past every name this barrier used.
-        self.commit(&record)?;
+        self.commit(record)?;
+        self.staged.extend(kept);
         tracing::debug!(
             barrier = barrier_no,
             streams = report.len(),

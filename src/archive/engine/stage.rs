@@ -1,5 +1,7 @@
-//! Delivery → staged rows in memory, per stream and track, in publish order. No file is
-//! touched here: a drain that stages returns in microseconds and never waits on a sync.
+//! Delivery → staged rows in memory, per stream, in publish order: each delivery kept whole
+//! and each of its rows marked with its track, so staging costs what the rows cost whatever
+//! the number of tracks. No file is touched here: a drain that stages returns in
+//! microseconds and never waits on a sync.
 
 use crate::archive::error::{ArchiveError, Result};
 use crate::archive::format::manifest::{StreamDecl, StreamState};
@@ -22,21 +24,49 @@ static LABEL_HASH: ahash::RandomState = ahash::RandomState::with_seeds(
     0x082E_FA98_EC4E_6C89,
 );
 
-/// Rows of one track awaiting the next barrier.
-#[derive(Debug, Default)]
+/// Slots a stream's staging keeps beyond four times the tracks of the last barrier before
+/// it forgets them all (they are found again, at the cost of a key each).
+const RETAINED_SLOTS: usize = 4096;
+
+/// One track this handle has staged rows of: who it is, and what it holds for the next
+/// barrier. Its rows live in the stream's staged batches ([`Staged::batches`]), marked with
+/// its slot.
+#[derive(Debug)]
 pub(crate) struct StagedTrack {
+    pub key: TrackKey,
     pub labels: Vec<String>,
-    pub batches: Vec<RecordBatch>,
+    /// The hash of its labels, and the next slot whose labels hash the same (a chain from
+    /// [`Staged::by_hash`], newest first).
+    hash: u64,
+    same_hash: Option<u32>,
+    /// Rows staged for the next barrier, and their spans.
     pub rows: usize,
     pub position: Option<[u64; 2]>,
     pub axis: Option<[u64; 2]>,
     pub seq: Option<[u64; 2]>,
+    /// While a delivery is checked: the axis value its rows of this track must not go
+    /// beneath.
+    pending: Option<Option<u64>>,
 }
 
 /// Rows of one stream awaiting the next barrier.
+///
+/// Deliveries are kept whole, in publish order, each row marked with its track's slot: staging
+/// costs what the rows cost, whatever the number of tracks they fall in (with 100,000 tracks a
+/// delivery of 100,000 rows is one batch, not 100,000). Tracks keep their slots from barrier
+/// to barrier, so a row finds its track by a hash of its labels, with no key encoded and no
+/// allocation, once the track has been seen. The barrier orders the rows by track once
+/// ([`Staged::drain`]).
 #[derive(Debug, Default)]
 pub(crate) struct Staged {
-    pub tracks: BTreeMap<TrackKey, StagedTrack>,
+    /// Every track this handle staged, by slot; a slot is never reused.
+    slots: Vec<StagedTrack>,
+    /// Slots by track key: key order for the barrier, ranges for a prefix's reads.
+    by_key: BTreeMap<TrackKey, u32>,
+    /// The first slot of each label hash (see [`StagedTrack::same_hash`]).
+    by_hash: HashMap<u64, u32>,
+    /// Deliveries with `_position` and `_seq`, and each row's track slot.
+    pub batches: Vec<(RecordBatch, Vec<u32>)>,
     pub rows: usize,
     /// The next `_seq` to assign; `None` until the first row (then taken from durable state).
     pub next_seq: Option<u64>,
@@ -53,33 +83,189 @@ impl Staged {
     /// Drops the staged rows but keeps where each track and the stream stand (last axis,
     /// last position, next `_seq`), so later deliveries are checked against them.
     pub fn forget_rows(&mut self) {
-        for track in self.tracks.values_mut() {
-            track.batches.clear();
+        self.batches.clear();
+        self.rows = 0;
+    }
+
+    /// The tracks beneath `prefix` holding staged rows, in key order.
+    pub fn beneath(&self, prefix: &TrackKey) -> Vec<(&TrackKey, u32)> {
+        crate::archive::plan::select::beneath(&self.by_key, prefix)
+            .into_iter()
+            .filter(|(_, &slot)| self.slots[slot as usize].rows > 0)
+            .map(|(key, &slot)| (key, slot))
+            .collect()
+    }
+
+    /// The staged rows of the tracks `selected` (as [`Staged::beneath`] answers them; each
+    /// track's rows in publish order, one batch per delivery holding some), in that order.
+    pub fn rows_of<'a>(
+        &self,
+        selected: &[(&'a TrackKey, u32)],
+    ) -> std::result::Result<Vec<(&'a TrackKey, Vec<RecordBatch>)>, arrow::error::ArrowError> {
+        // By slot, sized by the selection (a read of one track costs nothing per other track).
+        let wanted: HashMap<u32, usize> = selected
+            .iter()
+            .enumerate()
+            .map(|(i, (_, slot))| (*slot, i))
+            .collect();
+        let mut out: Vec<(&TrackKey, Vec<RecordBatch>)> =
+            selected.iter().map(|(k, _)| (*k, Vec::new())).collect();
+        let mut picked: Vec<Vec<u32>> = vec![Vec::new(); selected.len()];
+        for (batch, marks) in &self.batches {
+            let mut hit = Vec::new();
+            for (row, slot) in marks.iter().enumerate() {
+                if let Some(&i) = wanted.get(slot) {
+                    if picked[i].is_empty() {
+                        hit.push(i);
+                    }
+                    picked[i].push(row as u32);
+                }
+            }
+            for i in hit {
+                let indices = UInt32Array::from(std::mem::take(&mut picked[i]));
+                out[i].1.push(take_record_batch(batch, &indices)?);
+            }
         }
+        Ok(out)
     }
 
     /// The staged tracks as barrier input, in track-key order, and what the barrier will
-    /// record of the stream (watermark, next seq).
+    /// record of the stream (watermark, next seq). The rows are ordered by track, then
+    /// publish order, in one pass (a counting sort by slot) and one `take`; each track's
+    /// batch is a slice of the result. The tracks keep their slots; their rows are gone.
     pub fn drain(
         &mut self,
         full_schema: &SchemaRef,
-    ) -> std::result::Result<(Vec<TrackRows>, u64, u64), arrow::error::ArrowError> {
-        let mut out = Vec::with_capacity(self.tracks.len());
-        for (_, track) in std::mem::take(&mut self.tracks) {
-            let batch = concat_batches(full_schema, &track.batches)?;
-            out.push(TrackRows {
-                labels: track.labels,
-                batch,
-                position: track.position.unwrap_or([0, 0]),
-                axis: track.axis,
-                seq: track.seq.unwrap_or([0, 0]),
-            });
+    ) -> std::result::Result<Drained, arrow::error::ArrowError> {
+        // Key order is the catalog's: the slots holding rows, as `by_key` lists them (the slots
+        // kept are a few times a barrier's tracks at most, see `RETAINED_SLOTS`).
+        let touched: Vec<u32> = self
+            .by_key
+            .values()
+            .copied()
+            .filter(|&slot| self.slots[slot as usize].rows > 0)
+            .collect();
+        let mut start_of = vec![0u32; self.slots.len()];
+        let mut at = 0u32;
+        for &slot in &touched {
+            start_of[slot as usize] = at;
+            at += self.slots[slot as usize].rows as u32;
         }
-        let watermark = self.last_position.unwrap_or(0);
-        let next_seq = self.next_seq.unwrap_or(0);
-        *self = Staged::default();
-        Ok((out, watermark, next_seq))
+        let mut order = vec![0u32; at as usize];
+        let mut offset = 0u32;
+        let batches = std::mem::take(&mut self.batches);
+        for (_, marks) in &batches {
+            for (row, &slot) in marks.iter().enumerate() {
+                let dest = &mut start_of[slot as usize];
+                order[*dest as usize] = offset + row as u32;
+                *dest += 1;
+            }
+            offset += marks.len() as u32;
+        }
+        let all = match batches.as_slice() {
+            [(one, _)] => one.clone(),
+            many => concat_batches(full_schema, many.iter().map(|(b, _)| b))?,
+        };
+        drop(batches);
+        let sorted = take_record_batch(&all, &UInt32Array::from(order))?;
+        drop(all);
+        let mut tracks = Vec::with_capacity(touched.len());
+        let mut from = 0;
+        for slot in touched {
+            let track = &mut self.slots[slot as usize];
+            let rows = std::mem::take(&mut track.rows);
+            tracks.push(TrackRows {
+                labels: track.labels.clone(),
+                batch: sorted.slice(from, rows),
+                position: track.position.take().unwrap_or([0, 0]),
+                axis: track.axis.take(),
+                seq: track.seq.take().unwrap_or([0, 0]),
+            });
+            from += rows;
+        }
+        let drained = Drained {
+            tracks,
+            whole: sorted,
+            watermark: self.last_position.unwrap_or(0),
+            next_seq: self.next_seq.unwrap_or(0),
+        };
+        // What is durable after the barrier is what the next delivery is checked against.
+        self.rows = 0;
+        self.next_seq = None;
+        self.last_position = None;
+        if self.slots.len() > 4 * drained.tracks.len() + RETAINED_SLOTS {
+            // Tracks come and go (a fleet's pods, a capture's probes): the slots kept stay
+            // within a few times the tracks a barrier holds.
+            self.slots.clear();
+            self.by_key.clear();
+            self.by_hash.clear();
+        }
+        Ok(drained)
     }
+
+    /// The slot of the track whose labels are `row`'s in `columns` (hashing `hash`), if this
+    /// handle has staged it.
+    fn find(&self, hash: u64, columns: &[StringArray], row: usize) -> Option<u32> {
+        let mut at = self.by_hash.get(&hash).copied();
+        while let Some(slot) = at {
+            let track = &self.slots[slot as usize];
+            if columns
+                .iter()
+                .zip(&track.labels)
+                .all(|(column, label)| column.value(row) == label)
+            {
+                return Some(slot);
+            }
+            at = track.same_hash;
+        }
+        None
+    }
+
+    /// A slot for a track this handle has not staged before.
+    fn add(&mut self, hash: u64, key: TrackKey, labels: Vec<String>) -> u32 {
+        let slot = self.slots.len() as u32;
+        let same_hash = self.by_hash.insert(hash, slot);
+        self.by_key.insert(key.clone(), slot);
+        self.slots.push(StagedTrack {
+            key,
+            labels,
+            hash,
+            same_hash,
+            rows: 0,
+            position: None,
+            axis: None,
+            seq: None,
+            pending: None,
+        });
+        slot
+    }
+
+    /// Forgets the slots from `first` on (a refused delivery added them), newest first: each
+    /// is the head of its hash chain then.
+    fn truncate(&mut self, first: usize) {
+        while self.slots.len() > first {
+            let Some(track) = self.slots.pop() else {
+                break;
+            };
+            self.by_key.remove(&track.key);
+            match track.same_hash {
+                Some(next) => self.by_hash.insert(track.hash, next),
+                None => self.by_hash.remove(&track.hash),
+            };
+        }
+    }
+}
+
+/// A stream's staged rows as one barrier takes them ([`Staged::drain`]).
+pub(crate) struct Drained {
+    /// Each track's rows, in track-key order: consecutive slices of `whole`.
+    pub tracks: Vec<TrackRows>,
+    /// Every row, ordered by track and then publish order.
+    pub whole: RecordBatch,
+    /// The highest position staged.
+    pub watermark: u64,
+    /// The stream's next `_seq` after these rows.
+    pub next_seq: u64,
 }
 
 /// Validates a delivery against the declaration and what is durable and staged, then stages
@@ -104,6 +290,17 @@ pub(crate) fn stage(
     }
     if n == 0 {
         return Ok(0);
+    }
+    if staged.rows + n > u32::MAX as usize {
+        return Err(ArchiveError::input(
+            id,
+            0,
+            None,
+            format!(
+                "{n} more rows would stage over {} rows for one barrier; seal first",
+                u32::MAX
+            ),
+        ));
     }
     // Columns: same names, order and types as declared.
     let schema = batch.schema();
@@ -215,156 +412,134 @@ pub(crate) fn stage(
             .expect("the declared axis column is UInt64")
             .clone()
     });
-    // Group rows by track, in publish order, without allocating per row: a row with the
-    // previous row's labels joins its track; any other row's labels hash to the tracks seen
-    // in this delivery (a key is encoded once per track, not once per row).
-    struct Group<'b> {
-        labels: Vec<&'b str>,
-        key: TrackKey,
-        rows: Vec<u32>,
-        /// The axis span of its rows, once checked.
-        axis: Option<[u64; 2]>,
-    }
-    let mut groups: Vec<Group<'_>> = Vec::new();
-    let mut by_hash: HashMap<u64, Vec<usize>> = HashMap::new();
-    let same = |group: &Group<'_>, row: usize| {
+    // Each row's track: found by a hash of its labels among the tracks this handle has
+    // staged (no key is encoded, nothing allocated), or a new slot. The previous row's track
+    // is tried first while rows come in runs of one track.
+    let first_new = staged.slots.len();
+    let mut marks = vec![0u32; n];
+    let mut previous: Option<u32> = None;
+    let same = |track: &StagedTrack, row: usize| {
         label_columns
             .iter()
-            .zip(&group.labels)
-            .all(|(column, label)| column.value(row) == *label)
+            .zip(&track.labels)
+            .all(|(column, label)| column.value(row) == label)
     };
-    // The previous row's track is tried first only while rows come in runs of one track
-    // (interleaved tracks go straight to the hash).
-    let mut previous: Option<usize> = None;
-    let mut in_runs = true;
-    for row in 0..n {
-        if in_runs {
-            if let Some(g) = previous.filter(|&g| same(&groups[g], row)) {
-                groups[g].rows.push(row as u32);
-                continue;
-            }
+    for (row, mark) in marks.iter_mut().enumerate() {
+        if let Some(slot) = previous.filter(|&s| same(&staged.slots[s as usize], row)) {
+            *mark = slot;
+            continue;
         }
         let mut hasher = std::hash::BuildHasher::build_hasher(&LABEL_HASH);
         for column in &label_columns {
             std::hash::Hash::hash(column.value(row), &mut hasher);
         }
         let hash = std::hash::Hasher::finish(&hasher);
-        let found = by_hash
-            .get(&hash)
-            .and_then(|candidates| candidates.iter().copied().find(|&g| same(&groups[g], row)));
-        let g = match found {
-            Some(g) => g,
+        let slot = match staged.find(hash, &label_columns, row) {
+            Some(slot) => slot,
             None => {
                 let labels: Vec<&str> = label_columns.iter().map(|c| c.value(row)).collect();
-                let key = TrackKey::encode(&labels).map_err(|e| match e {
-                    BadTrack::Label(bad) => ArchiveError::input(
-                        id,
-                        row,
-                        Some(&decl.track[bad.component]),
-                        bad.to_string(),
-                    ),
-                    other => ArchiveError::input(id, row, None, other.to_string()),
+                let key = TrackKey::encode(&labels).map_err(|e| {
+                    staged.truncate(first_new);
+                    match e {
+                        BadTrack::Label(bad) => ArchiveError::input(
+                            id,
+                            row,
+                            Some(&decl.track[bad.component]),
+                            bad.to_string(),
+                        ),
+                        other => ArchiveError::input(id, row, None, other.to_string()),
+                    }
                 })?;
-                groups.push(Group {
-                    labels,
-                    key,
-                    rows: Vec::new(),
-                    axis: None,
-                });
-                by_hash.entry(hash).or_default().push(groups.len() - 1);
-                groups.len() - 1
+                let labels = labels.into_iter().map(str::to_owned).collect();
+                staged.add(hash, key, labels)
             }
         };
-        groups[g].rows.push(row as u32);
-        in_runs = previous == Some(g);
-        previous = Some(g);
+        *mark = slot;
+        previous = Some(slot);
     }
-    // The axis never goes backwards within a partition.
+    // The axis never goes backwards within a track: each row is checked against the track's
+    // staged rows, else what is durable (its last axis, or what a retirement passed).
     if let Some(axis) = &axis {
-        for group in &mut groups {
-            let (key, rows) = (&group.key, &group.rows);
-            let mut last = staged
-                .tracks
-                .get(key)
-                .and_then(|t| t.axis.map(|a| a[1]))
-                .or_else(|| {
-                    durable
-                        .tracks
-                        .get(key)
-                        .and_then(|t| t.last_axis.or_else(|| t.retired_axis()))
-                });
-            for &row in rows {
-                let value = axis.value(row as usize);
-                if value >= MAX_STORED {
-                    // Reserved, as the last position is: every span the archive reports is
-                    // half-open, `[from, to)`, and `to` must exist for the highest axis.
-                    return Err(ArchiveError::input(
-                        id,
-                        row as usize,
-                        decl.axis.as_deref(),
-                        format!(
-                            "axis {value} is beyond the archive's range; axis values go up to {} (2^63 - 2: files store them as signed 64-bit integers, and the highest is reserved)",
-                            MAX_STORED - 1
-                        ),
-                    ));
-                }
-                if let Some(l) = last {
-                    if value < l {
-                        return Err(ArchiveError::input(
-                            id,
-                            row as usize,
-                            decl.axis.as_deref(),
-                            format!("axis {value} goes backwards in track {key} (it is at {l})"),
-                        ));
+        let mut checked: Vec<u32> = Vec::new();
+        let mut refusal = None;
+        for (row, &slot) in marks.iter().enumerate() {
+            let value = axis.value(row);
+            let track = &mut staged.slots[slot as usize];
+            let last = match track.pending {
+                Some(last) => last,
+                None => {
+                    checked.push(slot);
+                    match track.axis {
+                        Some([_, hi]) if track.rows > 0 => Some(hi),
+                        _ => durable
+                            .tracks
+                            .get(&track.key)
+                            .and_then(|t| t.last_axis.or_else(|| t.retired_axis())),
                     }
                 }
-                last = Some(value);
+            };
+            if value >= MAX_STORED {
+                // Reserved, as the last position is: every span the archive reports is
+                // half-open, `[from, to)`, and `to` must exist for the highest axis.
+                refusal = Some(ArchiveError::input(
+                    id,
+                    row,
+                    decl.axis.as_deref(),
+                    format!(
+                        "axis {value} is beyond the archive's range; axis values go up to {} (2^63 - 2: files store them as signed 64-bit integers, and the highest is reserved)",
+                        MAX_STORED - 1
+                    ),
+                ));
+                break;
             }
-            group.axis = rows
-                .first()
-                .map(|&r| [axis.value(r as usize), last.unwrap_or(0)]);
+            if let Some(l) = last.filter(|l| value < *l) {
+                refusal = Some(ArchiveError::input(
+                    id,
+                    row,
+                    decl.axis.as_deref(),
+                    format!(
+                        "axis {value} goes backwards in track {} (it is at {l})",
+                        track.key
+                    ),
+                ));
+                break;
+            }
+            track.pending = Some(Some(value));
+        }
+        for slot in checked {
+            staged.slots[slot as usize].pending = None;
+        }
+        if let Some(refusal) = refusal {
+            staged.truncate(first_new);
+            return Err(refusal);
         }
     }
-    // Everything is valid: assign _seq in publish order and stage per track.
+    // Everything is valid: assign _seq in publish order and stage the delivery whole.
     let first_seq = staged.next_seq.unwrap_or(durable.next_seq);
     let seqs = UInt64Array::from_iter_values(first_seq..first_seq + n as u64);
     let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
     columns.push(Arc::new(UInt64Array::from(positions.to_vec())));
     columns.push(Arc::new(seqs));
-    let full = RecordBatch::try_new(full_schema.clone(), columns)
-        .map_err(|e| ArchiveError::input(id, 0, None, e.to_string()))?;
-    for group in groups {
-        // Every group has the row that opened it.
-        let (Some(&first), Some(&last_row)) = (group.rows.first(), group.rows.last()) else {
-            continue;
-        };
-        let (first, last_row) = (first as usize, last_row as usize);
-        let rows = group.rows.len();
-        let part = if rows == n {
-            full.clone()
-        } else {
-            take_record_batch(&full, &UInt32Array::from(group.rows))
-                .map_err(|e| ArchiveError::input(id, 0, None, e.to_string()))?
-        };
-        let axis_range = group.axis;
-        let labels = group.labels.iter().map(|l| (*l).to_owned()).collect();
-        let track = staged
-            .tracks
-            .entry(group.key)
-            .or_insert_with(|| StagedTrack {
-                labels,
-                ..StagedTrack::default()
-            });
-        track.rows += rows;
-        track.batches.push(part);
-        let (p0, p1) = (positions[first], positions[last_row]);
-        track.position = Some(track.position.map_or([p0, p1], |[lo, _]| [lo, p1]));
-        let (s0, s1) = (first_seq + first as u64, first_seq + last_row as u64);
-        track.seq = Some(track.seq.map_or([s0, s1], |[lo, _]| [lo, s1]));
-        if let Some([a0, a1]) = axis_range {
-            track.axis = Some(track.axis.map_or([a0, a1], |[lo, _]| [lo, a1]));
+    let full = match RecordBatch::try_new(full_schema.clone(), columns) {
+        Ok(full) => full,
+        Err(e) => {
+            staged.truncate(first_new);
+            return Err(ArchiveError::input(id, 0, None, e.to_string()));
+        }
+    };
+    for (row, &slot) in marks.iter().enumerate() {
+        let track = &mut staged.slots[slot as usize];
+        track.rows += 1;
+        let p = positions[row];
+        track.position = Some(track.position.map_or([p, p], |[lo, _]| [lo, p]));
+        let q = first_seq + row as u64;
+        track.seq = Some(track.seq.map_or([q, q], |[lo, _]| [lo, q]));
+        if let Some(axis) = &axis {
+            let a = axis.value(row);
+            track.axis = Some(track.axis.map_or([a, a], |[lo, _]| [lo, a]));
         }
     }
+    staged.batches.push((full, marks));
     staged.rows += n;
     staged.next_seq = Some(first_seq + n as u64);
     staged.last_position = Some(last.max(staged.last_position.unwrap_or(0)));

@@ -314,8 +314,11 @@ impl Archive {
             .map_err(|e| StoredError::internal(e.to_string()))?;
         let (lo, hi) = cells_span(ladder.width(k), first, last);
         // One scan of every selected track (a packed row group decoded once for all of its
-        // slices), each track's cells folded in its publish order.
-        let mut cells: Vec<Cells> = vec![Cells::new(); tracks.len()];
+        // slices), each track's cells folded in its publish order: per track and field a
+        // vector in cell order, which a track's rows (in axis order) extend at its end; a cell
+        // that comes again merges into the one it has, exactly as a map's fold would.
+        let fields = state.decl.measured.len();
+        let mut cells: Vec<Vec<Vec<(u64, Bucket)>>> = vec![vec![Vec::new(); fields]; tracks.len()];
         self.scan_axis(
             state,
             tracks,
@@ -323,18 +326,35 @@ impl Archive {
             min_seq,
             &|| true,
             |t, axis, measured| {
-                let mut partial = levels::partials(&truncated, axis, measured);
-                if let (Some(level), Some(cells)) = (partial.pop(), cells.get_mut(t)) {
-                    for (at, bucket) in level {
-                        levels::fold_into(cells, at, bucket);
+                // Sized on demand: a cell is never dropped for want of a place.
+                if cells.len() <= t {
+                    cells.resize_with(t + 1, Vec::new);
+                }
+                let track = &mut cells[t];
+                for ((f, c), bucket) in levels::level_cells(&truncated, axis, measured, k) {
+                    if track.len() <= f as usize {
+                        track.resize_with(f as usize + 1, Vec::new);
+                    }
+                    let run = &mut track[f as usize];
+                    match run.last_mut() {
+                        Some((last, merged)) if *last == c => *merged = merged.merge(bucket),
+                        Some((last, _)) if *last > c => {
+                            match run.binary_search_by_key(&c, |(cell, _)| *cell) {
+                                Ok(at) => run[at].1 = run[at].1.merge(bucket),
+                                Err(at) => run.insert(at, (c, bucket)),
+                            }
+                        }
+                        _ => run.push((c, bucket)),
                     }
                 }
             },
         )?;
-        for (t, cells) in cells.into_iter().enumerate() {
-            for ((f, c), bucket) in cells {
-                if (first..=last).contains(&c) {
-                    visit(t, (f, c), bucket);
+        for (t, track) in cells.into_iter().enumerate() {
+            for (f, run) in track.into_iter().enumerate() {
+                for (c, bucket) in run {
+                    if (first..=last).contains(&c) {
+                        visit(t, (f as u32, c), bucket);
+                    }
                 }
             }
         }

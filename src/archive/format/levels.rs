@@ -21,12 +21,102 @@ pub use super::ladder::Ladder;
 /// One level's cells of one track: `(field, cell) → bucket`, in field-then-cell order.
 pub type Cells = BTreeMap<(u32, u64), Bucket>;
 
-/// The partial cells a barrier's rows of one track make, for every level.
-pub(crate) fn partials(ladder: &Ladder, axis: &UInt64Array, fields: &[Float64Array]) -> Vec<Cells> {
-    let mut levels: Vec<Cells> = Vec::with_capacity(ladder.levels as usize);
-    let mut level0 = Cells::new();
+/// One level's cells of one track as a vector in `(field, cell)` order.
+pub(crate) type SortedCells = Vec<((u32, u64), Bucket)>;
+
+/// The partial cells one track's rows make (a barrier's, a summary's, or a read's), for the
+/// levels from `from` up: the levels beneath it are left empty (nobody stores or reads them),
+/// though each level is still folded from the one beneath, in the same order, so every cell
+/// is the one a fold of every level makes.
+///
+/// A track's rows come in axis order, so each field's level-0 cells come in ascending order
+/// and every level is built as a sorted run, each cell folded once, with no map until the
+/// levels asked for. Rows out of axis order (no caller passes them) take the map all the way.
+pub(crate) fn partials_from(
+    ladder: &Ladder,
+    axis: &UInt64Array,
+    fields: &[Float64Array],
+    from: usize,
+) -> Vec<Cells> {
+    let (runs, ordered) = level0_runs(ladder, axis, fields);
+    let levels = ladder.levels as usize;
+    let mut out: Vec<Cells> = Vec::with_capacity(levels);
+    if !ordered {
+        let mut level0 = Cells::new();
+        for (key, bucket) in runs {
+            fold_into(&mut level0, key, bucket);
+        }
+        out.push(level0);
+        for _ in 1..levels {
+            let finer = out.last().expect("level 0 exists");
+            let mut coarser = Cells::new();
+            for (&(f, c), &bucket) in finer {
+                fold_into(&mut coarser, (f, c / ladder.factor), bucket);
+            }
+            out.push(coarser);
+        }
+        for cells in out.iter_mut().take(from) {
+            cells.clear();
+        }
+        return out;
+    }
+    let mut finer = runs;
+    for k in 0..levels {
+        if k > 0 {
+            finer = coarser(finer, ladder.factor);
+        }
+        out.push(if k >= from {
+            finer.iter().copied().collect()
+        } else {
+            Cells::new()
+        });
+    }
+    out
+}
+
+/// Level `k`'s cells of one track's rows, in field-then-cell order, each once: the cells
+/// `partials_from(ladder, …, k)[k]` holds, as a sorted vector (no map is built).
+pub(crate) fn level_cells(
+    ladder: &Ladder,
+    axis: &UInt64Array,
+    fields: &[Float64Array],
+    k: usize,
+) -> SortedCells {
+    let (runs, ordered) = level0_runs(ladder, axis, fields);
+    if !ordered {
+        return partials_from(ladder, axis, fields, k)
+            .swap_remove(k)
+            .into_iter()
+            .collect();
+    }
+    let mut cells = runs;
+    for _ in 0..k {
+        cells = coarser(cells, ladder.factor);
+    }
+    cells
+}
+
+/// Level 0 as runs: each run of rows in one cell folded by `push`, the runs in row order,
+/// field by field; and whether they came in ascending `(field, cell)` order, each cell once
+/// (rows in axis order, as a track's are).
+fn level0_runs(
+    ladder: &Ladder,
+    axis: &UInt64Array,
+    fields: &[Float64Array],
+) -> (SortedCells, bool) {
+    let mut runs: SortedCells = Vec::new();
+    let mut ordered = true;
     for (f, values) in fields.iter().enumerate() {
         let mut current: Option<(u64, Bucket)> = None;
+        let mut close = |run: Option<(u64, Bucket)>, runs: &mut SortedCells| {
+            if let Some((c, bucket)) = run {
+                let key = (f as u32, c);
+                if runs.last().is_some_and(|(last, _)| *last >= key) {
+                    ordered = false;
+                }
+                runs.push((key, bucket));
+            }
+        };
         for row in 0..values.len() {
             if values.is_null(row) {
                 continue;
@@ -35,28 +125,28 @@ pub(crate) fn partials(ladder: &Ladder, axis: &UInt64Array, fields: &[Float64Arr
             let cell = a / ladder.base;
             match &mut current {
                 Some((c, bucket)) if *c == cell => bucket.push(a, v),
-                _ => {
-                    if let Some((c, bucket)) = current.take() {
-                        fold_into(&mut level0, (f as u32, c), bucket);
-                    }
-                    current = Some((cell, Bucket::of(f as u32, a, v)));
-                }
+                _ => close(
+                    current.replace((cell, Bucket::of(f as u32, a, v))),
+                    &mut runs,
+                ),
             }
         }
-        if let Some((c, bucket)) = current {
-            fold_into(&mut level0, (f as u32, c), bucket);
+        close(current, &mut runs);
+    }
+    (runs, ordered)
+}
+
+/// The next level of sorted cells: each run of cells sharing a coarser cell merged in order.
+fn coarser(finer: SortedCells, factor: u64) -> SortedCells {
+    let mut out: SortedCells = Vec::with_capacity(finer.len());
+    for ((f, c), bucket) in finer {
+        let key = (f, c / factor);
+        match out.last_mut() {
+            Some((last, merged)) if *last == key => *merged = merged.merge(bucket),
+            _ => out.push((key, bucket)),
         }
     }
-    levels.push(level0);
-    for _ in 1..ladder.levels {
-        let finer = levels.last().expect("level 0 exists");
-        let mut coarser = Cells::new();
-        for (&(f, c), &bucket) in finer {
-            fold_into(&mut coarser, (f, c / ladder.factor), bucket);
-        }
-        levels.push(coarser);
-    }
-    levels
+    out
 }
 
 /// Merges `later` into the cell at `key` (or places it).
@@ -82,7 +172,10 @@ pub(crate) fn barrier_partials(
     }
     let mut per_track = Vec::with_capacity(tracks.len());
     for track in tracks {
-        per_track.push((track.batch.slice(0, 1), track_partials(decl, &track.batch)?));
+        per_track.push((
+            track.batch.slice(0, 1),
+            track_partials(decl, &track.batch, first)?,
+        ));
     }
     let whole = |f: fn(&TrackRows) -> [u64; 2]| {
         let lo = tracks.iter().map(|t| f(t)[0]).min().unwrap_or(0);
@@ -105,9 +198,13 @@ pub(crate) fn barrier_partials(
     }))
 }
 
-/// The partial cells of every level that one track's rows (a stored or staged batch, in
-/// publish order) make.
-pub(crate) fn track_partials(decl: &StreamDecl, batch: &RecordBatch) -> Result<Vec<Cells>> {
+/// The partial cells that one track's rows (a stored or staged batch, in publish order) make
+/// at every level from `from` up (the levels beneath it are empty: see [`partials_from`]).
+pub(crate) fn track_partials(
+    decl: &StreamDecl,
+    batch: &RecordBatch,
+    from: usize,
+) -> Result<Vec<Cells>> {
     let fail = |m: String| ArchiveError::Encode {
         stream: decl.id.clone(),
         message: m,
@@ -124,7 +221,7 @@ pub(crate) fn track_partials(decl: &StreamDecl, batch: &RecordBatch) -> Result<V
         .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
         .ok_or_else(|| fail(format!("the axis column {axis_name:?} is not UInt64")))?;
     let measured = measured_columns(decl, batch).map_err(fail)?;
-    Ok(partials(&ladder, axis, &measured))
+    Ok(partials_from(&ladder, axis, &measured, from))
 }
 
 /// A partial level file's row groups, one per level from `first` up: each track's cells
@@ -141,7 +238,12 @@ pub(crate) fn partial_groups(
     let Some(ladder) = decl.ladder else {
         return Ok(None);
     };
-    if per_track.iter().all(|(_, p)| p[0].is_empty()) {
+    // A level holds a cell exactly when level 0 does (each is a fold of the one beneath);
+    // levels beneath `first` were never folded.
+    if per_track
+        .iter()
+        .all(|(_, p)| p.get(first).is_none_or(|cells| cells.is_empty()))
+    {
         return Ok(None);
     }
     let fail = |m: String| ArchiveError::Encode {
@@ -633,7 +735,7 @@ mod tests {
             let mut merged: Vec<Cells> = vec![Cells::new(); ladder.levels as usize];
             for w in points.windows(2) {
                 let (s, e) = (w[0], w[1]);
-                let part = partials(&ladder, &UInt64Array::from(axis[s..e].to_vec()), &[Float64Array::from(values[s..e].to_vec())]);
+                let part = partials_from(&ladder, &UInt64Array::from(axis[s..e].to_vec()), &[Float64Array::from(values[s..e].to_vec())], 0);
                 for (k, cells) in part.into_iter().enumerate() {
                     for (key, b) in cells { fold_into(&mut merged[k], key, b); }
                 }
@@ -645,6 +747,73 @@ mod tests {
                     fold_into(&mut expected, (0, a / width), Bucket::of(0, a, v));
                 }
                 prop_assert_eq!(cells, &expected, "level {}", k);
+            }
+        }
+
+        /// The sorted-run fold equals a fold through the map, cell for cell and bit for bit
+        /// (sums included), at every level from any `from`, for rows in axis order and rows
+        /// out of it, with nulls.
+        #[test]
+        fn partials_from_equal_the_map_fold(
+            ladder in ladder(),
+            axis in prop::collection::vec(0u64..400, 0..150),
+            // Small integers tie (which row a tie keeps is order-sensitive), wide floats
+            // round (which sum is order-sensitive).
+            values in prop::collection::vec(
+                prop::option::weighted(0.9, prop_oneof![(-3i32..3).prop_map(f64::from), -1e6f64..1e6]),
+                150,
+            ),
+            sorted in any::<bool>(),
+            from in 0usize..5,
+        ) {
+            let mut axis = axis;
+            if sorted {
+                axis.sort_unstable();
+            }
+            let values: Vec<Option<f64>> = values[..axis.len()].to_vec();
+            let (a, v) = (UInt64Array::from(axis.clone()), Float64Array::from(values.clone()));
+            let mut reference: Vec<Cells> = Vec::new();
+            let mut level0 = Cells::new();
+            let mut current: Option<(u64, Bucket)> = None;
+            for (&x, y) in axis.iter().zip(&values) {
+                let Some(y) = *y else { continue };
+                match &mut current {
+                    Some((c, b)) if *c == x / ladder.base => b.push(x, y),
+                    _ => {
+                        if let Some((c, b)) = current.take() { fold_into(&mut level0, (0, c), b); }
+                        current = Some((x / ladder.base, Bucket::of(0, x, y)));
+                    }
+                }
+            }
+            if let Some((c, b)) = current { fold_into(&mut level0, (0, c), b); }
+            reference.push(level0);
+            for _ in 1..ladder.levels {
+                let mut coarser = Cells::new();
+                for (&(f, c), &b) in reference.last().expect("level 0") {
+                    fold_into(&mut coarser, (f, c / ladder.factor), b);
+                }
+                reference.push(coarser);
+            }
+            let cells = level_cells(&ladder, &a, std::slice::from_ref(&v), from.min(ladder.levels as usize - 1));
+            let want_k: Vec<((u32, u64), Bucket)> = reference[from.min(ladder.levels as usize - 1)]
+                .iter()
+                .map(|(k, b)| (*k, *b))
+                .collect();
+            prop_assert_eq!(&cells, &want_k);
+            let got = partials_from(&ladder, &a, &[v], from);
+            prop_assert_eq!(got.len(), reference.len());
+            for (k, (got, want)) in got.iter().zip(&reference).enumerate() {
+                if k < from {
+                    prop_assert!(got.is_empty(), "level {} beneath {} is empty", k, from);
+                    continue;
+                }
+                prop_assert_eq!(got.len(), want.len(), "level {}", k);
+                for ((gk, gb), (wk, wb)) in got.iter().zip(want) {
+                    prop_assert_eq!(gk, wk);
+                    prop_assert_eq!(gb.sum.to_bits(), wb.sum.to_bits());
+                    prop_assert_eq!(gb.sum_sq.to_bits(), wb.sum_sq.to_bits());
+                    prop_assert_eq!(gb, wb);
+                }
             }
         }
 

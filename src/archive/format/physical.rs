@@ -29,9 +29,12 @@ pub const FILE_VERSION: u16 = 5;
 /// The value of the `series_archive.format` key a version-5 file carries.
 pub const FILE_FORMAT: &str = "5";
 
-/// The layout version of a barrier's data file, whose row groups pack consecutive tracks
-/// (format version 6: signed integers as in version 5, entries that are slices).
-pub const PACKED_FILE_VERSION: u16 = 6;
+/// The `format` a packed data file's manifest entry records: its row groups pack
+/// consecutive tracks (the layout of format version 6: signed integers as in version 5,
+/// entries that are slices), and since version 9 its entries are recorded as columns
+/// (`manifest::columns`). The file's bytes, and its `series_archive.format` key, are version
+/// 6's.
+pub const PACKED_FILE_VERSION: u16 = 9;
 
 /// The value of the `series_archive.format` key a version-6 (packed) file carries.
 pub const PACKED_FILE_FORMAT: &str = "6";

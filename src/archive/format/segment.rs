@@ -177,17 +177,28 @@ pub(crate) fn pack(pieces: &[TrackRows], rows: usize) -> Vec<std::ops::Range<usi
 /// `rows` rows, each packing the rows of consecutive pieces ([`pack`]), one manifest entry
 /// per piece naming its slice. Answers the file's bytes and its entries (without
 /// path/barrier).
+///
+/// `whole`, when given, is every piece's rows joined in order (the pieces are consecutive
+/// slices of it): a row group is then a slice of it, not a copy of its pieces.
 pub(crate) fn encode_packed(
     stream: &str,
     schema: &SchemaRef,
     name: u64,
     pieces: &[TrackRows],
     rows: usize,
+    whole: Option<&RecordBatch>,
 ) -> Result<Encoded> {
     let packs = pack(pieces, rows);
+    let mut from = 0;
     // One batch per row group: its pieces joined, converted to the stored types once.
     let batches = packs.iter().map(|range| {
         let parts: Vec<&RecordBatch> = pieces[range.clone()].iter().map(|p| &p.batch).collect();
+        if let Some(whole) = whole {
+            let len: usize = parts.iter().map(|p| p.num_rows()).sum();
+            let group = whole.slice(from, len);
+            from += len;
+            return Ok(group);
+        }
         match parts.as_slice() {
             [one] => Ok((*one).clone()),
             _ => arrow::compute::concat_batches(schema, parts.iter().copied()).map_err(|e| {

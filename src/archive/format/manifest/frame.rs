@@ -27,8 +27,10 @@ pub const MAGIC: [u8; 4] = *b"SAmr";
 /// tracks is version 7, which a version-6 build refuses; a record that defers a stream's
 /// level partials or summarises deferred rows (and a snapshot of a stream with deferred
 /// rows) is version 8, which a version-7 build refuses rather than answer a survey from level
-/// files that lack those rows.
-pub const FORMAT_VERSION: u16 = 8;
+/// files that lack those rows; a record naming a packed file whose entries are columns
+/// (`"format":9`: every barrier and compaction of this build) is version 9, which a version-8
+/// build refuses rather than misread the columns as missing entries.
+pub const FORMAT_VERSION: u16 = 9;
 /// The lowest record format this build reads.
 pub const OLDEST_VERSION: u16 = 1;
 /// Bytes before the payload.

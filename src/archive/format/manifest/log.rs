@@ -124,7 +124,7 @@ pub fn replay_bytes(path: &Path, bytes: &[u8], generation: u64) -> Result<Replay
                     }
                 }
                 state
-                    .apply(&record)
+                    .apply_owned(record)
                     .map_err(|e| corrupt(offset, format!("record breaks an invariant: {e}")))?;
                 records += 1;
                 offset = next;

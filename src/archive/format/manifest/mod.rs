@@ -1,5 +1,6 @@
 //! The manifest: an append-only log of checksummed records, the archive's only commit point.
 
+pub mod columns;
 pub mod frame;
 pub mod log;
 pub mod record;

@@ -62,6 +62,23 @@ impl Record {
         let table = |f: &SegmentFile| f.run.is_some();
         let signed = |f: &SegmentFile| f.is_signed();
         let packed = |f: &SegmentFile| f.is_packed();
+        let columnar = |f: &SegmentFile| f.format.is_some_and(|v| v >= COLUMNAR_FORMAT);
+        let names_columnar = match self {
+            Record::Barrier(b) => b
+                .streams
+                .iter()
+                .any(|s| columnar(&s.file) || s.levels.as_ref().is_some_and(columnar)),
+            Record::Compact(c) => c.added.iter().chain(&c.added_levels).any(columnar),
+            Record::Snapshot(s) => s
+                .streams
+                .iter()
+                .flat_map(|s| s.files.iter().chain(&s.levels))
+                .any(columnar),
+            _ => false,
+        };
+        if names_columnar {
+            return 9;
+        }
         match self {
             Record::Barrier(b) if b.streams.iter().any(|s| s.levels_deferred) => 8,
             Record::Compact(c) if c.levels_summary.is_some() => 8,
@@ -368,9 +385,12 @@ pub struct BarrierStream {
     pub levels_deferred: bool,
 }
 
-/// A committed data file.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The first file `format` whose entries a record may write as columns (`manifest::columns`).
+pub const COLUMNAR_FORMAT: u16 = 9;
+
+/// A committed data file. Its JSON is written and read by `manifest::columns` (a packed
+/// file of format 9 records its entries as columns).
+#[derive(Clone, Debug, PartialEq)]
 pub struct SegmentFile {
     /// The file's name number (unique across the archive, never reused).
     pub name: u64,
@@ -390,22 +410,19 @@ pub struct SegmentFile {
     /// Where the file lives once it moved to the cold tier: the object's URL
     /// (`s3://bucket/prefix/streams/<id>/rows/NNNNNNNNNNNN.parquet`). Absent while it is
     /// local, at `path` under the root. Format version 3.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cold: Option<String>,
     /// For a level file written by compaction (format version 4): the run of barriers whose
     /// whole cells it holds. Absent for data files and for a barrier's own partials.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<LevelRun>,
     /// The file's own layout version, for files written since format version 5: `5` means
     /// its integer columns are stored signed (unsigned ones as the signed type that holds
-    /// them, see `docs/format.md`, "Version 5"). Absent for files of versions 1-4, which
-    /// stored them unsigned.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// them, see `docs/format.md`, "Version 5"), `6` that it packs tracks into shared row
+    /// groups, `9` a packed file whose entries are recorded as columns (its bytes are
+    /// version 6's). Absent for files of versions 1-4, which stored them unsigned.
     pub format: Option<u16>,
     /// For a level file holding one row group per level (a barrier's partials, a run kept
     /// in one file): the level its row group 0 holds, the next group the next level (format
     /// version 6, once the stream stores no level beneath it). Absent: level 0.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_level: Option<u8>,
 }
 

@@ -53,9 +53,10 @@ pub struct TrackState {
     pub whole: bool,
     /// The newest barrier time that wrote this track, ns since the epoch.
     pub last_sealed_ns: u64,
-    /// Age marks by hour of sealing: `[sealed_ns, axis]`, this track's rows beneath `axis`
-    /// were all sealed by `sealed_ns`.
-    pub marks: BTreeMap<u64, [u64; 2]>,
+    /// Age marks by hour of sealing, `(hour, [sealed_ns, axis])` in hour order: this track's
+    /// rows beneath `axis` were all sealed by `sealed_ns`. (A sorted vector: most tracks hold
+    /// a mark or two, and a map's node would cost every track of a fleet 300 bytes.)
+    pub marks: Vec<(u64, [u64; 2])>,
 }
 
 impl TrackState {
@@ -87,19 +88,21 @@ impl TrackState {
     }
 
     fn mark(&mut self, sealed_ns: u64, axis_end: u64) {
-        let slot = self
-            .marks
-            .entry(sealed_ns / MARK_GRAIN_NS)
-            .or_insert([0, 0]);
+        let hour = sealed_ns / MARK_GRAIN_NS;
+        let at = match self.marks.binary_search_by_key(&hour, |(h, _)| *h) {
+            Ok(at) => at,
+            Err(at) => {
+                self.marks.insert(at, (hour, [0, 0]));
+                at
+            }
+        };
+        let slot = &mut self.marks[at].1;
         slot[0] = slot[0].max(sealed_ns);
         slot[1] = slot[1].max(axis_end);
         while self.marks.len() > MAX_MARKS {
             // Drop the second oldest: the oldest stays, so a cutoff between them answers from
             // it, which retires less, never more.
-            let second = self.marks.keys().nth(1).copied();
-            if let Some(k) = second {
-                self.marks.remove(&k);
-            }
+            self.marks.remove(1);
         }
     }
 
@@ -107,7 +110,8 @@ impl TrackState {
     /// `cutoff_ns` (0 when none is known).
     pub fn sealed_axis_by(&self, cutoff_ns: u64) -> u64 {
         self.marks
-            .values()
+            .iter()
+            .map(|(_, mark)| mark)
             .filter(|[t, _]| *t <= cutoff_ns)
             .map(|[_, a]| *a)
             .max()
@@ -121,7 +125,7 @@ impl TrackState {
             levels: self.level_floors.clone(),
             whole: self.whole,
             last_sealed_ns: self.last_sealed_ns,
-            marks: self.marks.values().copied().collect(),
+            marks: self.marks.iter().map(|(_, mark)| *mark).collect(),
             origin_axis: self.origin_axis,
         }
     }
@@ -518,7 +522,7 @@ fn prune_marks(track: &mut TrackState, levels: usize) {
         return;
     }
     let lowest = track.level_floors.iter().map(|f| f.axis).min().unwrap_or(0);
-    track.marks.retain(|_, [_, axis]| *axis > lowest);
+    track.marks.retain(|(_, [_, axis])| *axis > lowest);
 }
 
 /// A file under `streams/`, as recovery judges it against the durable state.
@@ -553,12 +557,28 @@ impl State {
     /// Applies one record, refusing any that would break an invariant (a watermark moving
     /// back, a name reused, a barrier out of order, a stream declared twice differently).
     pub fn apply(&mut self, record: &Record) -> Result<(), Invalid> {
+        self.apply_record(record.clone()).map_err(Invalid)
+    }
+
+    /// [`State::apply`] of a record the caller no longer needs: its files move into the
+    /// state instead of being copied (replay, where a snapshot may name every file).
+    pub fn apply_owned(&mut self, record: Record) -> Result<(), Invalid> {
         self.apply_record(record).map_err(Invalid)
     }
 
-    fn apply_record(&mut self, record: &Record) -> Result<(), String> {
+    fn apply_record(&mut self, record: Record) -> Result<(), String> {
         match record {
             Record::Snapshot(snapshot) => self.apply_snapshot(snapshot),
+            Record::Barrier(barrier) => self.apply_barrier(barrier),
+            other => self.apply_other(&other),
+        }
+    }
+
+    fn apply_other(&mut self, record: &Record) -> Result<(), String> {
+        match record {
+            Record::Snapshot(_) | Record::Barrier(_) => {
+                Err("a snapshot or barrier is applied by value (State::apply_record)".into())
+            }
             Record::Declare(decl) => match self.streams.get(&decl.id) {
                 Some(existing) if existing.decl == *decl => Ok(()),
                 Some(_) => Err(format!("stream {:?} declared twice, differently", decl.id)),
@@ -568,7 +588,6 @@ impl State {
                     Ok(())
                 }
             },
-            Record::Barrier(barrier) => self.apply_barrier(barrier),
             Record::Retire(retire) => {
                 let removed = self.stream_mut(&retire.stream)?.apply_retire(retire)?;
                 self.obsolete.extend(removed);
@@ -637,14 +656,14 @@ impl State {
             .ok_or_else(|| format!("record names undeclared stream {id:?}"))
     }
 
-    fn apply_snapshot(&mut self, snapshot: &Snapshot) -> Result<(), String> {
+    fn apply_snapshot(&mut self, snapshot: Snapshot) -> Result<(), String> {
         if self.generation != 0 || !self.streams.is_empty() || self.barriers != 0 {
             return Err("a snapshot may only start a generation".into());
         }
         self.generation = snapshot.generation;
         self.next_name = snapshot.next_name;
         self.barriers = snapshot.barriers;
-        for s in &snapshot.streams {
+        for s in snapshot.streams {
             let mut stream = StreamState::new(s.decl.clone());
             stream.watermark = Position(s.watermark);
             stream.next_seq = s.next_seq;
@@ -675,18 +694,18 @@ impl State {
                     track.mark(sealed, axis);
                 }
             }
-            for file in &s.files {
-                stream.add_file(file.clone())?;
+            for file in s.files {
+                stream.add_file(file)?;
             }
-            for file in &s.levels {
-                stream.add_level_file(file.clone())?;
+            for file in s.levels {
+                stream.add_level_file(file)?;
             }
-            self.streams.insert(s.decl.id.clone(), stream);
+            self.streams.insert(s.decl.id, stream);
         }
         Ok(())
     }
 
-    fn apply_barrier(&mut self, barrier: &Barrier) -> Result<(), String> {
+    fn apply_barrier(&mut self, barrier: Barrier) -> Result<(), String> {
         if barrier.barrier != self.barriers + 1 {
             return Err(format!(
                 "barrier {} follows barrier {}",
@@ -694,7 +713,7 @@ impl State {
             ));
         }
         let mut next_name = self.next_name;
-        for s in &barrier.streams {
+        for s in barrier.streams {
             let stream = self
                 .streams
                 .get_mut(&s.stream)
@@ -738,8 +757,8 @@ impl State {
             if let Some(from) = s.levels_from {
                 stream.decide_levels(from)?;
             }
-            stream.add_file(s.file.clone())?;
-            if let Some(file) = &s.levels {
+            stream.add_file(s.file)?;
+            if let Some(file) = s.levels {
                 if file.name < next_name {
                     return Err(format!(
                         "level file name {} reuses a name below {next_name}",
@@ -747,7 +766,7 @@ impl State {
                     ));
                 }
                 next_name = file.name + 1;
-                stream.add_level_file(file.clone())?;
+                stream.add_level_file(file)?;
             }
         }
         if barrier.next_name < next_name {
