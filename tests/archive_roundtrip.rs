@@ -318,3 +318,205 @@ fn a_barrier_bounds_its_row_groups_and_reads_back_the_same() {
         assert_eq!(survey(&small), survey(&whole));
     }
 }
+
+/// What a read answers, for comparing a scoped open with a whole one: rows, a survey, a
+/// level fold and a percentile, each `Err` as its refusal's text.
+fn answers(archive: &Archive, track: &[String]) -> Vec<String> {
+    vec![
+        format!(
+            "{:?}",
+            archive
+                .read_rows("capture", track, Unbounded, Unbounded)
+                .map(|b| rows_of(&b))
+                .map_err(|e| e.to_string())
+        ),
+        format!(
+            "{:?}",
+            archive
+                .read_rows(
+                    "capture",
+                    track,
+                    Included(Position(40)),
+                    Excluded(Position(200))
+                )
+                .map(|b| rows_of(&b))
+                .map_err(|e| e.to_string())
+        ),
+        format!(
+            "{:?}",
+            archive
+                .survey("capture", track, Unbounded, Unbounded, 64)
+                .map(|s| (s.plan, s.buckets))
+                .map_err(|e| e.to_string())
+        ),
+        format!(
+            "{:?}",
+            archive
+                .fold(
+                    "capture",
+                    track,
+                    Included(100),
+                    Unbounded,
+                    series_archive::Aggregate::Mean
+                )
+                .map(|f| (f.answers, f.pieces))
+                .map_err(|e| e.to_string())
+        ),
+        format!(
+            "{:?}",
+            archive
+                .fold(
+                    "capture",
+                    track,
+                    Unbounded,
+                    Unbounded,
+                    series_archive::Aggregate::percentile(95)
+                )
+                .map(|f| f.answers)
+                .map_err(|e| e.to_string())
+        ),
+        format!(
+            "{:?}",
+            archive.floors("capture", track).map_err(|e| e.to_string())
+        ),
+    ]
+}
+
+mod scoped {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// An archive of `runs × probes` tracks over several barriers, a compaction into
+    /// packed files, a retired track and a later barrier: every kind of record a scoped
+    /// replay leaves tracks out of (barriers, a snapshot's floors, a retirement, a
+    /// compaction).
+    fn lived(dir: &std::path::Path, runs: usize, probes: usize, checkpoint: bool) {
+        let mut archive = Archive::open(dir, capture_config()).expect("open");
+        let (rows, positions) = workload(runs, probes, 30, 0);
+        let third = rows.len() / 3;
+        for (a, b) in [(0, third), (third, 2 * third)] {
+            archive
+                .stage_batch("capture", &batch(&rows[a..b]), &positions[a..b])
+                .expect("stage");
+            archive.seal_all().expect("seal");
+        }
+        archive.compact(true, |_, _, _| {}).expect("compact");
+        archive
+            .retire_track("capture", &labels(&["run_0", "probe.1"]))
+            .expect("retire");
+        let (a, b) = (2 * third, rows.len());
+        archive
+            .stage_batch("capture", &batch(&rows[a..b]), &positions[a..b])
+            .expect("stage");
+        archive.seal_all().expect("seal");
+        if checkpoint {
+            archive.checkpoint().expect("checkpoint");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, rng_seed: proptest::test_runner::RngSeed::Fixed(0x5c09e), ..ProptestConfig::default() })]
+
+        /// A scoped open answers every read within its scope exactly as a whole open does
+        /// (rows, surveys, folds, percentiles, floors), at every depth of the scope and the
+        /// read, and catalogs no track outside it.
+        #[test]
+        fn a_scoped_open_answers_within_its_scope_as_a_whole_open_does(
+            runs in 1usize..5,
+            probes in 1usize..6,
+            checkpoint: bool,
+            run in 0usize..5,
+            probe in 0usize..6,
+            depth in 0usize..3,
+            deeper: bool,
+        ) {
+            let dir = tempfile::tempdir().expect("tempdir");
+            lived(dir.path(), runs, probes, checkpoint);
+            let whole = Archive::open(dir.path(), Config::new().read_only(true)).expect("open");
+            let full = [format!("run_{run}"), format!("probe.{probe}")];
+            let scope: Vec<String> = full[..depth].to_vec();
+            let scoped = Archive::open(
+                dir.path(),
+                Config::new().read_only(true).scope("capture", scope.clone()),
+            )
+            .expect("scoped open");
+            // The read: the scope itself, or one level beneath it.
+            let read: Vec<String> = full[..(depth + usize::from(deeper)).min(2)].to_vec();
+            prop_assert_eq!(answers(&scoped, &read), answers(&whole, &read));
+            // Only the scope's tracks are cataloged; none beneath it is missing.
+            let cataloged = &scoped.state().streams["capture"].tracks;
+            let beneath = whole.state().streams["capture"]
+                .tracks
+                .values()
+                .filter(|t| t.labels.starts_with(&scope))
+                .count();
+            prop_assert_eq!(cataloged.len(), beneath);
+            prop_assert!(cataloged.values().all(|t| t.labels.starts_with(&scope)));
+        }
+    }
+
+    #[test]
+    fn a_scoped_open_refuses_what_its_catalog_does_not_hold_whole() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        lived(dir.path(), 3, 3, false);
+        let scoped = Archive::open(
+            dir.path(),
+            Config::new()
+                .read_only(true)
+                .scope("capture", labels(&["run_1"])),
+        )
+        .expect("scoped open");
+        // Wider, beside, or another stream: refused, never a short answer.
+        for track in [
+            labels(&[]),
+            labels(&["run_2"]),
+            labels(&["run_2", "probe.0"]),
+        ] {
+            let err = scoped
+                .read_rows("capture", &track, Unbounded, Unbounded)
+                .expect_err("outside the scope");
+            assert!(matches!(err, ReadError::BadSelection(_)), "{err}");
+            assert!(err.to_string().contains("Config::scope"), "{err}");
+            let err = scoped
+                .survey("capture", &track, Unbounded, Unbounded, 64)
+                .expect_err("outside the scope");
+            assert!(matches!(err, ReadError::BadSelection(_)), "{err}");
+            let err = scoped
+                .fold(
+                    "capture",
+                    &track,
+                    Unbounded,
+                    Unbounded,
+                    series_archive::Aggregate::Count,
+                )
+                .expect_err("outside the scope");
+            assert!(matches!(err, ReadError::BadSelection(_)), "{err}");
+            assert!(scoped.floors("capture", &track).is_err());
+        }
+        let err = scoped
+            .read_rows("other", &[], Unbounded, Unbounded)
+            .expect_err("another stream");
+        assert!(matches!(err, ReadError::BadSelection(_)), "{err}");
+        // Within it: answered.
+        scoped
+            .read_rows(
+                "capture",
+                &labels(&["run_1", "probe.2"]),
+                Unbounded,
+                Unbounded,
+            )
+            .expect("within the scope");
+        // `describe` would count tracks it left out.
+        let err = scoped.describe().expect_err("describe");
+        assert!(matches!(err, ArchiveError::Scoped(_)), "{err}");
+        // A writable open takes no scope (it would record a state missing tracks).
+        drop(scoped);
+        let err = Archive::open(
+            dir.path(),
+            capture_config().scope("capture", labels(&["run_1"])),
+        )
+        .expect_err("writable");
+        assert!(matches!(err, ArchiveError::Scoped(_)), "{err}");
+        assert!(err.to_string().contains("unscoped open"), "{err}");
+    }
+}

@@ -351,3 +351,101 @@ fn a_percentile_scan_stops_when_its_caller_stops_wanting_it_and_never_answers_pa
         .expect("a level fold answers");
     assert!(mean.answers[0].count > 0);
 }
+
+/// A sparse stream (rows 10 axis units apart on a ladder whose fine cells would hold one row
+/// each) stores its levels from a coarse one. A level fold still answers for the whole
+/// level-0 cells of its range, exactly as a raw fold of them would, but reads the coarsest
+/// stored cells that tile them and the raw rows of its two edges only.
+#[test]
+fn sparse_level_folds_read_coarse_cells_and_equal_the_raw_fold_of_level_0_cells() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Widths 1, 4, 16, 64, 256, 1024: 16 rows a cell first at level 4 (256).
+    let ladder = Ladder::new(1, 4, 6).expect("valid");
+    let mut rows = Vec::new();
+    for i in 0..6000u64 {
+        for (run, probe) in [("run_0", "p0"), ("run_0", "p1"), ("run_1", "p0")] {
+            rows.push(Row {
+                run: run.into(),
+                probe: probe.into(),
+                ordinal: 10 * i + u64::from(probe == "p1") * 3,
+                value: ((i * 7919) % 201) as i64 - 100,
+                noise: ((i * 31) % 16) as f64 / 4.0,
+            });
+        }
+    }
+    let positions: Vec<u64> = (1..=rows.len() as u64).collect();
+    let archive = archive_with(dir.path(), ladder, &rows, &positions, &[9000, 15000]);
+    assert_eq!(
+        archive.state().streams["capture"].first_stored_level(),
+        4,
+        "the barriers stored levels from 4 (16 rows a cell)"
+    );
+    // SplitMix64 ranges, plus the unbounded one.
+    let mut seed = 0x5eed_u64;
+    let mut next = move || {
+        seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = seed;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let mut ranges: Vec<(Bound<u64>, Bound<u64>)> = vec![(Unbounded, Unbounded)];
+    for _ in 0..40 {
+        let from = next() % 62_000;
+        let len = 1 + next() % 30_000;
+        ranges.push((Included(from), Excluded(from + len)));
+    }
+    let mut climbed = 0;
+    for track in [vec![], vec!["run_0"], vec!["run_1", "p0"]] {
+        let labels: Vec<String> = track.iter().map(|s| s.to_string()).collect();
+        let chosen = selected(&rows, &track);
+        let (first_axis, last_axis) = (
+            chosen.iter().map(|r| r.ordinal).min().expect("rows"),
+            chosen.iter().map(|r| r.ordinal).max().expect("rows"),
+        );
+        for &(start, end) in &ranges {
+            let (lo, hi) = match (start, end) {
+                (Included(a), Excluded(b)) => (a, b - 1),
+                _ => (first_axis, last_axis),
+            };
+            let cells = raw_buckets(&chosen, 1, lo, hi);
+            for kind in Aggregate::LEVEL_FOLDS {
+                let f = archive
+                    .fold("capture", &labels, start, end, kind)
+                    .expect("fold");
+                assert_eq!(f.span, Some([lo, hi + 1]), "{start:?}..{end:?}");
+                for (field, answer) in f.answers.iter().enumerate() {
+                    let b = cells
+                        .iter()
+                        .filter(|b| b.field as usize == field)
+                        .copied()
+                        .reduce(Bucket::merge);
+                    assert_eq!(
+                        answer.count,
+                        b.map_or(0, |b| b.count),
+                        "{kind} {start:?}..{end:?}"
+                    );
+                    assert_eq!(
+                        answer.value,
+                        b.map_or(kind.scanned(&mut []), |b| kind.folded(&b)),
+                        "{kind} field {field} over {start:?}..{end:?} of {track:?}: {:?}",
+                        f.pieces
+                    );
+                }
+                // Raw pieces only at the edges, each less than one stored cell (256) wide.
+                for (i, p) in f.pieces.iter().enumerate() {
+                    assert!(p.level == 0 || p.level >= 4, "{:?}", f.pieces);
+                    if p.level == 0 {
+                        assert!(i == 0 || i + 1 == f.pieces.len(), "{:?}", f.pieces);
+                        assert!(p.cells[1] - p.cells[0] < 256, "{:?}", f.pieces);
+                    }
+                }
+                if f.pieces.iter().any(|p| p.level >= 4) {
+                    climbed += 1;
+                    assert!(f.source.starts_with("level 0 ("), "{}", f.source);
+                }
+            }
+        }
+    }
+    assert!(climbed > 100, "most folds read stored cells ({climbed})");
+}

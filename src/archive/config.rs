@@ -28,6 +28,7 @@ pub struct Config {
     pub(crate) offload: BTreeMap<String, crate::archive::plan::offload::OffloadPolicy>,
     pub(crate) delta: bool,
     pub(crate) level_cache_cells: usize,
+    pub(crate) scope: Option<crate::archive::format::manifest::Scope>,
 }
 
 /// The manifest size past which a new generation starts with a snapshot (the default).
@@ -50,6 +51,7 @@ impl Default for Config {
             offload: BTreeMap::new(),
             delta: true,
             level_cache_cells: crate::archive::format::levels::LEVEL_CACHE_CELLS,
+            scope: None,
         }
     }
 }
@@ -131,6 +133,23 @@ impl Config {
     /// Opens without the write lock, without repairing and without writing anything.
     pub fn read_only(mut self, read_only: bool) -> Self {
         self.read_only = read_only;
+        self
+    }
+
+    /// A read-only open that catalogs only the tracks of `stream` beneath `track` (labels,
+    /// outermost first): what a one-shot reader of one track or prefix of a large fleet
+    /// needs. Replay still applies and checks every record, but the catalog entries, floors
+    /// and age marks of every other track are left out, so the open costs far less time and
+    /// memory than one of the whole archive. A read of another stream, or of a selection
+    /// not at or beneath `track`, is refused ([`crate::archive::ReadError::BadSelection`],
+    /// never an answer short of the tracks left out); `describe` is refused; and
+    /// [`crate::archive::Archive::state`] holds only the scope's tracks. Only a read-only open
+    /// takes a scope: a writable one refuses it.
+    pub fn scope(mut self, stream: impl Into<String>, track: Vec<String>) -> Self {
+        self.scope = Some(crate::archive::format::manifest::Scope {
+            stream: stream.into(),
+            track,
+        });
         self
     }
 

@@ -108,6 +108,9 @@ pub enum ArchiveError {
     /// The archive was opened read-only.
     #[error("archive was opened read-only; {0} needs a writable open")]
     ReadOnly(&'static str),
+    /// The open was scoped to some tracks ([`crate::archive::Config::scope`]).
+    #[error("this open catalogs only the tracks of one selection (Config::scope); {0} needs an unscoped open")]
+    Scoped(&'static str),
     /// A stored file the archive needed (a compaction's input, a file to offload) could not
     /// be read or failed its digest: the evidence is kept and nothing is recorded.
     #[error("stream {stream:?}: {message}")]

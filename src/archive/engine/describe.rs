@@ -143,6 +143,9 @@ fn existing_tables(
 impl Archive {
     /// Describes the archive's durable contents.
     pub fn describe(&self) -> Result<Description> {
+        if self.config.scope.is_some() {
+            return Err(crate::archive::error::ArchiveError::Scoped("describe"));
+        }
         let mut delta = self.describe_delta()?;
         let streams = self
             .commit

@@ -180,7 +180,8 @@ impl Archive {
         &self.recovery
     }
 
-    /// The durable state (recorded streams, files, catalog).
+    /// The durable state (recorded streams, files, catalog). After a scoped open
+    /// ([`crate::archive::Config::scope`]) the catalog holds only the scope's tracks.
     pub fn state(&self) -> &State {
         self.commit.state()
     }

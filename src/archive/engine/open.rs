@@ -81,6 +81,9 @@ impl Archive {
     pub fn open(root: impl AsRef<Path>, config: Config) -> Result<Archive> {
         let root = root.as_ref().to_path_buf();
         let read_only = config.read_only;
+        if config.scope.is_some() && !read_only {
+            return Err(ArchiveError::Scoped("a writable open"));
+        }
         let disk = config.disk();
         let lock = if read_only {
             lock::is_archive(&root)?;
@@ -203,7 +206,7 @@ impl Archive {
                 self.recovery.quarantined = moved.iter().map(|p| relative(&self.root, p)).collect();
                 return Ok((state, log, highest_generation_ever));
             };
-            let replayed = log::replay(&current_path, current)?;
+            let replayed = log::replay_within(&current_path, current, self.config.scope.clone())?;
             // Read for every tail: past damage it is what `repair` shows.
             let beyond = beyond::beyond(&self.root, &replayed.state, current, &evidence)?;
             let moved_on = || {

@@ -176,6 +176,22 @@ impl Archive {
         }
     }
 
+    /// Refuses a read of `stream` beneath `track` that a scoped open's catalog does not
+    /// hold whole ([`crate::archive::Config::scope`]): its answer would leave out tracks.
+    pub(super) fn within_scope(
+        &self,
+        stream: &str,
+        track: &[String],
+    ) -> std::result::Result<(), ReadError> {
+        match &self.config.scope {
+            Some(scope) if !scope.covers(stream, track) => Err(ReadError::BadSelection(format!(
+                "this open catalogs only stream {:?} beneath {:?} (Config::scope); stream {stream:?} beneath {track:?} needs an open of its own",
+                scope.stream, scope.track
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     pub(super) fn recorded(
         &self,
         stream: &str,
@@ -206,6 +222,7 @@ impl Archive {
         start: Bound<Position>,
         end: Bound<Position>,
     ) -> std::result::Result<RecordBatch, ReadError> {
+        self.within_scope(stream, track)?;
         let (state, schema) = self.recorded(stream)?;
         if track.len() > state.decl.track.len() {
             return Err(ReadError::BadSelection(format!(

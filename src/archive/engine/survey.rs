@@ -1,12 +1,13 @@
 //! Budgeted display reads and statistics: buckets from the finest level that fits, level
-//! folds from level-0 cells, percentiles from the raw values of exactly the range.
+//! folds over whole level-0 cells (read as the coarsest stored cells that tile them),
+//! percentiles from the raw values of exactly the range.
 
 use super::Archive;
 use crate::archive::error::ReadError;
 use crate::archive::error::StoredError;
 use crate::archive::format::levels::{self, Cells};
 use crate::archive::format::manifest::{StreamState, TrackState};
-use crate::archive::plan::levels::{plan, plan_from, Plan};
+use crate::archive::plan::levels::{fold_pieces, plan, plan_from, Piece, Plan};
 use crate::contract::{Aggregate, Aggregated, Bucket, TrackKey};
 use arrow::array::{Array, UInt64Array};
 use serde::Serialize;
@@ -51,6 +52,10 @@ pub struct Folded {
     pub span: Option<[u64; 2]>,
     /// One answer per measured field, in declared order.
     pub answers: Vec<Aggregated>,
+    /// For a level fold, the cells read, in axis order: together exactly the whole cells of
+    /// `source`'s level the range touches (a piece of a level beneath the stream's first
+    /// stored level is folded from the raw rows). Empty for a percentile.
+    pub pieces: Vec<Piece>,
 }
 
 /// A track's floor in level `k`, `(axis, position)`: its level floor for a stored level;
@@ -199,6 +204,7 @@ impl Archive {
         stream: &str,
         track: &[String],
     ) -> Result<(&StreamState, levels::Ladder, TrackKey), ReadError> {
+        self.within_scope(stream, track)?;
         let (state, _) = self.recorded(stream)?;
         let not = |why: &str| ReadError::NotSurveyable {
             stream: stream.to_owned(),
@@ -233,6 +239,7 @@ impl Archive {
     /// axes a survey or level fold ([`Floors::levels`]) and a percentile ([`Floors::raw`])
     /// reaching beneath are refused at, as their refusals compute them.
     pub fn floors(&self, stream: &str, track: &[String]) -> Result<Floors, ReadError> {
+        self.within_scope(stream, track)?;
         let (state, _) = self.recorded(stream)?;
         let prefix = TrackKey::encode(track).map_err(|e| ReadError::BadSelection(e.to_string()))?;
         let tracks = crate::archive::engine::read::select(state, &prefix);
@@ -497,8 +504,11 @@ impl Archive {
     }
 
     /// One statistic per measured field over the axis range. Level folds (`min`, `max`,
-    /// `mean`, `sum`, `count`) fold the level-0 cells the range touches, whole; percentiles
-    /// scan the raw values of exactly the range.
+    /// `mean`, `sum`, `count`) fold the level-0 cells the range touches, whole (the finest
+    /// level retention left, when it retired level 0 there), read as the coarsest stored
+    /// cells that tile them exactly ([`Folded::pieces`]): the cost is a few cells a level
+    /// and the rows of at most two stored cells a track, not the range's rows.
+    /// Percentiles scan the raw values of exactly the range.
     pub fn fold(
         &self,
         stream: &str,
@@ -544,6 +554,7 @@ impl Archive {
                 .collect(),
             fields,
             span: None,
+            pieces: Vec::new(),
         };
         let Some((lo, hi)) = span(&tracks, start, end) else {
             return Ok(folded);
@@ -558,18 +569,30 @@ impl Archive {
                 })
                 .ok_or_else(|| level_floor_refusal(&tracks, &ladder, 0, stored))?;
             let w = ladder.width(k);
-            folded.source = if k < stored {
+            let (first, last) = (lo / w, hi / w);
+            // The same whole level-k cells, read as few cells as the stored levels allow:
+            // the edges no coarser cell fits at level k, the rest from the coarsest level
+            // whose floor lies beneath it (a fold of 200M rows reads a few hundred cells).
+            let pieces = fold_pieces(&ladder, k, [first, last], stored, |level, from| {
+                lowest_start(&tracks, level, stored) <= from.saturating_mul(ladder.width(level))
+            });
+            let raw = pieces.iter().filter(|p| p.level < stored).count();
+            folded.source = if raw == 0 {
+                format!("level {k}")
+            } else if raw == pieces.len() {
                 format!(
                     "level {k} (folded from the raw rows: the stream stores levels from {stored})"
                 )
             } else {
-                format!("level {k}")
+                format!(
+                    "level {k} (its edges folded from the raw rows: the stream stores levels from {stored})"
+                )
             };
-            let (first, last) = (lo / w, hi / w);
-            // Whole cells folded per track and field in cell order, then the tracks in key
-            // order: the answer depends on the cells alone, never on how the files split them
-            // (a compaction leaves every sum bit for bit). A track's cells arrive in cell
-            // order, a cell split across runs as adjacent partials.
+            // Whole cells folded per track and field in axis order, piece after piece, then
+            // the tracks in key order: the answer depends on the range and the recorded
+            // ladder alone, never on how the files split the cells (a compaction leaves
+            // every sum bit for bit). A track's cells arrive in cell order within a piece, a
+            // cell split across runs as adjacent partials.
             let n = folded.fields.len();
             type Running = (Option<(u64, Bucket)>, Option<Bucket>);
             let mut running: Vec<Running> = vec![(None, None); tracks.len() * n];
@@ -578,21 +601,25 @@ impl Archive {
                     *total = Some(total.map_or(whole, |t| t.merge(whole)));
                 }
             };
-            self.visit_cells(state, k, &tracks, [first, last], |t, (f, c), b| {
-                let Some(slot) = running.get_mut(t * n + f as usize) else {
-                    return;
-                };
-                match &mut slot.0 {
-                    Some((at, whole)) if *at == c => *whole = whole.merge(b),
-                    _ => {
-                        close(slot);
-                        slot.0 = Some((c, b));
+            for piece in &pieces {
+                self.visit_cells(state, piece.level, &tracks, piece.cells, |t, (f, c), b| {
+                    let Some(slot) = running.get_mut(t * n + f as usize) else {
+                        return;
+                    };
+                    match &mut slot.0 {
+                        Some((at, whole)) if *at == c => *whole = whole.merge(b),
+                        _ => {
+                            close(slot);
+                            slot.0 = Some((c, b));
+                        }
                     }
-                }
-            })?;
+                })?;
+                // A cell never runs on into the next piece (whose cells are of another level).
+                running.iter_mut().for_each(close);
+            }
+            folded.pieces = pieces;
             let mut per_field: Vec<Option<Bucket>> = vec![None; n];
-            for (i, slot) in running.iter_mut().enumerate() {
-                close(slot);
+            for (i, slot) in running.iter().enumerate() {
                 if let (Some(total), Some(acc)) = (slot.1, per_field.get_mut(i % n)) {
                     *acc = Some(acc.map_or(total, |a| a.merge(total)));
                 }

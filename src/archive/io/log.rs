@@ -2,7 +2,8 @@
 //! current one, write a new one from a snapshot.
 
 use crate::archive::error::{ArchiveError, Result};
-use crate::archive::format::manifest::log::{encode, generation_name, replay_bytes, Replayed};
+use crate::archive::format::manifest::log::{encode, generation_name, replay_scoped, Replayed};
+use crate::archive::format::manifest::Scope;
 use crate::archive::format::manifest::{Record, State};
 use crate::archive::io::durable;
 use crate::archive::io::faults::FaultPoint;
@@ -11,8 +12,13 @@ use std::path::{Path, PathBuf};
 
 /// Replays the generation file at `path`.
 pub fn replay(path: &Path, generation: u64) -> Result<Replayed> {
+    replay_within(path, generation, None)
+}
+
+/// Replays the generation file at `path`, cataloging only the tracks within `scope`.
+pub fn replay_within(path: &Path, generation: u64, scope: Option<Scope>) -> Result<Replayed> {
     let bytes = std::fs::read(path).map_err(ArchiveError::io("read manifest", path))?;
-    replay_bytes(path, &bytes, generation)
+    replay_scoped(path, &bytes, generation, scope)
 }
 
 /// The open, appendable current generation.

@@ -59,3 +59,201 @@ pub fn plan_from(ladder: &Ladder, lo: u64, hi: u64, cells_per_field: u64, from: 
         merge += 1;
     }
 }
+
+/// One run of whole cells a level fold reads: cells `cells[0] ..= cells[1]` of `level`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Piece {
+    /// The level whose cells the piece reads.
+    pub level: usize,
+    /// First and last cell index at that level.
+    pub cells: [u64; 2],
+}
+
+/// Covers the whole level-`k` cells `first ..= last` with as few cells as the ladder allows,
+/// in axis order: the edges that no coarser cell fits stay at the finer level, everything
+/// between climbs. The pieces are disjoint and together cover exactly the axis span of the
+/// level-`k` cells, so a fold of them folds exactly the rows a fold of those cells would.
+///
+/// Levels beneath `stored` (the stream's first stored level) are folded from the raw rows,
+/// so the climb goes from `k` straight to `stored`: one raw piece an edge, never one per
+/// unstored level. `usable(level, first)` says whether `level`'s cells from `first` on are
+/// whole for every selected track (its floor lies at or beneath them); the climb stops at
+/// the first level that is not.
+pub fn fold_pieces(
+    ladder: &Ladder,
+    k: usize,
+    [first, last]: [u64; 2],
+    stored: usize,
+    usable: impl Fn(usize, u64) -> bool,
+) -> Vec<Piece> {
+    let mut left = Vec::new();
+    let mut right = Vec::new();
+    let (mut level, mut a, mut b) = (k, first, last);
+    loop {
+        let next = if level < stored { stored } else { level + 1 };
+        if next >= ladder.levels as usize || a > b {
+            break;
+        }
+        // How many cells of `level` make one of `next`.
+        let step = ladder.width(next) / ladder.width(level);
+        // The whole cells of `next` inside `a ..= b`: `up ..= down`.
+        let up = a.div_ceil(step);
+        let Some(end) = b.checked_add(1).map(|e| e / step) else {
+            break;
+        };
+        if end == 0 || up > end - 1 || !usable(next, up) {
+            break;
+        }
+        let down = end - 1;
+        if a < up * step {
+            left.push(Piece {
+                level,
+                cells: [a, up * step - 1],
+            });
+        }
+        if end * step <= b {
+            right.push(Piece {
+                level,
+                cells: [end * step, b],
+            });
+        }
+        (level, a, b) = (next, up, down);
+    }
+    left.push(Piece {
+        level,
+        cells: [a, b],
+    });
+    left.extend(right.into_iter().rev());
+    left
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The axis span `[lo, hi)` a piece covers.
+    fn span(ladder: &Ladder, p: &Piece) -> (u128, u128) {
+        let w = ladder.width(p.level) as u128;
+        (p.cells[0] as u128 * w, (p.cells[1] as u128 + 1) * w)
+    }
+
+    #[test]
+    fn a_long_range_climbs_to_the_coarsest_level_and_keeps_its_edges_fine() {
+        let ladder = Ladder::new(10, 4, 3).expect("ladder");
+        // Level-0 cells 3 ..= 70 (axis 30 .. 710): level 1 is 40 wide, level 2 160.
+        let pieces = fold_pieces(&ladder, 0, [3, 70], 0, |_, _| true);
+        let expect = [
+            Piece {
+                level: 0,
+                cells: [3, 3],
+            },
+            Piece {
+                level: 1,
+                cells: [1, 3],
+            },
+            Piece {
+                level: 2,
+                cells: [1, 3],
+            },
+            Piece {
+                level: 1,
+                cells: [16, 16],
+            },
+            Piece {
+                level: 0,
+                cells: [68, 70],
+            },
+        ];
+        assert_eq!(pieces, expect);
+    }
+
+    #[test]
+    fn unstored_levels_are_one_raw_piece_an_edge() {
+        let ladder = Ladder::new(10, 4, 4).expect("ladder");
+        // Stored from level 2 (160 wide): the raw edges are level-0 cells.
+        let pieces = fold_pieces(&ladder, 0, [3, 70], 2, |_, _| true);
+        let expect = [
+            Piece {
+                level: 0,
+                cells: [3, 15],
+            },
+            Piece {
+                level: 2,
+                cells: [1, 3],
+            },
+            Piece {
+                level: 0,
+                cells: [64, 70],
+            },
+        ];
+        assert_eq!(pieces, expect);
+        // A range narrower than one stored cell stays raw whole.
+        assert_eq!(
+            fold_pieces(&ladder, 0, [3, 20], 2, |_, _| true),
+            [Piece {
+                level: 0,
+                cells: [3, 20]
+            }]
+        );
+    }
+
+    #[test]
+    fn a_level_beneath_its_floor_is_not_climbed_to() {
+        let ladder = Ladder::new(10, 4, 3).expect("ladder");
+        let pieces = fold_pieces(&ladder, 0, [3, 70], 0, |level, _| level < 2);
+        let expect = [
+            Piece {
+                level: 0,
+                cells: [3, 3],
+            },
+            Piece {
+                level: 1,
+                cells: [1, 16],
+            },
+            Piece {
+                level: 0,
+                cells: [68, 70],
+            },
+        ];
+        assert_eq!(pieces, expect);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, rng_seed: proptest::test_runner::RngSeed::Fixed(0xf01d), ..ProptestConfig::default() })]
+        /// The pieces tile the level-k cells' span exactly, in axis order, each piece's
+        /// cells whole at its level, and no piece at a level the caller refused.
+        #[test]
+        fn pieces_tile_the_span_exactly(
+            base in 1u64..50,
+            factor in 2u64..9,
+            levels in 1u8..7,
+            k in 0usize..6,
+            stored in 0usize..7,
+            first in 0u64..5000,
+            len in 0u64..5000,
+            refused in proptest::option::of(0usize..7),
+        ) {
+            let ladder = Ladder::new(base, factor, levels).expect("ladder");
+            let k = k.min(levels as usize - 1);
+            let stored = stored.min(levels as usize - 1);
+            let last = first + len;
+            let usable = |level: usize, _| refused.is_none_or(|r| level < r);
+            let pieces = fold_pieces(&ladder, k, [first, last], stored, usable);
+            let w = ladder.width(k) as u128;
+            let mut at = first as u128 * w;
+            for p in &pieces {
+                prop_assert!(p.cells[0] <= p.cells[1], "{p:?}");
+                prop_assert!(p.level == k || (p.level >= stored && usable(p.level, 0)), "{p:?}");
+                let (lo, hi) = span(&ladder, p);
+                prop_assert_eq!(lo, at, "{:?}", pieces);
+                at = hi;
+            }
+            prop_assert_eq!(at, (last as u128 + 1) * w);
+            // At most two pieces a level, and one level read whole at most once.
+            for level in 0..levels as usize {
+                prop_assert!(pieces.iter().filter(|p| p.level == level).count() <= 2);
+            }
+        }
+    }
+}

@@ -665,6 +665,19 @@ pub(crate) fn reading<T>(
     reader::read(archive, &crate::config(), read)?.map_err(refused)
 }
 
+/// [`reading`] of one stream beneath one selection: the open catalogs only the tracks the
+/// read can reach ([`series_archive::archive::Config::scope`]), so reading one track of a
+/// fleet of 100,000 does not build the catalog of all of them.
+pub(crate) fn reading_within<T>(
+    archive: &Path,
+    stream: &str,
+    track: &[String],
+    read: impl Fn(&Archive) -> Result<T, ReadError>,
+) -> Result<T, Failure> {
+    let config = crate::config().scope(stream, track.to_vec());
+    reader::read(archive, &config, read)?.map_err(refused)
+}
+
 /// How `ingest` paces its work.
 struct Cadence {
     /// Seal a barrier every this many staged rows.
@@ -1091,7 +1104,7 @@ fn rows(
     let out = out.map(|(path, _)| path);
     let start = from.map_or(Bound::Unbounded, |f| Bound::Included(Position(f)));
     let end = to.map_or(Bound::Unbounded, |t| Bound::Excluded(Position(t)));
-    let batch = reading(archive, |a| {
+    let batch = reading_within(archive, stream, track, |a| {
         note_unknown_track(a, stream, track);
         a.read_rows(stream, track, start, end)
     })?;

@@ -1,6 +1,6 @@
 //! `survey` and `fold`: budgeted buckets and statistics, printed, as JSON or CSV, or drawn.
 
-use crate::{reading, Failure};
+use crate::{reading_within, Failure};
 use plotters::prelude::*;
 use series_archive::archive::Survey;
 use series_archive::Aggregate;
@@ -38,7 +38,7 @@ pub fn survey(
         // A plot is redrawn often: replacing one is allowed, landing in the archive is not.
         crate::output::check_target(archive, path, true)?;
     }
-    let s = reading(archive, |a| {
+    let s = reading_within(archive, stream, track, |a| {
         crate::note_unknown_track(a, stream, track);
         a.survey(stream, track, start, end, budget)
     })?;
@@ -259,7 +259,7 @@ pub fn fold(
     json: bool,
 ) -> Result<(), Failure> {
     let (start, end) = bounds(from, to)?;
-    let f = reading(archive, |a| {
+    let f = reading_within(archive, stream, track, |a| {
         crate::note_unknown_track(a, stream, track);
         a.fold(stream, track, start, end, aggregate)
     })?;

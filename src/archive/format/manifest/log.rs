@@ -3,7 +3,7 @@
 
 use super::frame::{self, Decoded};
 use super::record::Record;
-use super::state::State;
+use super::state::{Scope, State};
 use crate::archive::error::{ArchiveError, Result};
 use std::path::Path;
 
@@ -67,12 +67,26 @@ pub struct Replayed {
 
 /// Replays generation `generation` from its bytes, read from `path` (named in errors).
 pub fn replay_bytes(path: &Path, bytes: &[u8], generation: u64) -> Result<Replayed> {
+    replay_scoped(path, bytes, generation, None)
+}
+
+/// [`replay_bytes`] for a scoped open: every record is applied and checked, and the catalog
+/// holds only the tracks within `scope` (see [`Scope`]).
+pub fn replay_scoped(
+    path: &Path,
+    bytes: &[u8],
+    generation: u64,
+    scope: Option<Scope>,
+) -> Result<Replayed> {
     let corrupt = |offset: usize, message: String| ArchiveError::CorruptManifest {
         path: path.to_path_buf(),
         offset: offset as u64,
         message,
     };
-    let mut state = State::default();
+    let mut state = State {
+        scope,
+        ..State::default()
+    };
     let mut offset = 0usize;
     let mut records = 0usize;
     let tail = loop {

@@ -27,6 +27,50 @@ pub struct GroupRef {
     pub group: usize,
 }
 
+/// Which tracks a read-only open catalogs: one stream's tracks beneath one selection. Replay
+/// still applies and checks every record; it only leaves out of the catalog the tracks no
+/// read of the scope can reach (their catalog entries, floors and age marks), which is what
+/// an open of a fleet of 100,000 tracks spends its time and memory on. See
+/// [`crate::archive::Config::scope`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scope {
+    /// The stream whose tracks are cataloged; no other stream's are.
+    pub stream: String,
+    /// The selection, labels outermost first (empty: every track of the stream).
+    pub track: Vec<String>,
+}
+
+impl Scope {
+    /// Whether a read of `stream` beneath `track` (labels, outermost first) stays within
+    /// the scope: the same stream, and a selection at or beneath the scope's.
+    pub fn covers(&self, stream: &str, track: &[String]) -> bool {
+        stream == self.stream && track.starts_with(&self.track)
+    }
+}
+
+/// Which of a stream's tracks its catalog holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Catalog {
+    /// Every track (any open but a scoped one).
+    #[default]
+    All,
+    /// The tracks beneath these labels (a scoped open, for its stream).
+    Beneath(Vec<String>),
+    /// None (a scoped open, for every other stream).
+    Nothing,
+}
+
+impl Catalog {
+    /// Whether the track labelled `labels` is cataloged.
+    pub fn holds(&self, labels: &[String]) -> bool {
+        match self {
+            Catalog::All => true,
+            Catalog::Beneath(prefix) => labels.starts_with(prefix),
+            Catalog::Nothing => false,
+        }
+    }
+}
+
 /// What the archive holds of one track.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TrackState {
@@ -159,6 +203,8 @@ pub struct StreamState {
     /// from there on deferred their partials, and reads fold those rows' cells from the raw
     /// rows. `None`: the level files cover every row.
     pub levels_deferred_from: Option<u64>,
+    /// Which tracks `tracks` holds: every one, except in a scoped open.
+    pub catalog: Catalog,
 }
 
 impl StreamState {
@@ -173,6 +219,7 @@ impl StreamState {
             tracks: BTreeMap::new(),
             levels_from: None,
             levels_deferred_from: None,
+            catalog: Catalog::All,
         }
     }
 
@@ -250,6 +297,9 @@ impl StreamState {
     /// Catalogs the groups of the file at `index` (not yet retired ones).
     fn index_file(&mut self, index: usize, file: &SegmentFile) -> Result<(), String> {
         for (g, group) in file.groups.iter().enumerate() {
+            if !self.catalog.holds(&group.track) {
+                continue;
+            }
             let key = TrackKey::encode(&group.track).map_err(|e| e.to_string())?;
             let track = self.tracks.entry(key).or_insert_with(|| TrackState {
                 labels: group.track.clone(),
@@ -314,7 +364,11 @@ impl StreamState {
 
     fn apply_retire(&mut self, retire: &Retire) -> Result<Vec<String>, String> {
         let levels = self.decl.ladder.map_or(0, |l| l.levels as usize);
-        for t in &retire.tracks {
+        for t in retire
+            .tracks
+            .iter()
+            .filter(|t| self.catalog.holds(&t.track))
+        {
             let key = TrackKey::encode(&t.track).map_err(|e| e.to_string())?;
             let track = self
                 .tracks
@@ -551,6 +605,8 @@ pub struct State {
     /// Files this generation's records took out of the live set (paths relative to the
     /// root): recovery deletes what a crash left of them instead of keeping it as evidence.
     pub obsolete: BTreeSet<String>,
+    /// A scoped open's scope: the catalog holds only its tracks.
+    pub scope: Option<Scope>,
 }
 
 impl State {
@@ -583,8 +639,8 @@ impl State {
                 Some(existing) if existing.decl == *decl => Ok(()),
                 Some(_) => Err(format!("stream {:?} declared twice, differently", decl.id)),
                 None => {
-                    self.streams
-                        .insert(decl.id.clone(), StreamState::new(decl.clone()));
+                    let stream = self.new_stream(decl.clone());
+                    self.streams.insert(decl.id.clone(), stream);
                     Ok(())
                 }
             },
@@ -650,6 +706,19 @@ impl State {
         }
     }
 
+    /// A declared stream holding nothing yet, cataloging what the scope asks of it.
+    fn new_stream(&self, decl: StreamDecl) -> StreamState {
+        let catalog = match &self.scope {
+            None => Catalog::All,
+            Some(scope) if scope.stream == decl.id => Catalog::Beneath(scope.track.clone()),
+            Some(_) => Catalog::Nothing,
+        };
+        StreamState {
+            catalog,
+            ..StreamState::new(decl)
+        }
+    }
+
     fn stream_mut(&mut self, id: &str) -> Result<&mut StreamState, String> {
         self.streams
             .get_mut(id)
@@ -664,7 +733,7 @@ impl State {
         self.next_name = snapshot.next_name;
         self.barriers = snapshot.barriers;
         for s in snapshot.streams {
-            let mut stream = StreamState::new(s.decl.clone());
+            let mut stream = self.new_stream(s.decl.clone());
             stream.watermark = Position(s.watermark);
             stream.next_seq = s.next_seq;
             if let Some(from) = s.levels_from {
@@ -679,7 +748,7 @@ impl State {
                 }
                 stream.levels_deferred_from = Some(from);
             }
-            for t in &s.tracks {
+            for t in s.tracks.iter().filter(|t| stream.catalog.holds(&t.track)) {
                 let key = TrackKey::encode(&t.track).map_err(|e| e.to_string())?;
                 let track = stream.tracks.entry(key).or_insert_with(|| TrackState {
                     labels: t.track.clone(),
