@@ -691,7 +691,14 @@ impl Archive {
                 if !wanted() {
                     return Err(ReadError::Abandoned);
                 }
-                let mut batch = open.read_group(g.file, file, g.group)?;
+                let (clip_axis, clip_seq) = (a0 < lo || a1 > hi, entry.seq[0] < min_seq);
+                // A window of the entry's rows decodes only what it needs (its axis column,
+                // then the window's rows); a whole entry is read as it is.
+                let mut batch = if clip_axis {
+                    open.read_axis_window(g.file, file, g.group, axis_name, [lo, hi])?
+                } else {
+                    open.read_group(g.file, file, g.group)?
+                };
                 let column = |batch: &arrow::array::RecordBatch, name: &str| {
                     batch
                         .column_by_name(name)
@@ -701,21 +708,10 @@ impl Archive {
                             StoredError::corrupt(format!("{}: no {name} column", file.path))
                         })
                 };
-                let (clip_axis, clip_seq) = (a0 < lo || a1 > hi, entry.seq[0] < min_seq);
-                if clip_axis || clip_seq {
-                    let axis = column(&batch, axis_name)?;
-                    let seq = if clip_seq {
-                        Some(column(&batch, crate::archive::format::spec::SEQ_COLUMN)?)
-                    } else {
-                        None
-                    };
+                if clip_seq {
+                    let seq = column(&batch, crate::archive::format::spec::SEQ_COLUMN)?;
                     let keep: arrow::array::BooleanArray = (0..batch.num_rows())
-                        .map(|i| {
-                            Some(
-                                (lo..=hi).contains(&axis.value(i))
-                                    && seq.as_ref().is_none_or(|s| s.value(i) >= min_seq),
-                            )
-                        })
+                        .map(|i| Some(seq.value(i) >= min_seq))
                         .collect();
                     batch = arrow::compute::filter_record_batch(&batch, &keep)
                         .map_err(|e| StoredError::internal(e.to_string()))?;

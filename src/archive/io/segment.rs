@@ -369,6 +369,25 @@ impl<'a, K: Ord> Opened<'a, K> {
         };
         segment.read_group(group, &self.schema)
     }
+
+    /// The rows of row group `group` of `file` (known to this read as `key`) whose column
+    /// `axis` lies in `[lo, hi]`: see [`OpenSegment::read_axis_window`].
+    pub fn read_axis_window(
+        &mut self,
+        key: K,
+        file: &'a SegmentFile,
+        group: usize,
+        axis: &str,
+        window: [u64; 2],
+    ) -> std::result::Result<RecordBatch, StoredError> {
+        let segment = match self.files.entry(key) {
+            std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(OpenSegment::open(self.store, file)?)
+            }
+        };
+        segment.read_axis_window(group, &self.schema, axis, window)
+    }
 }
 
 /// An open data file whose footer has been verified.
@@ -530,6 +549,131 @@ impl<'a> OpenSegment<'a> {
         answer
     }
 
+    /// The rows of entry `index` whose column `axis` lies in `[lo, hi]`, as the rows of
+    /// `schema`. An entry's rows are one track's in publish order, so its axis never goes
+    /// back: the entry's axis column alone is decoded first, the window found in it by binary
+    /// search, and then only the window's rows are decoded (the offset index skips the pages
+    /// around them). An axis that does go back is damage, refused, never a guess. A read of a
+    /// narrow window (a fold's edge cells, a percentile of a short range) so decodes a page a
+    /// column, not the track's rows.
+    pub fn read_axis_window(
+        &self,
+        index: usize,
+        schema: &SchemaRef,
+        axis: &str,
+        [lo, hi]: [u64; 2],
+    ) -> std::result::Result<RecordBatch, StoredError> {
+        let group = self.entry.groups.get(index).ok_or_else(|| {
+            StoredError::internal(format!("{}: no row group {index}", self.shown))
+        })?;
+        let (physical, first) = match group.slice {
+            Some(slice) => (slice.group as usize, slice.row),
+            None => (index, 0),
+        };
+        let kept_whole = self
+            .kept
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .whole
+            .as_ref()
+            .filter(|(at, _)| group.slice.is_some() && *at == physical)
+            .map(|(_, batch)| batch.clone());
+        let (values, decoded) = match kept_whole {
+            Some(batch) => {
+                let rows = cut(
+                    &batch,
+                    first as usize,
+                    group.rows as usize,
+                    &self.shown,
+                    physical,
+                )?;
+                let column = rows.column_by_name(axis).ok_or_else(|| {
+                    StoredError::corrupt(format!("{}: no {axis} column", self.shown))
+                })?;
+                (axis_values(column, &self.shown, physical)?, Some(rows))
+            }
+            None => {
+                let column = self.decode_axis(physical, &group.span, (first, group.rows), axis)?;
+                (axis_values(&column, &self.shown, physical)?, None)
+            }
+        };
+        if values.windows(2).any(|w| w[1] < w[0]) {
+            return Err(StoredError::corrupt(format!(
+                "{}: row group {physical}: the rows of one track go back on the axis {axis:?}",
+                self.shown
+            )));
+        }
+        let from = values.partition_point(|&a| a < lo);
+        let to = values.partition_point(|&a| a <= hi);
+        let wanted = to.saturating_sub(from);
+        match decoded {
+            Some(rows) => Ok(rows.slice(from, wanted)),
+            None if wanted == 0 => Ok(RecordBatch::new_empty(schema.clone())),
+            None => self.decode(
+                physical,
+                &group.span,
+                Some((first + from as u64, wanted as u64)),
+                wanted as u64,
+                schema,
+            ),
+        }
+    }
+
+    /// Column `axis` of rows `first .. first + rows` of row group `index` (whose bytes are
+    /// `span`), as stored.
+    fn decode_axis(
+        &self,
+        index: usize,
+        span: &Span,
+        (first, rows): (u64, u64),
+        axis: &str,
+    ) -> std::result::Result<arrow::array::ArrayRef, StoredError> {
+        let bytes = self.verified_group(index, span)?;
+        let verified = Verified {
+            len: self.entry.bytes,
+            ranges: vec![
+                (0, self.magic.clone()),
+                (span.offset, bytes),
+                (self.entry.footer.offset, self.footer.clone()),
+            ],
+        };
+        let decode = |e: &dyn std::fmt::Display| {
+            StoredError::corrupt(format!("{}: row group {index}: {e}", self.shown))
+        };
+        let options = ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Optional);
+        let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(verified, options)
+            .map_err(|e| decode(&e))?;
+        let at = builder
+            .parquet_schema()
+            .columns()
+            .iter()
+            .position(|c| c.path().parts() == [axis])
+            .ok_or_else(|| decode(&format!("no {axis} column")))?;
+        let mask = parquet::arrow::ProjectionMask::leaves(builder.parquet_schema(), [at]);
+        let reader = builder
+            .with_projection(mask)
+            .with_row_groups(vec![index])
+            .with_batch_size(rows.max(1) as usize)
+            .with_row_selection(RowSelection::from(vec![
+                RowSelector::skip(first as usize),
+                RowSelector::select(rows as usize),
+            ]))
+            .build()
+            .map_err(|e| decode(&e))?;
+        let stored = reader.schema();
+        let batches: Vec<RecordBatch> = reader
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| decode(&e))?;
+        let batch = arrow::compute::concat_batches(&stored, &batches).map_err(|e| decode(&e))?;
+        if batch.num_rows() as u64 != rows {
+            return Err(decode(&format!(
+                "{} rows of {axis} decoded, {rows} recorded",
+                batch.num_rows()
+            )));
+        }
+        Ok(batch.column(0).clone())
+    }
+
     /// The bytes of row group `index` (`span`), read and checked against their digest; a
     /// packed file's last group read is kept, so its next slice costs no read.
     fn verified_group(&self, index: usize, span: &Span) -> std::result::Result<Bytes, StoredError> {
@@ -628,6 +772,32 @@ impl<'a> OpenSegment<'a> {
         }
         Ok(())
     }
+}
+
+/// An axis column's values, stored signed (format version 5 on) or unsigned (earlier), as
+/// the u64 the archive serves; a negative stored value is damage.
+fn axis_values(
+    column: &arrow::array::ArrayRef,
+    shown: &str,
+    index: usize,
+) -> std::result::Result<Vec<u64>, StoredError> {
+    use arrow::array::{Array, Int64Array, UInt64Array};
+    let damaged = |what: &str| StoredError::corrupt(format!("{shown}: row group {index}: {what}"));
+    if column.null_count() > 0 {
+        return Err(damaged("the axis holds nulls"));
+    }
+    if let Some(values) = column.as_any().downcast_ref::<UInt64Array>() {
+        return Ok(values.values().to_vec());
+    }
+    let values = column
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .ok_or_else(|| damaged(&format!("the axis is stored as {}", column.data_type())))?;
+    values
+        .values()
+        .iter()
+        .map(|&v| u64::try_from(v).map_err(|_| damaged(&format!("axis value {v} is negative"))))
+        .collect()
 }
 
 /// Rows `row .. row + rows` of a decoded row group, refused as damage when it is shorter.
