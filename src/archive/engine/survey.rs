@@ -288,29 +288,30 @@ impl Archive {
         mut visit: impl FnMut(usize, (u32, u64), Bucket),
     ) -> Result<(), ReadError> {
         if k < state.first_stored_level() {
-            self.visit_raw_cells(state, k, tracks, range, 0, visit)
+            self.visit_raw_cells(state, k, tracks, &[range], 0, visit)
         } else {
             self.visit_level_cells(state, k, tracks, range, &mut visit)?;
             // Rows whose barriers deferred their partials (format version 8) were published
             // after every row the level files hold: their cells, folded from the raw rows,
             // merge in after.
             match state.levels_deferred_from {
-                Some(from) => self.visit_raw_cells(state, k, tracks, range, from, visit),
+                Some(from) => self.visit_raw_cells(state, k, tracks, &[range], from, visit),
                 None => Ok(()),
             }
         }
     }
 
-    /// Level `k`'s cells `first ..= last` of each selected track folded from its sealed raw
-    /// rows of `_seq` at least `min_seq`, exactly as a barrier folds them (level 0 from the
-    /// rows, then coarser), handed to `visit` track by track, each track's cells by field
-    /// then cell.
+    /// Level `k`'s cells in `ranges` (each `[first, last]`, ascending and disjoint) of each
+    /// selected track folded from its sealed raw rows of `_seq` at least `min_seq`, exactly
+    /// as a barrier folds them (level 0 from the rows, then coarser), handed to `visit` track
+    /// by track, each track's cells by field then cell. One scan reads every range, so a row
+    /// group the ranges share is decoded once.
     fn visit_raw_cells(
         &self,
         state: &StreamState,
         k: usize,
         tracks: &[(&TrackKey, &TrackState)],
-        [first, last]: [u64; 2],
+        ranges: &[[u64; 2]],
         min_seq: u64,
         mut visit: impl FnMut(usize, (u32, u64), Bucket),
     ) -> Result<(), ReadError> {
@@ -319,7 +320,13 @@ impl Archive {
         };
         let truncated = levels::Ladder::new(ladder.base, ladder.factor, k as u8 + 1)
             .map_err(|e| StoredError::internal(e.to_string()))?;
-        let (lo, hi) = cells_span(ladder.width(k), first, last);
+        let windows: Vec<[u64; 2]> = ranges
+            .iter()
+            .map(|&[first, last]| {
+                let (lo, hi) = cells_span(ladder.width(k), first, last);
+                [lo, hi]
+            })
+            .collect();
         // One scan of every selected track (a packed row group decoded once for all of its
         // slices), each track's cells folded in its publish order: per track and field a
         // vector in cell order, which a track's rows (in axis order) extend at its end; a cell
@@ -329,7 +336,7 @@ impl Archive {
         self.scan_axis(
             state,
             tracks,
-            [lo, hi],
+            &windows,
             min_seq,
             &|| true,
             |t, axis, measured| {
@@ -359,7 +366,10 @@ impl Archive {
         for (t, track) in cells.into_iter().enumerate() {
             for (f, run) in track.into_iter().enumerate() {
                 for (c, bucket) in run {
-                    if (first..=last).contains(&c) {
+                    if ranges
+                        .iter()
+                        .any(|[first, last]| (*first..=*last).contains(&c))
+                    {
                         visit(t, (f as u32, c), bucket);
                     }
                 }
@@ -594,33 +604,87 @@ impl Archive {
             // every sum bit for bit). A track's cells arrive in cell order within a piece, a
             // cell split across runs as adjacent partials.
             let n = folded.fields.len();
+            let slots = tracks.len() * n;
+            // Each piece has two parts, folded apart and merged in this order: its cells
+            // (from the level files, or from the raw rows beneath the first stored level),
+            // then the cells of its deferred rows (format version 8), which a track published
+            // after every row the level files hold, so after them on the axis too.
             type Running = (Option<(u64, Bucket)>, Option<Bucket>);
-            let mut running: Vec<Running> = vec![(None, None); tracks.len() * n];
-            let close = |(cell, total): &mut Running| {
-                if let Some((_, whole)) = cell.take() {
-                    *total = Some(total.map_or(whole, |t| t.merge(whole)));
+            let mut running: Vec<Running> = vec![(None, None); 2 * pieces.len() * slots];
+            let mut feed = |part: usize, t: usize, f: u32, c: u64, b: Bucket| {
+                let Some(slot) = running.get_mut(part * slots + t * n + f as usize) else {
+                    return;
+                };
+                match &mut slot.0 {
+                    Some((at, whole)) if *at == c => *whole = whole.merge(b),
+                    _ => {
+                        if let Some((_, whole)) = slot.0.take() {
+                            slot.1 = Some(slot.1.map_or(whole, |t| t.merge(whole)));
+                        }
+                        slot.0 = Some((c, b));
+                    }
                 }
             };
-            for piece in &pieces {
-                self.visit_cells(state, piece.level, &tracks, piece.cells, |t, (f, c), b| {
-                    let Some(slot) = running.get_mut(t * n + f as usize) else {
-                        return;
-                    };
-                    match &mut slot.0 {
-                        Some((at, whole)) if *at == c => *whole = whole.merge(b),
-                        _ => {
-                            close(slot);
-                            slot.0 = Some((c, b));
-                        }
+            let is_raw = |p: &Piece| p.level < stored;
+            for (p, piece) in pieces.iter().enumerate().filter(|(_, p)| !is_raw(p)) {
+                self.visit_level_cells(
+                    state,
+                    piece.level,
+                    &tracks,
+                    piece.cells,
+                    &mut |t, (f, c), b| feed(2 * p, t, f, c, b),
+                )?;
+            }
+            // The raw pieces (the edges beneath the first stored level), all at level k, in
+            // one scan.
+            let raw: Vec<usize> = (0..pieces.len()).filter(|&p| is_raw(&pieces[p])).collect();
+            let piece_of = |parts: &[(usize, [u64; 2])], c: u64| {
+                parts
+                    .iter()
+                    .find(|(_, [a, b])| (*a..=*b).contains(&c))
+                    .map(|(p, _)| *p)
+            };
+            if !raw.is_empty() {
+                let parts: Vec<(usize, [u64; 2])> =
+                    raw.iter().map(|&p| (p, pieces[p].cells)).collect();
+                let ranges: Vec<[u64; 2]> = parts.iter().map(|(_, r)| *r).collect();
+                self.visit_raw_cells(state, k, &tracks, &ranges, 0, |t, (f, c), b| {
+                    if let Some(p) = piece_of(&parts, c) {
+                        feed(2 * p, t, f, c, b);
                     }
                 })?;
-                // A cell never runs on into the next piece (whose cells are of another level).
-                running.iter_mut().for_each(close);
+            }
+            // The deferred rows beneath the stored pieces, as level-k cells, in one scan.
+            if let Some(from) = state.levels_deferred_from {
+                let parts: Vec<(usize, [u64; 2])> = (0..pieces.len())
+                    .filter(|&p| !is_raw(&pieces[p]))
+                    .map(|p| {
+                        let step = ladder.width(pieces[p].level) / w;
+                        let [a, b] = pieces[p].cells;
+                        (p, [a * step, (b + 1) * step - 1])
+                    })
+                    .collect();
+                if !parts.is_empty() {
+                    let ranges: Vec<[u64; 2]> = parts.iter().map(|(_, r)| *r).collect();
+                    self.visit_raw_cells(state, k, &tracks, &ranges, from, |t, (f, c), b| {
+                        if let Some(p) = piece_of(&parts, c) {
+                            feed(2 * p + 1, t, f, c, b);
+                        }
+                    })?;
+                }
             }
             folded.pieces = pieces;
+            // Per track and field, the parts in axis order; then the tracks in key order.
             let mut per_field: Vec<Option<Bucket>> = vec![None; n];
-            for (i, slot) in running.iter().enumerate() {
-                if let (Some(total), Some(acc)) = (slot.1, per_field.get_mut(i % n)) {
+            for i in 0..slots {
+                let mut total: Option<Bucket> = None;
+                for part in running.chunks(slots) {
+                    let (cell, sum) = part[i];
+                    for b in [sum, cell.map(|(_, b)| b)].into_iter().flatten() {
+                        total = Some(total.map_or(b, |t| t.merge(b)));
+                    }
+                }
+                if let (Some(total), Some(acc)) = (total, per_field.get_mut(i % n)) {
                     *acc = Some(acc.map_or(total, |a| a.merge(total)));
                 }
             }
@@ -647,7 +711,7 @@ impl Archive {
                 });
             }
             let mut values: Vec<Vec<f64>> = vec![Vec::new(); folded.fields.len()];
-            self.scan_axis(state, &tracks, [lo, hi], 0, wanted, |_, _, measured| {
+            self.scan_axis(state, &tracks, &[[lo, hi]], 0, wanted, |_, _, measured| {
                 for (f, column) in measured.iter().enumerate() {
                     values[f].extend(column.iter().flatten());
                 }
@@ -662,14 +726,15 @@ impl Archive {
     }
 
     /// Hands `visit` the track's index, the axis and the measured columns (as f64) of every
-    /// stored row of the tracks whose axis lies in `[lo, hi]` and whose `_seq` is at least
-    /// `min_seq`, reading only the row groups whose axis and `_seq` ranges overlap, while
-    /// `wanted` says the answer is still wanted; each track's rows in publish order.
+    /// stored row of the tracks whose axis lies in one of `windows` (inclusive, ascending and
+    /// disjoint) and whose `_seq` is at least `min_seq`, reading only the row groups whose
+    /// axis and `_seq` ranges overlap, while `wanted` says the answer is still wanted; each
+    /// track's rows in publish order within a row group and window.
     fn scan_axis(
         &self,
         state: &StreamState,
         tracks: &[(&TrackKey, &TrackState)],
-        [lo, hi]: [u64; 2],
+        windows: &[[u64; 2]],
         min_seq: u64,
         wanted: &dyn Fn() -> bool,
         mut visit: impl FnMut(usize, &UInt64Array, &[arrow::array::Float64Array]),
@@ -685,40 +750,42 @@ impl Archive {
                 let Some([a0, a1]) = entry.axis else {
                     continue;
                 };
-                if a1 < lo || a0 > hi || entry.seq[1] < min_seq {
+                if entry.seq[1] < min_seq {
                     continue;
                 }
-                if !wanted() {
-                    return Err(ReadError::Abandoned);
+                for &[lo, hi] in windows.iter().filter(|[lo, hi]| a1 >= *lo && a0 <= *hi) {
+                    if !wanted() {
+                        return Err(ReadError::Abandoned);
+                    }
+                    let column = |batch: &arrow::array::RecordBatch, name: &str| {
+                        batch
+                            .column_by_name(name)
+                            .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+                            .cloned()
+                            .ok_or_else(|| {
+                                StoredError::corrupt(format!("{}: no {name} column", file.path))
+                            })
+                    };
+                    let (clip_axis, clip_seq) = (a0 < lo || a1 > hi, entry.seq[0] < min_seq);
+                    // A window of the entry's rows decodes only what it needs (its axis column,
+                    // then the window's rows); a whole entry is read as it is.
+                    let mut batch = if clip_axis {
+                        open.read_axis_window(g.file, file, g.group, axis_name, [lo, hi])?
+                    } else {
+                        open.read_group(g.file, file, g.group)?
+                    };
+                    if clip_seq {
+                        let seq = column(&batch, crate::archive::format::spec::SEQ_COLUMN)?;
+                        let keep: arrow::array::BooleanArray = (0..batch.num_rows())
+                            .map(|i| Some(seq.value(i) >= min_seq))
+                            .collect();
+                        batch = arrow::compute::filter_record_batch(&batch, &keep)
+                            .map_err(|e| StoredError::internal(e.to_string()))?;
+                    }
+                    let measured = levels::measured_columns(&state.decl, &batch)
+                        .map_err(StoredError::corrupt)?;
+                    visit(t, &column(&batch, axis_name)?, &measured);
                 }
-                let (clip_axis, clip_seq) = (a0 < lo || a1 > hi, entry.seq[0] < min_seq);
-                // A window of the entry's rows decodes only what it needs (its axis column,
-                // then the window's rows); a whole entry is read as it is.
-                let mut batch = if clip_axis {
-                    open.read_axis_window(g.file, file, g.group, axis_name, [lo, hi])?
-                } else {
-                    open.read_group(g.file, file, g.group)?
-                };
-                let column = |batch: &arrow::array::RecordBatch, name: &str| {
-                    batch
-                        .column_by_name(name)
-                        .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
-                        .cloned()
-                        .ok_or_else(|| {
-                            StoredError::corrupt(format!("{}: no {name} column", file.path))
-                        })
-                };
-                if clip_seq {
-                    let seq = column(&batch, crate::archive::format::spec::SEQ_COLUMN)?;
-                    let keep: arrow::array::BooleanArray = (0..batch.num_rows())
-                        .map(|i| Some(seq.value(i) >= min_seq))
-                        .collect();
-                    batch = arrow::compute::filter_record_batch(&batch, &keep)
-                        .map_err(|e| StoredError::internal(e.to_string()))?;
-                }
-                let measured =
-                    levels::measured_columns(&state.decl, &batch).map_err(StoredError::corrupt)?;
-                visit(t, &column(&batch, axis_name)?, &measured);
             }
         }
         Ok(())

@@ -570,14 +570,37 @@ impl<'a> OpenSegment<'a> {
             Some(slice) => (slice.group as usize, slice.row),
             None => (index, 0),
         };
-        let kept_whole = self
-            .kept
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .whole
-            .as_ref()
-            .filter(|(at, _)| group.slice.is_some() && *at == physical)
-            .map(|(_, batch)| batch.clone());
+        // As `read_group` does: a packed group met a second time (many tracks of one read
+        // share it) is decoded whole once and kept, and every window after is cut from it.
+        let kept_whole = match group.slice {
+            None => None,
+            Some(_) => {
+                let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+                let hit = kept
+                    .whole
+                    .as_ref()
+                    .filter(|(at, _)| *at == physical)
+                    .map(|(_, batch)| batch.clone());
+                match hit {
+                    Some(batch) => Some(batch),
+                    None if kept.seen.insert(physical) => None,
+                    None => {
+                        drop(kept);
+                        let total: u64 = self
+                            .entry
+                            .groups
+                            .iter()
+                            .filter(|g| g.slice.is_some_and(|s| s.group as usize == physical))
+                            .map(|g| g.rows)
+                            .sum();
+                        let batch = self.decode(physical, &group.span, None, total, schema)?;
+                        self.kept.lock().unwrap_or_else(|p| p.into_inner()).whole =
+                            Some((physical, batch.clone()));
+                        Some(batch)
+                    }
+                }
+            }
+        };
         let (values, decoded) = match kept_whole {
             Some(batch) => {
                 let rows = cut(
