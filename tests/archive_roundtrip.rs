@@ -322,63 +322,44 @@ fn a_barrier_bounds_its_row_groups_and_reads_back_the_same() {
 /// What a read answers, for comparing a scoped open with a whole one: rows, a survey, a
 /// level fold and a percentile, each `Err` as its refusal's text.
 fn answers(archive: &Archive, track: &[String]) -> Vec<String> {
+    use series_archive::Aggregate;
+    fn shown<T: std::fmt::Debug>(answer: Result<T, ReadError>) -> String {
+        format!("{:?}", answer.map_err(|e| e.to_string()))
+    }
+    let (start, end) = (Included(Position(40)), Excluded(Position(200)));
     vec![
-        format!(
-            "{:?}",
+        shown(
             archive
                 .read_rows("capture", track, Unbounded, Unbounded)
-                .map(|b| rows_of(&b))
-                .map_err(|e| e.to_string())
+                .map(|b| rows_of(&b)),
         ),
-        format!(
-            "{:?}",
+        shown(
             archive
-                .read_rows(
-                    "capture",
-                    track,
-                    Included(Position(40)),
-                    Excluded(Position(200))
-                )
-                .map(|b| rows_of(&b))
-                .map_err(|e| e.to_string())
+                .read_rows("capture", track, start, end)
+                .map(|b| rows_of(&b)),
         ),
-        format!(
-            "{:?}",
+        shown(
             archive
                 .survey("capture", track, Unbounded, Unbounded, 64)
-                .map(|s| (s.plan, s.buckets))
-                .map_err(|e| e.to_string())
+                .map(|s| (s.plan, s.buckets)),
         ),
-        format!(
-            "{:?}",
+        shown(
             archive
-                .fold(
-                    "capture",
-                    track,
-                    Included(100),
-                    Unbounded,
-                    series_archive::Aggregate::Mean
-                )
-                .map(|f| (f.answers, f.pieces))
-                .map_err(|e| e.to_string())
+                .fold("capture", track, Included(100), Unbounded, Aggregate::Mean)
+                .map(|f| (f.answers, f.pieces)),
         ),
-        format!(
-            "{:?}",
+        shown(
             archive
                 .fold(
                     "capture",
                     track,
                     Unbounded,
                     Unbounded,
-                    series_archive::Aggregate::percentile(95)
+                    Aggregate::percentile(95),
                 )
-                .map(|f| f.answers)
-                .map_err(|e| e.to_string())
+                .map(|f| f.answers),
         ),
-        format!(
-            "{:?}",
-            archive.floors("capture", track).map_err(|e| e.to_string())
-        ),
+        shown(archive.floors("capture", track)),
     ]
 }
 

@@ -651,21 +651,9 @@ impl<'a> OpenSegment<'a> {
         (first, rows): (u64, u64),
         axis: &str,
     ) -> std::result::Result<arrow::array::ArrayRef, StoredError> {
-        let bytes = self.verified_group(index, span)?;
-        let verified = Verified {
-            len: self.entry.bytes,
-            ranges: vec![
-                (0, self.magic.clone()),
-                (span.offset, bytes),
-                (self.entry.footer.offset, self.footer.clone()),
-            ],
-        };
-        let decode = |e: &dyn std::fmt::Display| {
-            StoredError::corrupt(format!("{}: row group {index}: {e}", self.shown))
-        };
+        let decode = |e: &dyn std::fmt::Display| self.damaged(index, e);
         let options = ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Optional);
-        let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(verified, options)
-            .map_err(|e| decode(&e))?;
+        let builder = self.reader(index, span, options)?;
         let at = builder
             .parquet_schema()
             .columns()
@@ -683,11 +671,7 @@ impl<'a> OpenSegment<'a> {
             ]))
             .build()
             .map_err(|e| decode(&e))?;
-        let stored = reader.schema();
-        let batches: Vec<RecordBatch> = reader
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|e| decode(&e))?;
-        let batch = arrow::compute::concat_batches(&stored, &batches).map_err(|e| decode(&e))?;
+        let batch = self.read_all(index, reader)?;
         if batch.num_rows() as u64 != rows {
             return Err(decode(&format!(
                 "{} rows of {axis} decoded, {rows} recorded",
@@ -725,6 +709,45 @@ impl<'a> OpenSegment<'a> {
         Ok(bytes)
     }
 
+    /// A Parquet reader over row group `index`'s bytes (`span`, read and checked against
+    /// their digest first) beside the file's verified magic and footer.
+    fn reader(
+        &self,
+        index: usize,
+        span: &Span,
+        options: ArrowReaderOptions,
+    ) -> std::result::Result<ParquetRecordBatchReaderBuilder<Verified>, StoredError> {
+        let bytes = self.verified_group(index, span)?;
+        let verified = Verified {
+            len: self.entry.bytes,
+            ranges: vec![
+                (0, self.magic.clone()),
+                (span.offset, bytes),
+                (self.entry.footer.offset, self.footer.clone()),
+            ],
+        };
+        ParquetRecordBatchReaderBuilder::try_new_with_options(verified, options)
+            .map_err(|e| self.damaged(index, &e))
+    }
+
+    /// Everything `reader` decodes of row group `index`, as one batch.
+    fn read_all(
+        &self,
+        index: usize,
+        reader: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
+    ) -> std::result::Result<RecordBatch, StoredError> {
+        let stored = reader.schema();
+        let batches: Vec<RecordBatch> = reader
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| self.damaged(index, &e))?;
+        arrow::compute::concat_batches(&stored, &batches).map_err(|e| self.damaged(index, &e))
+    }
+
+    /// Row group `index` failed to decode: damage, named by file and row group.
+    fn damaged(&self, index: usize, e: &dyn std::fmt::Display) -> StoredError {
+        StoredError::corrupt(format!("{}: row group {index}: {e}", self.shown))
+    }
+
     /// Decodes Parquet row group `index` (whose bytes are `span`), all of it or the `rows`
     /// rows from `(first, rows)`, checking that `expected` rows come out.
     fn decode(
@@ -735,18 +758,7 @@ impl<'a> OpenSegment<'a> {
         expected: u64,
         schema: &SchemaRef,
     ) -> std::result::Result<RecordBatch, StoredError> {
-        let bytes = self.verified_group(index, span)?;
-        let verified = Verified {
-            len: self.entry.bytes,
-            ranges: vec![
-                (0, self.magic.clone()),
-                (span.offset, bytes),
-                (self.entry.footer.offset, self.footer.clone()),
-            ],
-        };
-        let decode = |e: &dyn std::fmt::Display| {
-            StoredError::corrupt(format!("{}: row group {index}: {e}", self.shown))
-        };
+        let decode = |e: &dyn std::fmt::Display| self.damaged(index, e);
         // A slice's read loads the offset index, so the reader skips the pages around it.
         let options = match select {
             Some(_) => {
@@ -754,8 +766,8 @@ impl<'a> OpenSegment<'a> {
             }
             None => ArrowReaderOptions::new(),
         };
-        let mut builder = ParquetRecordBatchReaderBuilder::try_new_with_options(verified, options)
-            .map_err(|e| decode(&e))?
+        let mut builder = self
+            .reader(index, span, options)?
             .with_row_groups(vec![index])
             .with_batch_size(expected.max(1) as usize);
         if let Some((first, rows)) = select {
@@ -765,11 +777,7 @@ impl<'a> OpenSegment<'a> {
             ]));
         }
         let reader = builder.build().map_err(|e| decode(&e))?;
-        let stored = reader.schema();
-        let batches: Vec<RecordBatch> = reader
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|e| decode(&e))?;
-        let batch = arrow::compute::concat_batches(&stored, &batches).map_err(|e| decode(&e))?;
+        let batch = self.read_all(index, reader)?;
         let batch = physical::from_disk(batch, schema).map_err(|e| decode(&e))?;
         if batch.num_rows() as u64 != expected {
             return Err(decode(&format!(
