@@ -58,7 +58,7 @@ pub use io::storage::{Crashing, Disk, Failing, LocalDisk, ReadFile, Storage, Wri
 pub use io::store::{RequestLog, TierRequests};
 pub use io::{cold, faults};
 pub use layout::data_file_name;
-pub use plan::levels::Plan;
+pub use plan::levels::{Piece, Plan};
 
 /// Retention, whole-track retirement, compaction, checkpoints and offload: the planners
 /// (`plan`) and the executors, under one public name.

@@ -516,8 +516,9 @@ impl Archive {
     /// One statistic per measured field over the axis range. Level folds (`min`, `max`,
     /// `mean`, `sum`, `count`) fold the level-0 cells the range touches, whole (the finest
     /// level retention left, when it retired level 0 there), read as the coarsest stored
-    /// cells that tile them exactly ([`Folded::pieces`]): the cost is a few cells a level
-    /// and the rows of at most two stored cells a track, not the range's rows.
+    /// cells that tile them exactly ([`Folded::pieces`]): the cost is a few cells a level,
+    /// the rows of at most two stored cells a track, and the rows whose partials a barrier
+    /// deferred (format version 8), not the range's rows.
     /// Percentiles scan the raw values of exactly the range.
     pub fn fold(
         &self,
