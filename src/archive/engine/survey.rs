@@ -288,31 +288,31 @@ impl Archive {
         mut visit: impl FnMut(usize, (u32, u64), Bucket),
     ) -> Result<(), ReadError> {
         if k < state.first_stored_level() {
-            self.visit_raw_cells(state, k, tracks, &[range], 0, visit)
+            self.visit_raw_cells(state, k, tracks, &[(range, 0)], visit)
         } else {
             self.visit_level_cells(state, k, tracks, range, &mut visit)?;
             // Rows whose barriers deferred their partials (format version 8) were published
             // after every row the level files hold: their cells, folded from the raw rows,
             // merge in after.
             match state.levels_deferred_from {
-                Some(from) => self.visit_raw_cells(state, k, tracks, &[range], from, visit),
+                Some(from) => self.visit_raw_cells(state, k, tracks, &[(range, from)], visit),
                 None => Ok(()),
             }
         }
     }
 
-    /// Level `k`'s cells in `ranges` (each `[first, last]`, ascending and disjoint) of each
-    /// selected track folded from its sealed raw rows of `_seq` at least `min_seq`, exactly
-    /// as a barrier folds them (level 0 from the rows, then coarser), handed to `visit` track
-    /// by track, each track's cells by field then cell. One scan reads every range, so a row
+    /// Level `k`'s cells in `ranges` (each `([first, last], min_seq)`, ascending and
+    /// disjoint) of each selected track folded from its sealed raw rows, those of a range
+    /// from `_seq` `min_seq` on, exactly as a barrier folds them (level 0 from the rows, then
+    /// coarser), handed to `visit` track by track, each track's cells by field then cell.
+    /// One scan reads every range, adjacent ranges of one `min_seq` as one window, so a row
     /// group the ranges share is decoded once.
     fn visit_raw_cells(
         &self,
         state: &StreamState,
         k: usize,
         tracks: &[(&TrackKey, &TrackState)],
-        ranges: &[[u64; 2]],
-        min_seq: u64,
+        ranges: &[([u64; 2], u64)],
         mut visit: impl FnMut(usize, (u32, u64), Bucket),
     ) -> Result<(), ReadError> {
         let Some(ladder) = state.decl.ladder else {
@@ -320,55 +320,51 @@ impl Archive {
         };
         let truncated = levels::Ladder::new(ladder.base, ladder.factor, k as u8 + 1)
             .map_err(|e| StoredError::internal(e.to_string()))?;
-        let windows: Vec<[u64; 2]> = ranges
-            .iter()
-            .map(|&[first, last]| {
-                let (lo, hi) = cells_span(ladder.width(k), first, last);
-                [lo, hi]
-            })
-            .collect();
+        let mut windows: Vec<([u64; 2], u64)> = Vec::with_capacity(ranges.len());
+        for &([first, last], min_seq) in ranges {
+            let (lo, hi) = cells_span(ladder.width(k), first, last);
+            match windows.last_mut() {
+                Some(([_, end], seq)) if *seq == min_seq && end.checked_add(1) == Some(lo) => {
+                    *end = hi
+                }
+                _ => windows.push(([lo, hi], min_seq)),
+            }
+        }
         // One scan of every selected track (a packed row group decoded once for all of its
         // slices), each track's cells folded in its publish order: per track and field a
         // vector in cell order, which a track's rows (in axis order) extend at its end; a cell
         // that comes again merges into the one it has, exactly as a map's fold would.
         let fields = state.decl.measured.len();
         let mut cells: Vec<Vec<Vec<(u64, Bucket)>>> = vec![vec![Vec::new(); fields]; tracks.len()];
-        self.scan_axis(
-            state,
-            tracks,
-            &windows,
-            min_seq,
-            &|| true,
-            |t, axis, measured| {
-                // Sized on demand: a cell is never dropped for want of a place.
-                if cells.len() <= t {
-                    cells.resize_with(t + 1, Vec::new);
+        self.scan_axis(state, tracks, &windows, &|| true, |t, axis, measured| {
+            // Sized on demand: a cell is never dropped for want of a place.
+            if cells.len() <= t {
+                cells.resize_with(t + 1, Vec::new);
+            }
+            let track = &mut cells[t];
+            for ((f, c), bucket) in levels::level_cells(&truncated, axis, measured, k) {
+                if track.len() <= f as usize {
+                    track.resize_with(f as usize + 1, Vec::new);
                 }
-                let track = &mut cells[t];
-                for ((f, c), bucket) in levels::level_cells(&truncated, axis, measured, k) {
-                    if track.len() <= f as usize {
-                        track.resize_with(f as usize + 1, Vec::new);
-                    }
-                    let run = &mut track[f as usize];
-                    match run.last_mut() {
-                        Some((last, merged)) if *last == c => *merged = merged.merge(bucket),
-                        Some((last, _)) if *last > c => {
-                            match run.binary_search_by_key(&c, |(cell, _)| *cell) {
-                                Ok(at) => run[at].1 = run[at].1.merge(bucket),
-                                Err(at) => run.insert(at, (c, bucket)),
-                            }
+                let run = &mut track[f as usize];
+                match run.last_mut() {
+                    Some((last, merged)) if *last == c => *merged = merged.merge(bucket),
+                    Some((last, _)) if *last > c => {
+                        match run.binary_search_by_key(&c, |(cell, _)| *cell) {
+                            Ok(at) => run[at].1 = run[at].1.merge(bucket),
+                            Err(at) => run.insert(at, (c, bucket)),
                         }
-                        _ => run.push((c, bucket)),
                     }
+                    _ => run.push((c, bucket)),
                 }
-            },
-        )?;
+            }
+        })?;
         for (t, track) in cells.into_iter().enumerate() {
             for (f, run) in track.into_iter().enumerate() {
                 for (c, bucket) in run {
                     if ranges
                         .iter()
-                        .any(|[first, last]| (*first..=*last).contains(&c))
+                        .any(|([first, last], _)| (*first..=*last).contains(&c))
                     {
                         visit(t, (f as u32, c), bucket);
                     }
@@ -587,6 +583,7 @@ impl Archive {
             let pieces = fold_pieces(&ladder, k, [first, last], stored, |level, from| {
                 lowest_start(&tracks, level, stored) <= from.saturating_mul(ladder.width(level))
             });
+            // The raw pieces (beneath the first stored level): at most the two edges, at level k.
             let raw = pieces.iter().filter(|p| p.level < stored).count();
             folded.source = if raw == 0 {
                 format!("level {k}")
@@ -599,92 +596,88 @@ impl Archive {
                     "level {k} (its edges folded from the raw rows: the stream stores levels from {stored})"
                 )
             };
-            // Whole cells folded per track and field in axis order, piece after piece, then
-            // the tracks in key order: the answer depends on the range and the recorded
-            // ladder alone, never on how the files split the cells (a compaction leaves
-            // every sum bit for bit). A track's cells arrive in cell order within a piece, a
-            // cell split across runs as adjacent partials.
+            // Whole cells folded per track and field in axis order, then the tracks in key
+            // order: the answer depends on the range, the recorded ladder and the floors
+            // alone, never on how the files split the cells (a compaction leaves every sum bit
+            // for bit). Per track and field, in axis order: the left raw edge; the stored
+            // pieces' cells from the level files, piece after piece (a cell split across runs
+            // as adjacent partials); the cells of their deferred rows (format version 8: a
+            // track published them after every row the level files hold, so after them on the
+            // axis too); the right raw edge. Three buckets a track and field (the edges kept
+            // apart until the end), whatever the number of pieces.
             let n = folded.fields.len();
             let slots = tracks.len() * n;
-            // Each piece has two parts, folded apart and merged in this order: its cells
-            // (from the level files, or from the raw rows beneath the first stored level),
-            // then the cells of its deferred rows (format version 8), which a track published
-            // after every row the level files hold, so after them on the axis too.
             type Running = (Option<(u64, Bucket)>, Option<Bucket>);
-            let mut running: Vec<Running> = vec![(None, None); 2 * pieces.len() * slots];
-            let mut feed = |part: usize, t: usize, f: u32, c: u64, b: Bucket| {
-                let Some(slot) = running.get_mut(part * slots + t * n + f as usize) else {
-                    return;
-                };
-                match &mut slot.0 {
-                    Some((at, whole)) if *at == c => *whole = whole.merge(b),
-                    _ => {
-                        if let Some((_, whole)) = slot.0.take() {
-                            slot.1 = Some(slot.1.map_or(whole, |t| t.merge(whole)));
-                        }
-                        slot.0 = Some((c, b));
-                    }
+            let mut middle: Vec<Running> = vec![(None, None); slots];
+            let mut edges: Vec<[Option<Bucket>; 2]> = vec![[None, None]; slots];
+            let close = |(cell, total): &mut Running| {
+                if let Some((_, whole)) = cell.take() {
+                    *total = Some(total.map_or(whole, |t| t.merge(whole)));
                 }
             };
-            let is_raw = |p: &Piece| p.level < stored;
-            for (p, piece) in pieces.iter().enumerate().filter(|(_, p)| !is_raw(p)) {
+            let stored_pieces = pieces.iter().filter(|p| p.level >= stored);
+            for piece in stored_pieces.clone() {
                 self.visit_level_cells(
                     state,
                     piece.level,
                     &tracks,
                     piece.cells,
-                    &mut |t, (f, c), b| feed(2 * p, t, f, c, b),
+                    &mut |t, (f, c), b| {
+                        let Some(slot) = middle.get_mut(t * n + f as usize) else {
+                            return;
+                        };
+                        match &mut slot.0 {
+                            Some((at, whole)) if *at == c => *whole = whole.merge(b),
+                            _ => {
+                                close(slot);
+                                slot.0 = Some((c, b));
+                            }
+                        }
+                    },
                 )?;
+                // A cell never runs on into the next piece (whose cells are of another level).
+                middle.iter_mut().for_each(close);
             }
-            // The raw pieces (the edges beneath the first stored level), all at level k, in
-            // one scan.
-            let raw: Vec<usize> = (0..pieces.len()).filter(|&p| is_raw(&pieces[p])).collect();
-            let piece_of = |parts: &[(usize, [u64; 2])], c: u64| {
-                parts
-                    .iter()
-                    .find(|(_, [a, b])| (*a..=*b).contains(&c))
-                    .map(|(p, _)| *p)
-            };
-            if !raw.is_empty() {
-                let parts: Vec<(usize, [u64; 2])> =
-                    raw.iter().map(|&p| (p, pieces[p].cells)).collect();
-                let ranges: Vec<[u64; 2]> = parts.iter().map(|(_, r)| *r).collect();
-                self.visit_raw_cells(state, k, &tracks, &ranges, 0, |t, (f, c), b| {
-                    if let Some(p) = piece_of(&parts, c) {
-                        feed(2 * p, t, f, c, b);
+            // The raw edges (every row) and the stored pieces' deferred rows (from
+            // `levels_deferred_from` on) in one scan; each raw cell comes once, whole, in
+            // cell order. A cell of the first piece is the left edge's, of the last the
+            // right edge's (when they are raw), any other a deferred cell of the middle.
+            let step = |p: &Piece| ladder.width(p.level) / w;
+            let mut ranges: Vec<([u64; 2], u64)> = Vec::new();
+            for p in &pieces {
+                if p.level < stored {
+                    ranges.push((p.cells, 0));
+                } else if let Some(from) = state.levels_deferred_from {
+                    ranges.push(([p.cells[0] * step(p), (p.cells[1] + 1) * step(p) - 1], from));
+                }
+            }
+            let left_end = (pieces[0].level < stored).then_some(pieces[0].cells[1]);
+            let right_start = pieces
+                .last()
+                .filter(|p| pieces.len() > 1 && p.level < stored)
+                .map(|p| p.cells[0]);
+            if !ranges.is_empty() {
+                self.visit_raw_cells(state, k, &tracks, &ranges, |t, (f, c), b| {
+                    let i = t * n + f as usize;
+                    let slot = if left_end.is_some_and(|end| c <= end) {
+                        edges.get_mut(i).map(|e| &mut e[0])
+                    } else if right_start.is_some_and(|start| c >= start) {
+                        edges.get_mut(i).map(|e| &mut e[1])
+                    } else {
+                        middle.get_mut(i).map(|m| &mut m.1)
+                    };
+                    if let Some(slot) = slot {
+                        *slot = Some(slot.map_or(b, |total| total.merge(b)));
                     }
                 })?;
             }
-            // The deferred rows beneath the stored pieces, as level-k cells, in one scan.
-            if let Some(from) = state.levels_deferred_from {
-                let parts: Vec<(usize, [u64; 2])> = (0..pieces.len())
-                    .filter(|&p| !is_raw(&pieces[p]))
-                    .map(|p| {
-                        let step = ladder.width(pieces[p].level) / w;
-                        let [a, b] = pieces[p].cells;
-                        (p, [a * step, (b + 1) * step - 1])
-                    })
-                    .collect();
-                if !parts.is_empty() {
-                    let ranges: Vec<[u64; 2]> = parts.iter().map(|(_, r)| *r).collect();
-                    self.visit_raw_cells(state, k, &tracks, &ranges, from, |t, (f, c), b| {
-                        if let Some(p) = piece_of(&parts, c) {
-                            feed(2 * p + 1, t, f, c, b);
-                        }
-                    })?;
-                }
-            }
             folded.pieces = pieces;
-            // Per track and field, the parts in axis order; then the tracks in key order.
             let mut per_field: Vec<Option<Bucket>> = vec![None; n];
-            for i in 0..slots {
-                let mut total: Option<Bucket> = None;
-                for part in running.chunks(slots) {
-                    let (cell, sum) = part[i];
-                    for b in [sum, cell.map(|(_, b)| b)].into_iter().flatten() {
-                        total = Some(total.map_or(b, |t| t.merge(b)));
-                    }
-                }
+            for (i, ((_, middle), [left, right])) in middle.iter().zip(&edges).enumerate() {
+                let total = [*left, *middle, *right]
+                    .into_iter()
+                    .flatten()
+                    .reduce(Bucket::merge);
                 if let (Some(total), Some(acc)) = (total, per_field.get_mut(i % n)) {
                     *acc = Some(acc.map_or(total, |a| a.merge(total)));
                 }
@@ -712,11 +705,17 @@ impl Archive {
                 });
             }
             let mut values: Vec<Vec<f64>> = vec![Vec::new(); folded.fields.len()];
-            self.scan_axis(state, &tracks, &[[lo, hi]], 0, wanted, |_, _, measured| {
-                for (f, column) in measured.iter().enumerate() {
-                    values[f].extend(column.iter().flatten());
-                }
-            })?;
+            self.scan_axis(
+                state,
+                &tracks,
+                &[([lo, hi], 0)],
+                wanted,
+                |_, _, measured| {
+                    for (f, column) in measured.iter().enumerate() {
+                        values[f].extend(column.iter().flatten());
+                    }
+                },
+            )?;
             for (answer, mut v) in folded.answers.iter_mut().zip(values) {
                 answer.count = v.len() as u64;
                 answer.value = kind.scanned(&mut v);
@@ -727,16 +726,16 @@ impl Archive {
     }
 
     /// Hands `visit` the track's index, the axis and the measured columns (as f64) of every
-    /// stored row of the tracks whose axis lies in one of `windows` (inclusive, ascending and
-    /// disjoint) and whose `_seq` is at least `min_seq`, reading only the row groups whose
-    /// axis and `_seq` ranges overlap, while `wanted` says the answer is still wanted; each
-    /// track's rows in publish order within a row group and window.
+    /// stored row of the tracks whose axis lies in one of `windows` (each `([lo, hi],
+    /// min_seq)`, inclusive, ascending and disjoint) and whose `_seq` is at least that
+    /// window's `min_seq`, reading only the row groups whose axis and `_seq` ranges overlap,
+    /// while `wanted` says the answer is still wanted; each track's rows in publish order
+    /// within a row group and window.
     fn scan_axis(
         &self,
         state: &StreamState,
         tracks: &[(&TrackKey, &TrackState)],
-        windows: &[[u64; 2]],
-        min_seq: u64,
+        windows: &[([u64; 2], u64)],
         wanted: &dyn Fn() -> bool,
         mut visit: impl FnMut(usize, &UInt64Array, &[arrow::array::Float64Array]),
     ) -> Result<(), ReadError> {
@@ -751,10 +750,10 @@ impl Archive {
                 let Some([a0, a1]) = entry.axis else {
                     continue;
                 };
-                if entry.seq[1] < min_seq {
-                    continue;
-                }
-                for &[lo, hi] in windows.iter().filter(|[lo, hi]| a1 >= *lo && a0 <= *hi) {
+                let meets = |([lo, hi], min_seq): &&([u64; 2], u64)| {
+                    a1 >= *lo && a0 <= *hi && entry.seq[1] >= *min_seq
+                };
+                for &([lo, hi], min_seq) in windows.iter().filter(meets) {
                     if !wanted() {
                         return Err(ReadError::Abandoned);
                     }

@@ -406,10 +406,21 @@ pub(crate) struct OpenSegment<'a> {
 /// A packed file's row groups read so far, and the one kept decoded whole.
 #[derive(Default)]
 struct Kept {
-    seen: std::collections::BTreeSet<usize>,
+    /// Per row group read so far, the first entry (slice) read of it.
+    seen: std::collections::BTreeMap<usize, usize>,
     whole: Option<(usize, RecordBatch)>,
     /// The last row group's verified bytes.
     bytes: Option<(usize, Bytes)>,
+}
+
+impl Kept {
+    /// Whether a read of entry `entry` of row group `physical` may decode its own rows
+    /// only: no other entry of the group was read before. A second track of one group is
+    /// worth decoding the group whole for (the next ones are cut from it); a second read
+    /// of the same track (a fold's two edges) is not.
+    fn alone(&mut self, physical: usize, entry: usize) -> bool {
+        *self.seen.entry(physical).or_insert(entry) == entry
+    }
 }
 
 /// A cold read's failure by kind: transient failures say so, so a caller can retry.
@@ -503,9 +514,9 @@ impl<'a> OpenSegment<'a> {
     /// Reads entry `index`'s rows, verifying its row group's digest first, as the rows of
     /// `schema` (a version-5 file's signed integers converted back to the declared types).
     /// An entry of a packed file is a slice of a shared row group: the first read of that
-    /// group decodes only the pages holding the slice (the page index); a second read of the
-    /// same group decodes it whole and keeps it, so a read of many tracks decodes each group
-    /// once (one group per open file is kept).
+    /// group decodes only the pages holding the slice (the page index); a read of another
+    /// slice of the same group decodes it whole and keeps it, so a read of many tracks
+    /// decodes each group once (one group per open file is kept).
     pub fn read_group(
         &self,
         index: usize,
@@ -525,7 +536,7 @@ impl<'a> OpenSegment<'a> {
                 return cut(batch, row, rows, &self.shown, physical);
             }
         }
-        if kept.seen.insert(physical) {
+        if kept.alone(physical, index) {
             drop(kept);
             return self.decode(
                 physical,
@@ -583,7 +594,7 @@ impl<'a> OpenSegment<'a> {
                     .map(|(_, batch)| batch.clone());
                 match hit {
                     Some(batch) => Some(batch),
-                    None if kept.seen.insert(physical) => None,
+                    None if kept.alone(physical, index) => None,
                     None => {
                         drop(kept);
                         let total: u64 = self
