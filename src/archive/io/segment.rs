@@ -529,23 +529,49 @@ impl<'a> OpenSegment<'a> {
             return self.decode(index, &group.span, None, group.rows, schema);
         };
         let physical = slice.group as usize;
-        let (row, rows) = (slice.row as usize, group.rows as usize);
-        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((at, batch)) = kept.whole.as_ref() {
-            if *at == physical {
-                return cut(batch, row, rows, &self.shown, physical);
-            }
-        }
-        if kept.alone(physical, index) {
-            drop(kept);
-            return self.decode(
+        match self.shared_group(index, schema)? {
+            Some(batch) => cut(
+                &batch,
+                slice.row as usize,
+                group.rows as usize,
+                &self.shown,
+                physical,
+            ),
+            None => self.decode(
                 physical,
                 &group.span,
                 Some((slice.row, group.rows)),
                 group.rows,
                 schema,
-            );
+            ),
         }
+    }
+
+    /// The packed row group holding slice entry `index`, decoded whole, when a read of it
+    /// should be cut from the whole group: the group is the one kept, or another entry of it
+    /// was read before (many tracks of one read share it: it is decoded whole once and kept).
+    /// `None` for an entry that is no slice, or the first read of its group (the caller
+    /// decodes the entry's own rows).
+    fn shared_group(
+        &self,
+        index: usize,
+        schema: &SchemaRef,
+    ) -> std::result::Result<Option<RecordBatch>, StoredError> {
+        let Some(group) = self.entry.groups.get(index) else {
+            return Ok(None);
+        };
+        let Some(slice) = group.slice else {
+            return Ok(None);
+        };
+        let physical = slice.group as usize;
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, batch)) = kept.whole.as_ref().filter(|(at, _)| *at == physical) {
+            return Ok(Some(batch.clone()));
+        }
+        if kept.alone(physical, index) {
+            return Ok(None);
+        }
+        drop(kept);
         let total: u64 = self
             .entry
             .groups
@@ -553,11 +579,9 @@ impl<'a> OpenSegment<'a> {
             .filter(|g| g.slice.is_some_and(|s| s.group == slice.group))
             .map(|g| g.rows)
             .sum();
-        drop(kept);
         let batch = self.decode(physical, &group.span, None, total, schema)?;
-        let answer = cut(&batch, row, rows, &self.shown, physical);
-        self.kept.lock().unwrap_or_else(|p| p.into_inner()).whole = Some((physical, batch));
-        answer
+        self.kept.lock().unwrap_or_else(|p| p.into_inner()).whole = Some((physical, batch.clone()));
+        Ok(Some(batch))
     }
 
     /// The rows of entry `index` whose column `axis` lies in `[lo, hi]`, as the rows of
@@ -581,37 +605,9 @@ impl<'a> OpenSegment<'a> {
             Some(slice) => (slice.group as usize, slice.row),
             None => (index, 0),
         };
-        // As `read_group` does: a packed group met a second time (many tracks of one read
-        // share it) is decoded whole once and kept, and every window after is cut from it.
-        let kept_whole = match group.slice {
-            None => None,
-            Some(_) => {
-                let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-                let hit = kept
-                    .whole
-                    .as_ref()
-                    .filter(|(at, _)| *at == physical)
-                    .map(|(_, batch)| batch.clone());
-                match hit {
-                    Some(batch) => Some(batch),
-                    None if kept.alone(physical, index) => None,
-                    None => {
-                        drop(kept);
-                        let total: u64 = self
-                            .entry
-                            .groups
-                            .iter()
-                            .filter(|g| g.slice.is_some_and(|s| s.group as usize == physical))
-                            .map(|g| g.rows)
-                            .sum();
-                        let batch = self.decode(physical, &group.span, None, total, schema)?;
-                        self.kept.lock().unwrap_or_else(|p| p.into_inner()).whole =
-                            Some((physical, batch.clone()));
-                        Some(batch)
-                    }
-                }
-            }
-        };
+        // As `read_group` does: a packed group many tracks of one read share is decoded whole
+        // once, and every window after is cut from it.
+        let kept_whole = self.shared_group(index, schema)?;
         let (values, decoded) = match kept_whole {
             Some(batch) => {
                 let rows = cut(

@@ -138,85 +138,48 @@ mod tests {
         (p.cells[0] as u128 * w, (p.cells[1] as u128 + 1) * w)
     }
 
+    /// Pieces written `(level, first, last)`.
+    fn pieces(of: &[(usize, u64, u64)]) -> Vec<Piece> {
+        of.iter()
+            .map(|&(level, a, b)| Piece {
+                level,
+                cells: [a, b],
+            })
+            .collect()
+    }
+
     #[test]
     fn a_long_range_climbs_to_the_coarsest_level_and_keeps_its_edges_fine() {
         let ladder = Ladder::new(10, 4, 3).expect("ladder");
         // Level-0 cells 3 ..= 70 (axis 30 .. 710): level 1 is 40 wide, level 2 160.
-        let pieces = fold_pieces(&ladder, 0, [3, 70], 0, |_, _| true);
-        let expect = [
-            Piece {
-                level: 0,
-                cells: [3, 3],
-            },
-            Piece {
-                level: 1,
-                cells: [1, 3],
-            },
-            Piece {
-                level: 2,
-                cells: [1, 3],
-            },
-            Piece {
-                level: 1,
-                cells: [16, 16],
-            },
-            Piece {
-                level: 0,
-                cells: [68, 70],
-            },
-        ];
-        assert_eq!(pieces, expect);
+        assert_eq!(
+            fold_pieces(&ladder, 0, [3, 70], 0, |_, _| true),
+            pieces(&[(0, 3, 3), (1, 1, 3), (2, 1, 3), (1, 16, 16), (0, 68, 70)])
+        );
     }
 
     #[test]
     fn unstored_levels_are_one_raw_piece_an_edge() {
         let ladder = Ladder::new(10, 4, 4).expect("ladder");
         // Stored from level 2 (160 wide): the raw edges are level-0 cells.
-        let pieces = fold_pieces(&ladder, 0, [3, 70], 2, |_, _| true);
-        let expect = [
-            Piece {
-                level: 0,
-                cells: [3, 15],
-            },
-            Piece {
-                level: 2,
-                cells: [1, 3],
-            },
-            Piece {
-                level: 0,
-                cells: [64, 70],
-            },
-        ];
-        assert_eq!(pieces, expect);
+        assert_eq!(
+            fold_pieces(&ladder, 0, [3, 70], 2, |_, _| true),
+            pieces(&[(0, 3, 15), (2, 1, 3), (0, 64, 70)])
+        );
         // A range narrower than one stored cell stays raw whole.
         assert_eq!(
             fold_pieces(&ladder, 0, [3, 20], 2, |_, _| true),
-            [Piece {
-                level: 0,
-                cells: [3, 20]
-            }]
+            pieces(&[(0, 3, 20)])
         );
     }
 
     #[test]
     fn a_level_beneath_its_floor_is_not_climbed_to() {
         let ladder = Ladder::new(10, 4, 3).expect("ladder");
-        let pieces = fold_pieces(&ladder, 0, [3, 70], 0, |level, _| level < 2);
-        let expect = [
-            Piece {
-                level: 0,
-                cells: [3, 3],
-            },
-            Piece {
-                level: 1,
-                cells: [1, 16],
-            },
-            Piece {
-                level: 0,
-                cells: [68, 70],
-            },
-        ];
-        assert_eq!(pieces, expect);
+        assert_eq!(
+            fold_pieces(&ladder, 0, [3, 70], 0, |level, _| level < 2),
+            pieces(&[(0, 3, 3), (1, 1, 16), (0, 68, 70)])
+        );
     }
 
     proptest! {
