@@ -780,7 +780,7 @@ impl TableGroups {
         ];
         let group = TrackRows {
             labels: self.first.take().unwrap_or_default(),
-            batch,
+            batch: batch.into(),
             position: self.position,
             axis: Some(axis),
             seq: self.seq,

@@ -206,9 +206,20 @@ impl Archive {
                 self.recovery.quarantined = moved.iter().map(|p| relative(&self.root, p)).collect();
                 return Ok((state, log, highest_generation_ever));
             };
+            let began = std::time::Instant::now();
             let replayed = log::replay_within(&current_path, current, self.config.scope.clone())?;
+            let replay_took = began.elapsed();
             // Read for every tail: past damage it is what `repair` shows.
             let beyond = beyond::beyond(&self.root, &replayed.state, current, &evidence)?;
+            tracing::debug!(
+                generation = current,
+                records = replayed.records,
+                bytes = replayed.file_len,
+                scoped = self.config.scope.is_some(),
+                replay_ms = replay_took.as_secs_f64() * 1e3,
+                evidence_ms = (began.elapsed() - replay_took).as_secs_f64() * 1e3,
+                "replayed the manifest"
+            );
             let moved_on = || {
                 let newest = durable::list_files(&manifest_dir)
                     .ok()

@@ -187,7 +187,7 @@ fn rebuild(
             seq: span(&batch, crate::archive::format::spec::SEQ_COLUMN)?,
             axis: decl.axis.as_deref().map(|a| span(&batch, a)).transpose()?,
             labels,
-            batch,
+            batch: batch.into(),
         });
     }
     let first_seq = tracks.iter().map(|t| t.seq[0]).min().ok_or("no rows")?;
@@ -201,7 +201,7 @@ fn rebuild(
     let watermark = tracks.iter().map(|t| t.position[1]).max().unwrap_or(0);
     let bounded: Vec<TrackRows> = tracks
         .iter()
-        .flat_map(|t| segment::bounded(&t.labels, &t.batch, group_rows, decl.axis.as_deref()))
+        .flat_map(|t| segment::bounded(&t.labels, &t.batch.get(), group_rows, decl.axis.as_deref()))
         .collect();
     let (again, footer, entries) =
         segment::encode_packed(id, &schema, name, &bounded, group_rows, None)

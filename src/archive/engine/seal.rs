@@ -179,7 +179,9 @@ impl Archive {
             } else {
                 split = tracks
                     .iter()
-                    .flat_map(|t| segment::bounded(&t.labels, &t.batch, cap, decl.axis.as_deref()))
+                    .flat_map(|t| {
+                        segment::bounded(&t.labels, &t.batch.get(), cap, decl.axis.as_deref())
+                    })
                     .collect();
                 &split
             };

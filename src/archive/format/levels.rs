@@ -172,10 +172,8 @@ pub(crate) fn barrier_partials(
     }
     let mut per_track = Vec::with_capacity(tracks.len());
     for track in tracks {
-        per_track.push((
-            track.batch.slice(0, 1),
-            track_partials(decl, &track.batch, first)?,
-        ));
+        let rows = track.batch.get();
+        per_track.push((rows.slice(0, 1), track_partials(decl, &rows, first)?));
     }
     let whole = |f: fn(&TrackRows) -> [u64; 2]| {
         let lo = tracks.iter().map(|t| f(t)[0]).min().unwrap_or(0);
@@ -271,7 +269,7 @@ pub(crate) fn partial_groups(
             arrow::compute::concat_batches(schema, &parts).map_err(|e| fail(e.to_string()))?;
         groups.push(TrackRows {
             labels: Vec::new(),
-            batch,
+            batch: batch.into(),
             position,
             axis: Some(axis),
             seq,

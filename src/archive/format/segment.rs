@@ -13,6 +13,8 @@ use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::reader::{ChunkReader, Length};
 use parquet::schema::types::ColumnPath;
+use std::borrow::Cow;
+use std::sync::Arc;
 
 /// The group index the footer's digest is bound to.
 pub(crate) const FOOTER_INDEX: u32 = u32::MAX;
@@ -49,12 +51,53 @@ pub(crate) fn group_starts(metadata: &parquet::file::metadata::ParquetMetaData) 
 /// An encoded file: its bytes, its footer span and its row groups' entries.
 pub(crate) type Encoded = (Vec<u8>, Span, Vec<GroupEntry>);
 
+/// A track's rows: a batch of its own, or a range of one batch a barrier's tracks share,
+/// sliced only when a consumer asks for the rows themselves. A barrier of 100,000 tracks that
+/// sliced every track spent a fifth of its time making and dropping slices (one array per
+/// column per track) that only their row counts were read of: the packed file is written from
+/// the shared batch, and level partials are deferred for such sparse tracks.
+#[derive(Clone, Debug)]
+pub(crate) enum TrackBatch {
+    /// Rows of this track alone.
+    Own(RecordBatch),
+    /// Rows `offset .. offset + len` of `whole`.
+    Range {
+        whole: Arc<RecordBatch>,
+        offset: usize,
+        len: usize,
+    },
+}
+
+impl TrackBatch {
+    /// How many rows.
+    pub fn num_rows(&self) -> usize {
+        match self {
+            TrackBatch::Own(batch) => batch.num_rows(),
+            TrackBatch::Range { len, .. } => *len,
+        }
+    }
+
+    /// The rows as a batch (a slice of the shared batch, made now).
+    pub fn get(&self) -> Cow<'_, RecordBatch> {
+        match self {
+            TrackBatch::Own(batch) => Cow::Borrowed(batch),
+            TrackBatch::Range { whole, offset, len } => Cow::Owned(whole.slice(*offset, *len)),
+        }
+    }
+}
+
+impl From<RecordBatch> for TrackBatch {
+    fn from(batch: RecordBatch) -> Self {
+        TrackBatch::Own(batch)
+    }
+}
+
 /// One track's rows for a barrier, with the bookkeeping its manifest entry records.
 #[derive(Debug)]
 pub(crate) struct TrackRows {
     pub labels: Vec<String>,
     /// The row's columns followed by `_position` and `_seq`.
-    pub batch: RecordBatch,
+    pub batch: TrackBatch,
     pub position: [u64; 2],
     pub axis: Option<[u64; 2]>,
     pub seq: [u64; 2],
@@ -117,7 +160,7 @@ pub(crate) fn bounded(
             position: range(&slice, crate::archive::format::spec::POSITION_COLUMN),
             seq: range(&slice, crate::archive::format::spec::SEQ_COLUMN),
             axis: axis.map(|name| range(&slice, name)),
-            batch: slice,
+            batch: slice.into(),
         });
         offset += len;
     }
@@ -132,7 +175,7 @@ pub(crate) fn encode(
     name: u64,
     tracks: &[TrackRows],
 ) -> Result<Encoded> {
-    let batches = tracks.iter().map(|t| Ok(t.batch.clone()));
+    let batches = tracks.iter().map(|t| Ok(t.batch.get().into_owned()));
     let (bytes, metadata) = write_groups(stream, schema, physical::FILE_FORMAT, batches)?;
     let (spans, footer) = regions(stream, name, &bytes, &metadata, tracks.len())?;
     let groups = tracks
@@ -192,21 +235,22 @@ pub(crate) fn encode_packed(
     let mut from = 0;
     // One batch per row group: its pieces joined, converted to the stored types once.
     let batches = packs.iter().map(|range| {
-        let parts: Vec<&RecordBatch> = pieces[range.clone()].iter().map(|p| &p.batch).collect();
+        let pieces = &pieces[range.clone()];
         if let Some(whole) = whole {
-            let len: usize = parts.iter().map(|p| p.num_rows()).sum();
+            let len: usize = pieces.iter().map(|p| p.batch.num_rows()).sum();
             let group = whole.slice(from, len);
             from += len;
             return Ok(group);
         }
+        let parts: Vec<Cow<'_, RecordBatch>> = pieces.iter().map(|p| p.batch.get()).collect();
         match parts.as_slice() {
-            [one] => Ok((*one).clone()),
-            _ => arrow::compute::concat_batches(schema, parts.iter().copied()).map_err(|e| {
-                ArchiveError::Encode {
+            [one] => Ok(one.clone().into_owned()),
+            _ => arrow::compute::concat_batches(schema, parts.iter().map(|p| p.as_ref())).map_err(
+                |e| ArchiveError::Encode {
                     stream: stream.to_owned(),
                     message: e.to_string(),
-                }
-            }),
+                },
+            ),
         }
     });
     let (bytes, metadata) = write_groups(stream, schema, physical::PACKED_FILE_FORMAT, batches)?;
@@ -435,7 +479,8 @@ mod tests {
                     Arc::new(UInt64Array::from_iter_values(0..n)),
                 ],
             )
-            .expect("batch"),
+            .expect("batch")
+            .into(),
             position: [1, n],
             axis: None,
             seq: [0, n - 1],

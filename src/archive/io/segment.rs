@@ -21,6 +21,7 @@ use parquet::arrow::arrow_reader::{
 };
 use parquet::arrow::ArrowWriter;
 use parquet::file::metadata::PageIndexPolicy;
+use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -180,14 +181,17 @@ impl Writer {
                 }
             )));
         }
-        let batches: Vec<&RecordBatch> = pieces.iter().map(|p| &p.batch).collect();
+        let batches: Vec<Cow<'_, RecordBatch>> = pieces.iter().map(|p| p.batch.get()).collect();
         let joined = match batches.as_slice() {
-            [one] => (*one).clone(),
-            _ => arrow::compute::concat_batches(&pieces[0].batch.schema(), batches.iter().copied())
-                .map_err(|e| ArchiveError::Encode {
-                    stream: self.stream.clone(),
-                    message: e.to_string(),
-                })?,
+            [one] => one.clone().into_owned(),
+            _ => arrow::compute::concat_batches(
+                &batches[0].schema(),
+                batches.iter().map(|b| b.as_ref()),
+            )
+            .map_err(|e| ArchiveError::Encode {
+                stream: self.stream.clone(),
+                message: e.to_string(),
+            })?,
         };
         let group = self.physical;
         let end = self.write_group(&joined)?;
@@ -230,7 +234,7 @@ impl Writer {
         if self.packed {
             return self.push_packed(std::slice::from_ref(group));
         }
-        let end = self.write_group(&group.batch)?;
+        let end = self.write_group(&group.batch.get())?;
         self.groups.push(self.entry(group, end, None));
         self.start = end;
         Ok(())

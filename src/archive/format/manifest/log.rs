@@ -1,6 +1,7 @@
 //! Log generations as bytes: the trusted prefix a generation's bytes prove, and a record's
 //! frame. Reading and appending the files is `io::log`'s.
 
+use super::columns::decoding_within;
 use super::frame::{self, Decoded};
 use super::record::Record;
 use super::state::{Scope, State};
@@ -120,7 +121,8 @@ pub fn replay_scoped(
                 };
             }
             Decoded::Record { payload, next } => {
-                let record = Record::decode(payload).map_err(|e| {
+                let within = state.scope.as_ref().map(|s| s.track.as_slice());
+                let record = decoding_within(within, || Record::decode(payload)).map_err(|e| {
                     corrupt(
                         offset,
                         format!("record passed its check but does not decode: {e}"),
