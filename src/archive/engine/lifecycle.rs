@@ -313,7 +313,7 @@ impl CompactionJob {
                         };
                         for piece in segment::bounded(
                             &segment.track,
-                            &joined.slice(0, whole),
+                            &joined.slice(0, whole).into(),
                             cap,
                             axis.as_deref(),
                         ) {

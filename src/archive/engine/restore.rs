@@ -201,11 +201,10 @@ fn rebuild(
     let watermark = tracks.iter().map(|t| t.position[1]).max().unwrap_or(0);
     let bounded: Vec<TrackRows> = tracks
         .iter()
-        .flat_map(|t| segment::bounded(&t.labels, &t.batch.get(), group_rows, decl.axis.as_deref()))
+        .flat_map(|t| segment::bounded(&t.labels, &t.batch, group_rows, decl.axis.as_deref()))
         .collect();
-    let (again, footer, entries) =
-        segment::encode_packed(id, &schema, name, &bounded, group_rows, None)
-            .map_err(|e| e.to_string())?;
+    let (again, footer, entries) = segment::encode_packed(id, &schema, name, &bounded, group_rows)
+        .map_err(|e| e.to_string())?;
     if again[..] != shared[..] {
         return Err(
             "encoded again from its rows it is not the same bytes (damaged, or written by another build or row-group bound)"

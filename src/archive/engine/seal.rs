@@ -179,25 +179,14 @@ impl Archive {
             } else {
                 split = tracks
                     .iter()
-                    .flat_map(|t| {
-                        segment::bounded(&t.labels, &t.batch.get(), cap, decl.axis.as_deref())
-                    })
+                    .flat_map(|t| segment::bounded(&t.labels, &t.batch, cap, decl.axis.as_deref()))
                     .collect();
                 &split
             };
             let tracks_written = tracks.len();
             // One packed file: row groups of at most `cap` rows, consecutive tracks sharing
             // one, each track's rows a slice of it (format version 6).
-            let data = || {
-                segment::encode_packed(
-                    &id,
-                    &selected.full_schema,
-                    name,
-                    groups,
-                    cap,
-                    Some(&drained.whole),
-                )
-            };
+            let data = || segment::encode_packed(&id, &selected.full_schema, name, groups, cap);
             let choice = stored_levels(&self.commit.state().streams[&id], tracks);
             let partials = || {
                 if choice.deferred {

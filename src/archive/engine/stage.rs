@@ -189,7 +189,6 @@ impl Staged {
         }
         let drained = Drained {
             tracks,
-            whole: sorted,
             watermark: self.last_position.unwrap_or(0),
             next_seq: self.next_seq.unwrap_or(0),
         };
@@ -262,10 +261,9 @@ impl Staged {
 
 /// A stream's staged rows as one barrier takes them ([`Staged::drain`]).
 pub(crate) struct Drained {
-    /// Each track's rows, in track-key order: consecutive slices of `whole`.
+    /// Each track's rows, in track-key order: consecutive ranges of one batch holding every
+    /// row, ordered by track and then publish order.
     pub tracks: Vec<TrackRows>,
-    /// Every row, ordered by track and then publish order.
-    pub whole: Arc<RecordBatch>,
     /// The highest position staged.
     pub watermark: u64,
     /// The stream's next `_seq` after these rows.

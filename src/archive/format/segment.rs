@@ -84,6 +84,48 @@ impl TrackBatch {
             TrackBatch::Range { whole, offset, len } => Cow::Owned(whole.slice(*offset, *len)),
         }
     }
+
+    /// Rows `offset .. offset + len` of these, still a range of the shared batch when they
+    /// are one (nothing is copied either way).
+    pub fn slice(&self, offset: usize, len: usize) -> TrackBatch {
+        match self {
+            TrackBatch::Own(batch) => TrackBatch::Own(batch.slice(offset, len)),
+            TrackBatch::Range {
+                whole, offset: at, ..
+            } => TrackBatch::Range {
+                whole: whole.clone(),
+                offset: at + offset,
+                len,
+            },
+        }
+    }
+
+    /// `pieces`' rows as one slice of the batch they share, when each is the range of that
+    /// batch right after the one before it (a barrier's tracks, in key order); `None`
+    /// otherwise, and they are joined by a copy.
+    fn shared(pieces: &[TrackRows]) -> Option<RecordBatch> {
+        let (first, rest) = pieces.split_first()?;
+        let TrackBatch::Range {
+            whole,
+            offset: start,
+            len,
+        } = &first.batch
+        else {
+            return None;
+        };
+        let mut end = start + len;
+        for piece in rest {
+            match &piece.batch {
+                TrackBatch::Range {
+                    whole: other,
+                    offset,
+                    len,
+                } if Arc::ptr_eq(whole, other) && *offset == end => end += len,
+                _ => return None,
+            }
+        }
+        Some(whole.slice(*start, end - start))
+    }
 }
 
 impl From<RecordBatch> for TrackBatch {
@@ -138,7 +180,7 @@ pub(crate) fn properties(schema: &SchemaRef, format: &str) -> WriterProperties {
 /// its own position, `_seq` and axis range (the columns are in order within a track).
 pub(crate) fn bounded(
     labels: &[String],
-    batch: &RecordBatch,
+    batch: &TrackBatch,
     rows: usize,
     axis: Option<&str>,
 ) -> Vec<TrackRows> {
@@ -154,13 +196,14 @@ pub(crate) fn bounded(
     let mut offset = 0;
     while offset < batch.num_rows() {
         let len = rows.min(batch.num_rows() - offset);
-        let slice = batch.slice(offset, len);
+        let part = batch.slice(offset, len);
+        let rows = part.get();
         out.push(TrackRows {
             labels: labels.to_vec(),
-            position: range(&slice, crate::archive::format::spec::POSITION_COLUMN),
-            seq: range(&slice, crate::archive::format::spec::SEQ_COLUMN),
-            axis: axis.map(|name| range(&slice, name)),
-            batch: slice.into(),
+            position: range(&rows, crate::archive::format::spec::POSITION_COLUMN),
+            seq: range(&rows, crate::archive::format::spec::SEQ_COLUMN),
+            axis: axis.map(|name| range(&rows, name)),
+            batch: part.clone(),
         });
         offset += len;
     }
@@ -221,25 +264,21 @@ pub(crate) fn pack(pieces: &[TrackRows], rows: usize) -> Vec<std::ops::Range<usi
 /// per piece naming its slice. Answers the file's bytes and its entries (without
 /// path/barrier).
 ///
-/// `whole`, when given, is every piece's rows joined in order (the pieces are consecutive
-/// slices of it): a row group is then a slice of it, not a copy of its pieces.
+/// Pieces that are consecutive ranges of one shared batch ([`TrackBatch::Range`], a
+/// barrier's tracks) make their row group as a slice of it, not a copy.
 pub(crate) fn encode_packed(
     stream: &str,
     schema: &SchemaRef,
     name: u64,
     pieces: &[TrackRows],
     rows: usize,
-    whole: Option<&RecordBatch>,
 ) -> Result<Encoded> {
     let packs = pack(pieces, rows);
-    let mut from = 0;
-    // One batch per row group: its pieces joined, converted to the stored types once.
+    // One batch per row group: its pieces joined, converted to the stored types once; a
+    // slice of the batch they share when they are consecutive ranges of one.
     let batches = packs.iter().map(|range| {
         let pieces = &pieces[range.clone()];
-        if let Some(whole) = whole {
-            let len: usize = pieces.iter().map(|p| p.batch.num_rows()).sum();
-            let group = whole.slice(from, len);
-            from += len;
+        if let Some(group) = TrackBatch::shared(pieces) {
             return Ok(group);
         }
         let parts: Vec<Cow<'_, RecordBatch>> = pieces.iter().map(|p| p.batch.get()).collect();
@@ -500,5 +539,69 @@ mod tests {
         assert_eq!(len, bytes.len() as u64);
         assert_eq!(streamed_footer, footer);
         assert_eq!(streamed, entries);
+    }
+
+    /// A barrier's tracks as ranges of one shared batch, split where they exceed the row
+    /// group size, encode to exactly the bytes and entries of the same rows as batches of
+    /// their own; ranges that are not consecutive in one batch are joined, not sliced.
+    #[test]
+    fn ranges_of_a_shared_batch_encode_as_their_own_rows_do() {
+        let schema: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("probe", DataType::Utf8, false),
+            Field::new("_position", DataType::UInt64, false),
+            Field::new("_seq", DataType::UInt64, false),
+        ]));
+        let tracks = [("a", 5usize), ("b", 1), ("c", 9), ("d", 2)];
+        let probes: Vec<&str> = tracks
+            .iter()
+            .flat_map(|&(label, n)| std::iter::repeat_n(label, n))
+            .collect();
+        let whole = Arc::new(
+            RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(StringArray::from(probes.clone())),
+                    Arc::new(UInt64Array::from_iter_values(1..=probes.len() as u64)),
+                    Arc::new(UInt64Array::from_iter_values(0..probes.len() as u64)),
+                ],
+            )
+            .expect("batch"),
+        );
+        let pieces = |shared: bool| -> Vec<TrackRows> {
+            let mut at = 0;
+            let mut out = Vec::new();
+            for &(label, n) in &tracks {
+                let batch = if shared {
+                    TrackBatch::Range {
+                        whole: whole.clone(),
+                        offset: at,
+                        len: n,
+                    }
+                } else {
+                    TrackBatch::Own(whole.slice(at, n))
+                };
+                out.extend(bounded(&[label.to_owned()], &batch, 4, None));
+                at += n;
+            }
+            out
+        };
+        let (shared, own) = (pieces(true), pieces(false));
+        assert!(shared
+            .iter()
+            .all(|p| matches!(p.batch, TrackBatch::Range { .. })));
+        let joined = TrackBatch::shared(&shared).expect("consecutive ranges of one batch");
+        assert_eq!(joined, *whole);
+        assert!(TrackBatch::shared(&own).is_none());
+        let gapped = [shared[0].batch.clone(), shared[2].batch.clone()].map(|batch| TrackRows {
+            labels: Vec::new(),
+            batch,
+            position: [0, 0],
+            axis: None,
+            seq: [0, 0],
+        });
+        assert!(TrackBatch::shared(&gapped).is_none());
+        let encoded =
+            |pieces: &[TrackRows]| encode_packed("s", &schema, 7, pieces, 6).expect("encode");
+        assert_eq!(encoded(&shared), encoded(&own));
     }
 }
