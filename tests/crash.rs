@@ -26,6 +26,11 @@ use std::process::Command;
 
 const DIR_VAR: &str = "SERIES_ARCHIVE_CRASH_DIR";
 const AT_VAR: &str = "SERIES_ARCHIVE_CRASH_AT";
+/// Set: the child stages the wide workload ([`WIDE`]).
+const WIDE_VAR: &str = "SERIES_ARCHIVE_CRASH_WIDE";
+/// Runs × probes of the wide workload: 600 tracks, so each barrier's file entry holds more
+/// entries than a manifest page and its record is paged (format version 10).
+const WIDE: (usize, usize) = (30, 20);
 /// The test the parent re-executes; a no-op unless both variables are set.
 const CHILD: &str = "crash_child";
 /// Barriers the child commits (without faults) before the one it crashes in.
@@ -38,7 +43,15 @@ const SIGABRT: i32 = 6;
 
 /// The rows of barrier `b` (0-based): ticks `b*TICKS ..`, every track once per tick.
 fn barrier_rows(b: usize) -> (Vec<Row>, Vec<u64>) {
+    if std::env::var_os(WIDE_VAR).is_some() {
+        return wide_rows(b);
+    }
     workload(RUNS, PROBES, TICKS, b as u64 * TICKS)
+}
+
+/// The rows of barrier `b` of the wide workload.
+fn wide_rows(b: usize) -> (Vec<Row>, Vec<u64>) {
+    workload(WIDE.0, WIDE.1, TICKS, b as u64 * TICKS)
 }
 
 /// The rows of barriers `0..n`, in publish order, as `rows_of` answers them.
@@ -101,13 +114,21 @@ fn crash_child() {
 
 /// Runs the child against `root` and asserts it died of SIGABRT.
 fn crash_at(root: &Path, point: FaultPoint) {
+    crash_child_at(root, point, false)
+}
+
+/// Runs the child (on the wide workload when `wide`) and asserts it died of SIGABRT.
+fn crash_child_at(root: &Path, point: FaultPoint, wide: bool) {
     let exe = std::env::current_exe().expect("current exe");
-    let out = Command::new(exe)
+    let mut child = Command::new(exe);
+    child
         .args(["--exact", CHILD, "--nocapture", "--test-threads=1"])
         .env(DIR_VAR, root)
-        .env(AT_VAR, point.name())
-        .output()
-        .expect("run the child");
+        .env(AT_VAR, point.name());
+    if wide {
+        child.env(WIDE_VAR, "1");
+    }
+    let out = child.output().expect("run the child");
     let log = format!(
         "child at {}: {:?}\n--- stdout\n{}\n--- stderr\n{}",
         point.name(),
@@ -452,6 +473,72 @@ fn crash_mid_record() {
 #[test]
 fn crash_after_record() {
     crash_and_recover(FaultPoint::AfterRecord);
+}
+
+/// A crash halfway through appending a paged barrier record (600 tracks: its JSON, then its
+/// pages) leaves a torn append, never damage: every committed barrier is served, the torn
+/// record is kept as evidence, and the next barrier is fine.
+#[test]
+fn a_crash_inside_a_paged_record_is_a_torn_append() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("archive");
+    crash_child_at(&root, FaultPoint::MidRecord, true);
+    let committed: Vec<(u64, Row)> = (0..COMMITTED)
+        .flat_map(|b| {
+            let (rows, positions) = wide_rows(b);
+            positions.into_iter().zip(rows)
+        })
+        .collect();
+    // The torn bytes are the start of a paged record: framed as version 10, cut inside its
+    // pages (the half written holds more than its JSON).
+    let bytes = std::fs::read(generation_file(&root)).expect("read the manifest");
+    let torn = {
+        let reader = Archive::open(&root, Config::new().read_only(true)).expect("read-only open");
+        let recovery = reader.recovery().clone();
+        assert!(recovery.unrepaired_damage().is_none(), "{recovery:?}");
+        assert_eq!(all_rows(&reader), committed);
+        recovery.torn_tail_at.expect("a torn tail") as usize
+    };
+    assert_eq!(u16::from_le_bytes([bytes[torn + 4], bytes[torn + 5]]), 10);
+    let newline = bytes[torn + 16..].iter().position(|b| *b == b'\n');
+    assert!(
+        newline.is_some(),
+        "the torn half holds the record's JSON and some pages"
+    );
+    let mut archive = Archive::open(&root, capture_config()).expect("reopen after the crash");
+    assert_eq!(archive.recovery().torn_tail_at, Some(torn as u64));
+    assert!(archive.recovery().unrepaired_damage().is_none());
+    assert_eq!(all_rows(&archive), committed);
+    let (rows, positions) = wide_rows(COMMITTED);
+    archive
+        .stage_batch("capture", &batch(&rows), &positions)
+        .expect("stage");
+    archive.seal_all().expect("seal").expect("a barrier");
+    drop(archive);
+    let reopened = Archive::open(&root, capture_config()).expect("reopen");
+    assert_eq!(reopened.recovery().torn_tail_at, None);
+    let expected: Vec<(u64, Row)> = committed
+        .into_iter()
+        .chain(positions.into_iter().zip(rows))
+        .collect();
+    assert_eq!(all_rows(&reopened), expected);
+    // A scoped open of one track reads only its pages, and answers as the whole one.
+    let track = vec!["run_17".to_string(), "probe.4".to_string()];
+    let scoped = Archive::open(
+        &root,
+        Config::new()
+            .read_only(true)
+            .scope("capture", track.clone()),
+    )
+    .expect("a scoped open");
+    let read = |a: &Archive| {
+        rows_of(
+            &a.read_rows("capture", &track, Unbounded, Unbounded)
+                .expect("rows"),
+        )
+    };
+    assert_eq!(read(&scoped), read(&reopened));
+    assert_eq!(read(&scoped).len(), (COMMITTED + 1) * TICKS as usize);
 }
 
 #[test]

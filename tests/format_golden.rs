@@ -595,6 +595,7 @@ fn golden_records() -> Vec<Record> {
         run: None,
         format: None,
         first_level: None,
+        elided: None,
     };
     let rows = file(
         1,

@@ -53,6 +53,7 @@ fn file(name: u64, cold: Option<&str>) -> SegmentFile {
         run: None,
         format: None,
         first_level: None,
+        elided: None,
     }
 }
 

@@ -59,6 +59,7 @@ fn file(name: u64, path: &str, groups: Vec<GroupEntry>, run: Option<LevelRun>) -
         run,
         format: None,
         first_level: None,
+        elided: None,
     }
 }
 

@@ -73,6 +73,7 @@ fn file(name: u64, path: &str, format: Option<u16>) -> SegmentFile {
         run: None,
         format,
         first_level: None,
+        elided: None,
     }
 }
 

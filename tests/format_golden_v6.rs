@@ -75,6 +75,7 @@ fn packed_file() -> SegmentFile {
         run: None,
         format: Some(6),
         first_level: None,
+        elided: None,
     }
 }
 
@@ -102,6 +103,7 @@ fn sparse_partials() -> SegmentFile {
         run: None,
         format: Some(5),
         first_level: Some(3),
+        elided: None,
     }
 }
 

@@ -65,6 +65,7 @@ fn file(name: u64, barrier: u64, groups: Vec<GroupEntry>, format: u16) -> Segmen
         run: None,
         format: Some(format),
         first_level: None,
+        elided: None,
     }
 }
 

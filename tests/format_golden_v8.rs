@@ -50,6 +50,7 @@ fn file(name: u64, kind: &str, groups: Vec<GroupEntry>, format: u16) -> SegmentF
         run: None,
         format: Some(format),
         first_level: None,
+        elided: None,
     }
 }
 

@@ -1033,6 +1033,7 @@ mod tests {
             run: None,
             format: None,
             first_level: None,
+            elided: None,
         }
     }
 

@@ -936,6 +936,7 @@ impl Placer<'_> {
             run: None,
             format: Some(format),
             first_level: None,
+            elided: None,
         })
     }
 

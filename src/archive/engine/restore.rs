@@ -224,6 +224,7 @@ fn rebuild(
         run: None,
         format: Some(format),
         first_level: None,
+        elided: None,
     };
     let file = entry(
         name,

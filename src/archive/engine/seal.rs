@@ -165,6 +165,7 @@ impl Archive {
                     run: None,
                     format: Some(format),
                     first_level: None,
+                    elided: None,
                 };
             // The data file and the level partials these rows make (in the same commit) encode
             // at once, on two cores; the level file, when there is one, is named right after.

@@ -576,13 +576,14 @@ impl<'a> OpenSegment<'a> {
             return Ok(None);
         }
         drop(kept);
+        // The row group's rows as the record gives them (a scoped replay of a paged file
+        // holds only some of its entries).
         let total: u64 = self
             .entry
-            .groups
+            .row_groups()
             .iter()
-            .filter(|g| g.slice.is_some_and(|s| s.group == slice.group))
-            .map(|g| g.rows)
-            .sum();
+            .find(|(index, _, _)| *index == physical)
+            .map_or(0, |(_, _, rows)| *rows);
         let batch = self.decode(physical, &group.span, None, total, schema)?;
         self.kept.lock().unwrap_or_else(|p| p.into_inner()).whole = Some((physical, batch.clone()));
         Ok(Some(batch))

@@ -1,22 +1,299 @@
-//! How a file entry is written in a record (format version 9): a packed data file's entries as
-//! columns, one entry per Parquet row group plus one column value per slice, instead of an
-//! object per slice repeating its row group's span.
+//! A committed file's entry ([`SegmentFile`]) and how it is written in a record: a packed data
+//! file's entries as columns (format version 9), one entry per Parquet row group plus one
+//! column value per slice, instead of an object per slice repeating its row group's span; and
+//! a big file's columns cut into pages after the record's JSON (format version 10), so a
+//! scoped replay reads only the pages of its selection.
 //!
-//! The entries in memory are the same [`GroupEntry`] values either way; only their JSON
+//! The entries in memory are the same [`GroupEntry`] values every way; only their JSON
 //! differs. A file entry carries either `groups` (an object per entry, every version) or,
-//! when its `format` is 9 or more, `pieces` (the columns): see `docs/format.md`, "Version 9".
+//! when its `format` is 9 or more, `pieces` (the columns, or the pages' index): see
+//! `docs/format.md`, "Version 9" and "Version 10".
 
-pub use super::record::COLUMNAR_FORMAT;
-use super::record::{GroupEntry, LevelRun, SegmentFile, Slice, Span};
 use serde::de::{DeserializeSeed, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::cell::RefCell;
 use std::fmt;
 
+/// The first file `format` whose entries a record may write as columns (`manifest::columns`).
+pub const COLUMNAR_FORMAT: u16 = 9;
+
+/// A committed data file. Its JSON is written and read here (a packed file of format 9
+/// records its entries as columns, paged when a record names many).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SegmentFile {
+    /// The file's name number (unique across the archive, never reused).
+    pub name: u64,
+    /// Path relative to the archive root, `/`-separated.
+    pub path: String,
+    /// File length in bytes.
+    pub bytes: u64,
+    /// The barrier that wrote it.
+    pub barrier: u64,
+    /// When that barrier was sealed, ns since the Unix epoch.
+    pub sealed_at_ns: u64,
+    /// The footer region (from the end of the last row group to the end of the file), whose
+    /// digest also covers the leading magic `PAR1`.
+    pub footer: Span,
+    /// Row groups in file order; all of one track are adjacent, tracks in key order.
+    pub groups: Vec<GroupEntry>,
+    /// Where the file lives once it moved to the cold tier: the object's URL
+    /// (`s3://bucket/prefix/streams/<id>/rows/NNNNNNNNNNNN.parquet`). Absent while it is
+    /// local, at `path` under the root. Format version 3.
+    pub cold: Option<String>,
+    /// For a level file written by compaction (format version 4): the run of barriers whose
+    /// whole cells it holds. Absent for data files and for a barrier's own partials.
+    pub run: Option<LevelRun>,
+    /// The file's own layout version, for files written since format version 5: `5` means
+    /// its integer columns are stored signed (unsigned ones as the signed type that holds
+    /// them, see `docs/format.md`, "Version 5"), `6` that it packs tracks into shared row
+    /// groups, `9` a packed file whose entries are recorded as columns (its bytes are
+    /// version 6's). Absent for files of versions 1-4, which stored them unsigned.
+    pub format: Option<u16>,
+    /// For a level file holding one row group per level (a barrier's partials, a run kept
+    /// in one file): the level its row group 0 holds, the next group the next level (format
+    /// version 6, once the stream stores no level beneath it). Absent: level 0.
+    pub first_level: Option<u8>,
+    /// For a file whose entries were recorded paged (format version 10) and decoded by a
+    /// scoped replay: the pages it did not read, in sum. `groups` then holds only the entries
+    /// of the pages it read. `None` whenever `groups` holds every entry (always, outside a
+    /// scoped replay); a file holding one is never written.
+    pub elided: Option<Box<Elided>>,
+}
+
+impl SegmentFile {
+    /// Whether the file stores its integers signed (format version 5 and later).
+    pub fn is_signed(&self) -> bool {
+        self.format.is_some_and(|f| f >= 5)
+    }
+
+    /// The first `_seq` the file holds (live data files are kept in this order);
+    /// `u64::MAX` for a file of no entries.
+    pub fn first_seq(&self) -> u64 {
+        let decoded = self.groups.iter().map(|g| g.seq[0]).min();
+        let elided = self.elided.as_ref().map(|e| e.first_seq());
+        decoded.into_iter().chain(elided).min().unwrap_or(u64::MAX)
+    }
+
+    /// Whether the file's entries name more than one track.
+    pub fn holds_several_tracks(&self) -> bool {
+        let first = self.groups.first().map(|g| &g.track);
+        self.groups.iter().any(|g| Some(&g.track) != first)
+    }
+
+    /// Whether the file packs consecutive tracks into shared row groups (format version 6):
+    /// its entries are slices ([`GroupEntry::slice`]).
+    pub fn is_packed(&self) -> bool {
+        self.format.is_some_and(|f| f >= 6)
+    }
+
+    /// The bytes attributed to each entry, in entry order: its row group's bytes, shared out
+    /// among the entries of a packed group by their rows.
+    pub fn entry_sizes(&self) -> Vec<u64> {
+        let groups = self.row_groups();
+        let mut at = 0;
+        self.groups
+            .iter()
+            .enumerate()
+            .map(|(index, entry)| {
+                let physical = entry.physical(index);
+                while groups.get(at).is_some_and(|g| g.0 != physical) {
+                    at += 1;
+                }
+                match (entry.slice, groups.get(at)) {
+                    (Some(_), Some(&(_, span, rows))) => {
+                        (span.len as u128 * entry.rows as u128 / rows.max(1) as u128) as u64
+                    }
+                    _ => entry.span.len,
+                }
+            })
+            .collect()
+    }
+
+    /// Checks that the file's entries and its layout agree: a packed file's entries are all
+    /// slices, row group by row group from 0, each group's slices contiguous from row 0 and
+    /// sharing its span; an unpacked file's entries name no slice.
+    pub fn check_slices(&self) -> Result<(), String> {
+        let bad = |why: String| Err(format!("file {}: {why}", self.path));
+        if let Some(elided) = &self.elided {
+            // A scoped replay's entries: checked against the index, the rest were not read.
+            return match self.is_packed() {
+                true => elided.check(&self.groups).or_else(bad),
+                false => bad("its entries are paged, and the file is not packed".into()),
+            };
+        }
+        if !self.is_packed() {
+            return match self.groups.iter().position(|g| g.slice.is_some()) {
+                Some(i) => bad(format!(
+                    "entry {i} names a slice, and the file is not packed"
+                )),
+                None => Ok(()),
+            };
+        }
+        let mut at: Option<(u32, u64, Span)> = None;
+        for (i, entry) in self.groups.iter().enumerate() {
+            let Some(slice) = entry.slice else {
+                return bad(format!("entry {i} of a packed file names no slice"));
+            };
+            let expected = match at {
+                Some((group, next, span)) if slice.group == group => {
+                    if entry.span != span {
+                        return bad(format!("entry {i} gives row group {group} another span"));
+                    }
+                    next
+                }
+                Some((group, _, span)) if slice.group == group + 1 => {
+                    if entry.span.offset < span.offset + span.len {
+                        return bad(format!("entry {i}'s row group overlaps the one before"));
+                    }
+                    0
+                }
+                None if slice.group == 0 => 0,
+                _ => return bad(format!("entry {i} skips to row group {}", slice.group)),
+            };
+            if slice.row != expected || entry.rows == 0 {
+                return bad(format!(
+                    "entry {i} starts at row {} of row group {}, not {expected}",
+                    slice.row, slice.group
+                ));
+            }
+            at = Some((slice.group, expected + entry.rows, entry.span));
+        }
+        Ok(())
+    }
+
+    /// The file's Parquet row groups, each once: `(row group index, its span, its rows)`, in
+    /// file order (one per entry unless the file is packed).
+    pub fn row_groups(&self) -> Vec<(usize, Span, u64)> {
+        if let Some(elided) = &self.elided {
+            return elided.row_groups();
+        }
+        let mut out: Vec<(usize, Span, u64)> = Vec::with_capacity(self.groups.len());
+        for (index, entry) in self.groups.iter().enumerate() {
+            let physical = entry.physical(index);
+            match out.last_mut() {
+                Some(last) if entry.slice.is_some() && last.0 == physical => last.2 += entry.rows,
+                _ => out.push((physical, entry.span, entry.rows)),
+            }
+        }
+        out
+    }
+}
+
+/// A compaction's level output: the whole cells of a run of barriers, either as one file
+/// holding every level (row group k = level k, like a barrier's partials) or as one level
+/// table per level. Format version 4.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LevelRun {
+    /// The run: the files one compaction wrote share it (the first name it claimed for
+    /// them); they stand together in the live list, in level order.
+    pub id: u64,
+    /// The run's tier for the merge policy: a barrier's partials are tier 0, and merging
+    /// `LEVEL_FANOUT` runs of tier t makes one of tier t + 1.
+    pub tier: u8,
+    /// For a level table, the one level it holds (every row's `level`), its row groups
+    /// packing whole tracks; absent for a run kept in one file of every level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<u8>,
+}
+
+/// A row group of one track.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupEntry {
+    /// The track's labels, outermost first.
+    pub track: Vec<String>,
+    /// Rows in the group.
+    pub rows: u64,
+    /// Lowest and highest `_position`.
+    pub position: [u64; 2],
+    /// Lowest and highest axis value, for an axial stream.
+    pub axis: Option<[u64; 2]>,
+    /// First and last `_seq`.
+    pub seq: [u64; 2],
+    /// The group's bytes.
+    pub span: Span,
+    /// In a level table, the last track the group holds: it holds `track` through this one,
+    /// in key order (a group packs whole tracks; a long track spans several groups). Absent
+    /// elsewhere. Format version 4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_track: Option<Vec<String>>,
+    /// In a packed data file (format version 6), where this track's rows lie: rows
+    /// `row .. row + rows` of Parquet row group `group`, which packs the rows of consecutive
+    /// tracks in key order. `span` is then that row group's bytes and digest (bound to
+    /// `group`, shared by every entry it holds). Absent in files of versions 1-5, where each
+    /// entry is a row group of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slice: Option<Slice>,
+}
+
+/// Where a track's rows lie in a packed row group (format version 6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Slice {
+    /// The Parquet row group's index in the file.
+    pub group: u32,
+    /// The first of the track's rows within that row group.
+    pub row: u64,
+}
+
+impl GroupEntry {
+    /// The index of the Parquet row group holding this entry's rows, given the entry's own
+    /// index in its file: the same index unless the entry is a slice of a packed group.
+    pub fn physical(&self, index: usize) -> usize {
+        self.slice.map_or(index, |s| s.group as usize)
+    }
+}
+
+/// A byte range of a file and the digest of its bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Span {
+    /// First byte.
+    pub offset: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// CRC-32C bound to the file and group identity (see `docs/format.md`).
+    pub crc32c: u32,
+}
+
 thread_local! {
     /// The selection a scoped replay decodes for (see [`decoding_within`]); `None` outside
     /// one.
     static WITHIN: RefCell<Option<Vec<String>>> = const { RefCell::new(None) };
+    /// While a record is framed (see [`paging`]): the most entries a page holds, and the
+    /// record's pages written so far. `None` outside one: entries are written as columns.
+    static PAGING: RefCell<Option<(usize, Vec<u8>)>> = const { RefCell::new(None) };
+}
+
+/// The frame version of a record whose entries are paged (format version 10).
+pub const PAGED_VERSION: u16 = 10;
+
+/// The most entries one page holds (format version 10): a file entry of more entries is
+/// written paged when its record is framed.
+pub const PAGE_ENTRIES: usize = 512;
+
+/// Runs `encode` (a record's serialization) so that every columnar file entry of more than
+/// `page_entries` entries is written paged: its columns cut into pages of `page_entries`
+/// entries, each page's JSON appended to the returned bytes (the record's *pages*), and the
+/// entry holding only the pages' index. See `docs/format.md`, "Version 10". Answers what
+/// `encode` answered and the pages (empty when nothing was paged).
+pub fn paging<T>(page_entries: usize, encode: impl FnOnce() -> T) -> (T, Vec<u8>) {
+    /// Ends the paging however the encode ends.
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            PAGING.with(|p| p.replace(None));
+        }
+    }
+    let _restore = Restore;
+    PAGING.with(|p| p.replace(Some((page_entries.max(1), Vec::new()))));
+    let out = encode();
+    let pages = PAGING
+        .with(|p| p.replace(None))
+        .map(|(_, pages)| pages)
+        .unwrap_or_default();
+    (out, pages)
 }
 
 /// Runs `decode` (a record's decode) so that the columnar entries of tracks not beneath
@@ -148,6 +425,10 @@ fn track_column<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Vec<St
 #[serde(deny_unknown_fields)]
 struct RowGroup {
     slices: u32,
+    /// The row group's rows: written in a paged entry (version 10) only, where a reader
+    /// that skips pages still knows every row group's size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rows: Option<u64>,
     span: Span,
 }
 
@@ -156,12 +437,55 @@ struct RowGroup {
 #[derive(Serialize)]
 struct PiecesOut<'a> {
     row_groups: Vec<RowGroup>,
+    #[serde(flatten)]
+    columns: ColumnsOut<'a>,
+}
+
+/// Entries' columns as written: a whole file's (version 9) or one page's (version 10).
+#[derive(Serialize)]
+struct ColumnsOut<'a> {
     track: Vec<&'a [String]>,
     rows: Vec<u64>,
     position: Vec<[i64; 2]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     axis: Option<Vec<Option<[i64; 2]>>>,
     seq: Vec<[i64; 2]>,
+}
+
+/// A paged file entry as written (version 10): the row groups and the pages' index; the
+/// pages themselves follow the record's JSON.
+#[derive(Serialize)]
+struct PagedOut {
+    row_groups: Vec<RowGroup>,
+    pages: Vec<Page>,
+}
+
+/// How a columnar file entry's `pieces` is written.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum PiecesForm<'a> {
+    Columns(PiecesOut<'a>),
+    Paged(PagedOut),
+}
+
+/// One page of a paged file entry (version 10), as its index in the record's JSON holds it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Page {
+    /// Entries the page holds (≥ 1).
+    entries: u32,
+    /// The labels of its first and last entry: every entry between, in key order.
+    first: Vec<String>,
+    last: Vec<String>,
+    /// The row, within its row group, of the page's first entry.
+    row: u64,
+    /// The rows of its entries.
+    rows: u64,
+    /// The lowest first `_seq` and the highest last `_seq` of its entries.
+    seq: [u64; 2],
+    /// Where its JSON lies in the record's pages: bytes `at .. at + len`.
+    at: u64,
+    len: u64,
 }
 
 /// A packed file's entries as columns, one value per entry (slice) in file order. A range
@@ -171,14 +495,39 @@ struct PiecesOut<'a> {
 #[serde(deny_unknown_fields)]
 struct Pieces {
     row_groups: Vec<RowGroup>,
+    #[serde(default, deserialize_with = "track_column_present")]
+    track: Option<Vec<Vec<String>>>,
+    #[serde(default)]
+    rows: Option<Vec<u64>>,
+    #[serde(default)]
+    position: Option<Ranges<false>>,
+    /// Absent when no entry has an axis range (a stream with no axis).
+    #[serde(default)]
+    axis: Option<Ranges<true>>,
+    #[serde(default)]
+    seq: Option<Ranges<false>>,
+    /// A paged entry's index (version 10), in place of the columns.
+    #[serde(default)]
+    pages: Option<Vec<Page>>,
+}
+
+/// One page's columns (version 10), or a whole file's (version 9, beside `row_groups`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Columns {
     #[serde(deserialize_with = "track_column")]
     track: Vec<Vec<String>>,
     rows: Vec<u64>,
     position: Ranges<false>,
-    /// Absent when no entry has an axis range (a stream with no axis).
     #[serde(default)]
     axis: Option<Ranges<true>>,
     seq: Ranges<false>,
+}
+
+fn track_column_present<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Vec<Vec<String>>>, D::Error> {
+    track_column(deserializer).map(Some)
 }
 
 /// A column of ranges written as deltas, turned back into ranges while it is read (one pass,
@@ -268,40 +617,10 @@ fn out_of_range(column: &str, i: usize, [step, len]: [i64; 2]) -> String {
     format!("pieces.{column}[{i}] = [{step}, {len}] leaves the range of an unsigned 64-bit value")
 }
 
-impl PiecesOut<'_> {
-    /// The columns of `entries`, when they follow the slice rules exactly (every entry a
-    /// slice, row groups numbered from 0, each slice starting where the one before it ended,
-    /// one span per row group, no `last_track`) and every range fits; `None` otherwise, and
-    /// the entries are written one object each.
-    fn of(entries: &[GroupEntry]) -> Option<PiecesOut<'_>> {
-        let mut row_groups: Vec<RowGroup> = Vec::new();
-        let mut next_row = 0u64;
-        for entry in entries {
-            let slice = entry.slice?;
-            if entry.last_track.is_some() || entry.rows == 0 {
-                return None;
-            }
-            let current = row_groups.len().checked_sub(1);
-            match row_groups.last_mut() {
-                Some(group) if current == Some(slice.group as usize) => {
-                    if slice.row != next_row || group.span != entry.span {
-                        return None;
-                    }
-                    group.slices = group.slices.checked_add(1)?;
-                }
-                _ => {
-                    if slice.group as usize != row_groups.len() || slice.row != 0 {
-                        return None;
-                    }
-                    row_groups.push(RowGroup {
-                        slices: 1,
-                        span: entry.span,
-                    });
-                    next_row = 0;
-                }
-            }
-            next_row = next_row.checked_add(entry.rows)?;
-        }
+impl<'a> ColumnsOut<'a> {
+    /// The columns of `entries`, their ranges as steps from the first entry's; `None` when a
+    /// range does not fit.
+    fn of(entries: &'a [GroupEntry]) -> Option<ColumnsOut<'a>> {
         let axis = if entries.iter().all(|e| e.axis.is_none()) {
             None
         } else {
@@ -315,8 +634,7 @@ impl PiecesOut<'_> {
                 .collect();
             Some(column?)
         };
-        Some(PiecesOut {
-            row_groups,
+        Some(ColumnsOut {
             track: entries.iter().map(|e| e.track.as_slice()).collect(),
             rows: entries.iter().map(|e| e.rows).collect(),
             position: deltas(entries.iter().map(|e| e.position))?,
@@ -326,9 +644,100 @@ impl PiecesOut<'_> {
     }
 }
 
-impl Pieces {
-    /// The entries the columns describe, or what is wrong with them.
-    fn entries(self) -> Result<Vec<GroupEntry>, String> {
+/// The row groups of `entries` with each one's rows, when the entries follow the slice rules
+/// exactly (every entry a slice, row groups numbered from 0, each slice starting where the
+/// one before it ended, one span per row group, no `last_track`); `None` otherwise.
+fn sliced_row_groups(entries: &[GroupEntry]) -> Option<Vec<(RowGroup, u64)>> {
+    let mut row_groups: Vec<(RowGroup, u64)> = Vec::new();
+    for entry in entries {
+        let slice = entry.slice?;
+        if entry.last_track.is_some() || entry.rows == 0 {
+            return None;
+        }
+        let current = row_groups.len().checked_sub(1);
+        match row_groups.last_mut() {
+            Some((group, next_row)) if current == Some(slice.group as usize) => {
+                if slice.row != *next_row || group.span != entry.span {
+                    return None;
+                }
+                group.slices = group.slices.checked_add(1)?;
+                *next_row = next_row.checked_add(entry.rows)?;
+            }
+            _ => {
+                if slice.group as usize != row_groups.len() || slice.row != 0 {
+                    return None;
+                }
+                let group = RowGroup {
+                    slices: 1,
+                    rows: None,
+                    span: entry.span,
+                };
+                row_groups.push((group, entry.rows));
+            }
+        }
+    }
+    Some(row_groups)
+}
+
+impl<'a> PiecesForm<'a> {
+    /// How `entries` are written: as columns when they follow the slice rules and every range
+    /// fits, and paged when a record is being framed ([`paging`]), they are more than a page
+    /// and their labels are in key order; `None` when they are written one object each.
+    fn of(entries: &'a [GroupEntry]) -> Option<PiecesForm<'a>> {
+        let row_groups = sliced_row_groups(entries)?;
+        let page_entries = PAGING.with_borrow(|p| p.as_ref().map(|(n, _)| *n));
+        let paged = page_entries
+            .filter(|n| entries.len() > *n && entries.windows(2).all(|w| w[0].track <= w[1].track));
+        let Some(page_entries) = paged else {
+            return Some(PiecesForm::Columns(PiecesOut {
+                row_groups: row_groups.into_iter().map(|(g, _)| g).collect(),
+                columns: ColumnsOut::of(entries)?,
+            }));
+        };
+        let mut pages = Vec::with_capacity(entries.len().div_ceil(page_entries));
+        for chunk in entries.chunks(page_entries) {
+            let json = serde_json::to_vec(&ColumnsOut::of(chunk)?).ok()?;
+            let (first, last) = (chunk.first()?, chunk.last()?);
+            let at = PAGING.with_borrow_mut(|p| {
+                let (_, written) = p.as_mut()?;
+                let at = written.len() as u64;
+                written.extend_from_slice(&json);
+                Some(at)
+            })?;
+            pages.push(Page {
+                entries: u32::try_from(chunk.len()).ok()?,
+                first: first.track.clone(),
+                last: last.track.clone(),
+                row: first.slice?.row,
+                rows: chunk.iter().map(|e| e.rows).sum(),
+                seq: [
+                    chunk.iter().map(|e| e.seq[0]).min()?,
+                    chunk.iter().map(|e| e.seq[1]).max()?,
+                ],
+                at,
+                len: json.len() as u64,
+            });
+        }
+        Some(PiecesForm::Paged(PagedOut {
+            row_groups: row_groups
+                .into_iter()
+                .map(|(g, rows)| RowGroup {
+                    rows: Some(rows),
+                    ..g
+                })
+                .collect(),
+            pages,
+        }))
+    }
+}
+
+impl Columns {
+    /// Checks the columns' lengths and ranges: the entries' `(labels, rows, position, axis,
+    /// seq)`, or what is wrong with them.
+    #[allow(clippy::type_complexity)]
+    fn checked(
+        self,
+    ) -> Result<Vec<(Vec<String>, u64, [u64; 2], Option<[u64; 2]>, [u64; 2])>, String> {
         let n = self.track.len();
         for (column, len) in [
             ("rows", self.rows.len()),
@@ -342,48 +751,389 @@ impl Pieces {
                 ));
             }
         }
-        let slices: u64 = self.row_groups.iter().map(|g| u64::from(g.slices)).sum();
-        if slices != n as u64 {
-            return Err(format!(
-                "pieces.row_groups hold {slices} slices, pieces.track has {n} entries"
-            ));
-        }
         let position = self.position.checked("position")?;
         let seq = self.seq.checked("seq")?;
         let axis = match self.axis {
             None => vec![None; n],
             Some(column) => column.checked("axis")?,
         };
-        let mut entries = Vec::with_capacity(n);
-        let mut tracks = self.track.into_iter();
-        let mut at = 0usize;
-        for (g, group) in self.row_groups.iter().enumerate() {
+        Ok(self
+            .track
+            .into_iter()
+            .zip(self.rows)
+            .zip(position.into_iter().zip(axis).zip(seq))
+            .map(|((track, rows), ((position, axis), seq))| {
+                (
+                    track,
+                    rows,
+                    position.unwrap_or_default(),
+                    axis,
+                    seq.unwrap_or_default(),
+                )
+            })
+            .collect())
+    }
+}
+
+/// Where the entries being laid out lie: which row group, and which row of it, the next
+/// entry starts at.
+struct Cursor<'r> {
+    row_groups: &'r [RowGroup],
+    /// The next entry's index in the file.
+    entry: u64,
+    /// Its row group, and the index of that group's first entry.
+    group: usize,
+    group_start: u64,
+    /// Its row within that group.
+    row: u64,
+}
+
+impl<'r> Cursor<'r> {
+    fn new(row_groups: &'r [RowGroup]) -> Cursor<'r> {
+        Cursor {
+            row_groups,
+            entry: 0,
+            group: 0,
+            group_start: 0,
+            row: 0,
+        }
+    }
+
+    /// Moves to entry `entry` (not before the current one), into the row group that holds
+    /// it; answers whether that entry starts its row group.
+    fn seek(&mut self, entry: u64) -> Result<bool, String> {
+        self.entry = entry;
+        loop {
+            let group = self
+                .row_groups
+                .get(self.group)
+                .ok_or_else(|| format!("pieces.row_groups hold fewer slices than entry {entry}"))?;
             if group.slices == 0 {
-                return Err(format!("pieces.row_groups[{g}] holds no slice"));
+                return Err(format!("pieces.row_groups[{}] holds no slice", self.group));
             }
-            let mut row = 0u64;
-            for _ in 0..group.slices {
-                entries.push(GroupEntry {
-                    track: tracks.next().unwrap_or_default(),
-                    rows: self.rows[at],
-                    position: position[at].unwrap_or_default(),
-                    axis: axis[at],
-                    seq: seq[at].unwrap_or_default(),
-                    span: group.span,
-                    last_track: None,
-                    slice: Some(Slice {
-                        group: g as u32,
-                        row,
-                    }),
-                });
-                row = row
-                    .checked_add(self.rows[at])
-                    .ok_or_else(|| format!("pieces.rows overflow in row group {g}"))?;
-                at += 1;
+            let end = self.group_start + u64::from(group.slices);
+            if entry < end {
+                return Ok(entry == self.group_start);
             }
+            self.group += 1;
+            self.group_start = end;
+            self.row = 0;
+        }
+    }
+
+    /// Lays out the next entries, the first at row `row` of its row group (which must be 0
+    /// when it starts the group).
+    #[allow(clippy::type_complexity)]
+    fn lay_out(
+        &mut self,
+        first_row: u64,
+        columns: Vec<(Vec<String>, u64, [u64; 2], Option<[u64; 2]>, [u64; 2])>,
+        out: &mut Vec<GroupEntry>,
+    ) -> Result<(), String> {
+        let mut row = first_row;
+        for (i, (track, rows, position, axis, seq)) in columns.into_iter().enumerate() {
+            let starts_group = self.seek(self.entry)?;
+            if starts_group && (i > 0 || first_row != 0) {
+                if i == 0 {
+                    return Err(format!(
+                        "entry {} starts row group {} at row {first_row}, not 0",
+                        self.entry, self.group
+                    ));
+                }
+                row = 0;
+            }
+            if rows == 0 {
+                return Err(format!("entry {} holds no rows", self.entry));
+            }
+            let group = &self.row_groups[self.group];
+            out.push(GroupEntry {
+                track,
+                rows,
+                position,
+                axis,
+                seq,
+                span: group.span,
+                last_track: None,
+                slice: Some(Slice {
+                    group: self.group as u32,
+                    row,
+                }),
+            });
+            row = row
+                .checked_add(rows)
+                .ok_or_else(|| format!("pieces.rows overflow in row group {}", self.group))?;
+            self.entry += 1;
+        }
+        self.row = row;
+        Ok(())
+    }
+}
+
+impl Pieces {
+    /// The entries a version-9 entry's columns describe, or what is wrong with them.
+    fn entries(self) -> Result<Vec<GroupEntry>, String> {
+        let columns = Columns {
+            track: self.track.ok_or("pieces.track is missing")?,
+            rows: self.rows.ok_or("pieces.rows is missing")?,
+            position: self.position.ok_or("pieces.position is missing")?,
+            axis: self.axis,
+            seq: self.seq.ok_or("pieces.seq is missing")?,
+        }
+        .checked()?;
+        let n = columns.len() as u64;
+        let slices: u64 = self.row_groups.iter().map(|g| u64::from(g.slices)).sum();
+        if slices != n {
+            return Err(format!(
+                "pieces.row_groups hold {slices} slices, pieces.track has {n} entries"
+            ));
+        }
+        if let Some(g) = self.row_groups.iter().position(|g| g.rows.is_some()) {
+            return Err(format!(
+                "pieces.row_groups[{g}] gives rows outside a paged entry"
+            ));
+        }
+        let mut entries = Vec::with_capacity(columns.len());
+        let mut cursor = Cursor::new(&self.row_groups);
+        cursor.lay_out(0, columns, &mut entries)?;
+        if let Some(g) = self.row_groups.iter().position(|g| g.slices == 0) {
+            return Err(format!("pieces.row_groups[{g}] holds no slice"));
         }
         Ok(entries)
     }
+
+    /// A paged entry's index (version 10), its pages still to be read: the pages' entries
+    /// must add up to the row groups' slices, and the pages follow each other in key order.
+    fn paged(self, pages: Vec<Page>) -> Result<Elided, String> {
+        if self.track.is_some() || self.rows.is_some() || self.position.is_some() {
+            return Err("pieces has both pages and columns".into());
+        }
+        if self.axis.is_some() || self.seq.is_some() {
+            return Err("pieces has both pages and columns".into());
+        }
+        let slices: u64 = self.row_groups.iter().map(|g| u64::from(g.slices)).sum();
+        let entries: u64 = pages.iter().map(|p| u64::from(p.entries)).sum();
+        if slices != entries {
+            return Err(format!(
+                "pieces.row_groups hold {slices} slices, pieces.pages {entries} entries"
+            ));
+        }
+        for (g, group) in self.row_groups.iter().enumerate() {
+            if group.slices == 0 || group.rows.is_none_or(|r| r < u64::from(group.slices)) {
+                return Err(format!(
+                    "pieces.row_groups[{g}] of a paged entry needs slices and rows"
+                ));
+            }
+        }
+        for (i, page) in pages.iter().enumerate() {
+            let next = pages.get(i + 1);
+            if page.entries == 0
+                || page.first > page.last
+                || next.is_some_and(|n| page.last > n.first)
+            {
+                return Err(format!("pieces.pages[{i}] is empty or out of key order"));
+            }
+        }
+        Ok(Elided {
+            row_groups: self.row_groups,
+            pages,
+            read: false,
+        })
+    }
+}
+
+/// What a decode knows of a paged file entry (format version 10) beyond its `groups`: the
+/// row groups and the pages' index. A decode reads every page before it returns, except in
+/// a scoped replay ([`decoding_within`]), which reads only the pages whose key range meets
+/// its selection: the file's `groups` then hold only those pages' entries, and this says
+/// what the others hold in sum. A file holding one is never written back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Elided {
+    row_groups: Vec<RowGroup>,
+    pages: Vec<Page>,
+    /// Whether the pages were read (the record's decode reads them after its JSON).
+    read: bool,
+}
+
+impl Elided {
+    /// The lowest `_seq` of every entry of the file, read or not.
+    pub fn first_seq(&self) -> u64 {
+        self.pages
+            .iter()
+            .map(|p| p.seq[0])
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    /// The file's Parquet row groups: `(index, span, rows)`, in file order.
+    pub fn row_groups(&self) -> Vec<(usize, Span, u64)> {
+        self.row_groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| (i, g.span, g.rows.unwrap_or_default()))
+            .collect()
+    }
+
+    /// Entries of the file, read or not.
+    pub fn entries(&self) -> u64 {
+        self.pages.iter().map(|p| u64::from(p.entries)).sum()
+    }
+
+    /// Checks the entries a scoped decode kept against the index: each a slice of a row
+    /// group the index names, with its span, within its rows.
+    pub fn check(&self, groups: &[GroupEntry]) -> Result<(), String> {
+        if !self.read {
+            return Err("its pages were never read".into());
+        }
+        for (i, entry) in groups.iter().enumerate() {
+            let slice = entry
+                .slice
+                .ok_or_else(|| format!("entry {i} names no slice"))?;
+            let group = self.row_groups.get(slice.group as usize);
+            let fits = group.is_some_and(|g| {
+                g.span == entry.span
+                    && slice
+                        .row
+                        .checked_add(entry.rows)
+                        .is_some_and(|end| end <= g.rows.unwrap_or_default())
+            });
+            if !fits {
+                return Err(format!(
+                    "entry {i} lies outside row group {} of the index",
+                    slice.group
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether labels `[first, last]` (in key order) reach a track beneath `prefix`.
+fn meets(prefix: &[String], first: &[String], last: &[String]) -> bool {
+    use std::cmp::Ordering;
+    let place = |labels: &[String]| {
+        if labels.starts_with(prefix) {
+            Ordering::Equal
+        } else {
+            labels.cmp(prefix)
+        }
+    };
+    place(first) != Ordering::Greater && place(last) != Ordering::Less
+}
+
+/// Reads the pages of `file`'s paged entry (format version 10) from `pages` (the bytes that
+/// follow its record's JSON) into its `groups`: every page, checked against the index, or in
+/// a scoped replay ([`decoding_within`]) the pages that meet the selection. A file entry
+/// that is not paged is left as it is.
+pub(crate) fn read_pages(file: &mut SegmentFile, pages: Option<&[u8]>) -> Result<(), String> {
+    let Some(mut elided) = file.elided.take() else {
+        return Ok(());
+    };
+    if elided.read {
+        file.elided = Some(elided);
+        return Ok(());
+    }
+    let pages = pages.ok_or("its entries are paged, and its record holds no pages")?;
+    let within = WITHIN.with_borrow(|w| w.clone());
+    let mut groups = Vec::new();
+    let mut cursor = Cursor::new(&elided.row_groups);
+    let mut group_rows = vec![0u64; elided.row_groups.len()];
+    let mut entry = 0u64;
+    let mut previous_last: Option<Vec<String>> = None;
+    for (i, page) in elided.pages.iter().enumerate() {
+        let wanted = within
+            .as_deref()
+            .is_none_or(|prefix| meets(prefix, &page.first, &page.last));
+        if !wanted {
+            entry += u64::from(page.entries);
+            continue;
+        }
+        let bytes = usize::try_from(page.at)
+            .ok()
+            .zip(usize::try_from(page.len).ok())
+            .and_then(|(at, len)| pages.get(at..at.checked_add(len)?))
+            .ok_or_else(|| {
+                format!(
+                    "pieces.pages[{i}] lies at bytes {}..+{}, past the record's {} bytes of pages",
+                    page.at,
+                    page.len,
+                    pages.len()
+                )
+            })?;
+        let columns: Columns = serde_json::from_slice(bytes)
+            .map_err(|e| format!("pieces.pages[{i}] does not decode: {e}"))?;
+        let columns = columns
+            .checked()
+            .map_err(|why| format!("pieces.pages[{i}]: {why}"))?;
+        let bad = |why: String| Err(format!("pieces.pages[{i}] {why}"));
+        if columns.len() as u64 != u64::from(page.entries) {
+            return bad(format!(
+                "holds {} entries, its index says {}",
+                columns.len(),
+                page.entries
+            ));
+        }
+        let rows: u64 = columns.iter().map(|c| c.1).sum();
+        let seq = [
+            columns.iter().map(|c| c.4[0]).min().unwrap_or_default(),
+            columns.iter().map(|c| c.4[1]).max().unwrap_or_default(),
+        ];
+        if rows != page.rows || seq != page.seq {
+            return bad(format!(
+                "holds {rows} rows and _seq {seq:?}, its index says {} and {:?}",
+                page.rows, page.seq
+            ));
+        }
+        if within.is_none() {
+            // A whole decode sees every label: the entries are in key order, within the
+            // index's range, and each page starts where the one before it ended.
+            let labels: Vec<&Vec<String>> = columns.iter().map(|c| &c.0).collect();
+            if labels.first() != Some(&&page.first)
+                || labels.last() != Some(&&page.last)
+                || labels.windows(2).any(|w| w[0] > w[1])
+            {
+                return bad("does not hold its index's tracks in key order".into());
+            }
+            if previous_last
+                .as_ref()
+                .is_some_and(|last| last > &page.first)
+            {
+                return bad("goes back in key order".into());
+            }
+            previous_last = Some(page.last.clone());
+            let starts_group = cursor.seek(entry)?;
+            let expected = if starts_group { 0 } else { cursor.row };
+            if page.row != expected {
+                return bad(format!("starts at row {}, not {expected}", page.row));
+            }
+        } else {
+            cursor.seek(entry)?;
+        }
+        let from = groups.len();
+        cursor.lay_out(page.row, columns, &mut groups)?;
+        for g in &groups[from..] {
+            if let Some(slice) = g.slice {
+                group_rows[slice.group as usize] += g.rows;
+            }
+        }
+        entry += u64::from(page.entries);
+    }
+    if within.is_none() {
+        for (g, (group, rows)) in elided.row_groups.iter().zip(&group_rows).enumerate() {
+            if group.rows != Some(*rows) {
+                return Err(format!(
+                    "pieces.row_groups[{g}] says {:?} rows, its slices hold {rows}",
+                    group.rows
+                ));
+            }
+        }
+        file.groups = groups;
+        return Ok(());
+    }
+    elided.read = true;
+    elided.check(&groups)?;
+    file.groups = groups;
+    file.elided = Some(elided);
+    Ok(())
 }
 
 /// A file entry as written: `groups` or `pieces`, then the optional fields.
@@ -398,7 +1148,7 @@ struct FileOut<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     groups: Option<&'a [GroupEntry]>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pieces: Option<PiecesOut<'a>>,
+    pieces: Option<PiecesForm<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cold: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -435,10 +1185,16 @@ struct FileIn {
 
 impl Serialize for SegmentFile {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.elided.is_some() {
+            return Err(serde::ser::Error::custom(format!(
+                "file {}: a scoped replay's entries are never written",
+                self.path
+            )));
+        }
         let pieces = self
             .format
             .filter(|f| *f >= COLUMNAR_FORMAT)
-            .and_then(|_| PiecesOut::of(&self.groups));
+            .and_then(|_| PiecesForm::of(&self.groups));
         FileOut {
             name: self.name,
             path: &self.path,
@@ -461,18 +1217,24 @@ impl<'de> Deserialize<'de> for SegmentFile {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         use serde::de::Error;
         let file = FileIn::deserialize(deserializer)?;
+        let mut elided = None;
         let groups = match (file.groups, file.pieces) {
             (Some(groups), None) => groups,
-            (None, Some(pieces)) => {
+            (None, Some(mut pieces)) => {
                 if file.format.is_none_or(|f| f < COLUMNAR_FORMAT) {
                     return Err(D::Error::custom(format!(
                         "file {}: pieces in a file of format {:?} (columns are format {COLUMNAR_FORMAT})",
                         file.path, file.format
                     )));
                 }
-                pieces
-                    .entries()
-                    .map_err(|why| D::Error::custom(format!("file {}: {why}", file.path)))?
+                let bad = |why: String| D::Error::custom(format!("file {}: {why}", file.path));
+                match pieces.pages.take() {
+                    Some(pages) => {
+                        elided = Some(Box::new(pieces.paged(pages).map_err(bad)?));
+                        Vec::new()
+                    }
+                    None => pieces.entries().map_err(bad)?,
+                }
             }
             (Some(_), Some(_)) => {
                 return Err(D::Error::custom(format!(
@@ -494,6 +1256,7 @@ impl<'de> Deserialize<'de> for SegmentFile {
             run: file.run,
             format: file.format,
             first_level: file.first_level,
+            elided,
         })
     }
 }
@@ -545,6 +1308,7 @@ mod tests {
             run: None,
             format: Some(COLUMNAR_FORMAT),
             first_level: None,
+            elided: None,
         }
     }
 

@@ -29,8 +29,10 @@ pub const MAGIC: [u8; 4] = *b"SAmr";
 /// rows) is version 8, which a version-7 build refuses rather than answer a survey from level
 /// files that lack those rows; a record naming a packed file whose entries are columns
 /// (`"format":9`: every barrier and compaction of this build) is version 9, which a version-8
-/// build refuses rather than misread the columns as missing entries.
-pub const FORMAT_VERSION: u16 = 9;
+/// build refuses rather than misread the columns as missing entries; a record one of whose
+/// file entries is paged (more than 512 entries, its pages after its JSON) is version 10,
+/// which a version-9 build refuses rather than read a record it cannot parse as damage.
+pub const FORMAT_VERSION: u16 = 10;
 /// The lowest record format this build reads.
 pub const OLDEST_VERSION: u16 = 1;
 /// Bytes before the payload.
@@ -130,9 +132,18 @@ pub fn classify_tail(rest: &[u8]) -> TailShape {
         // before the sync (the file's length made durable, its data not) zeroes them.
         return TailShape::Torn;
     }
+    // A record with pages (format version 10, and only such a record is framed so) cut
+    // right after its JSON: complete JSON, its pages still to come.
+    let pages_cut = rest.len() >= 12 && u16::from_le_bytes([rest[4], rest[5]]) >= 10 && {
+        let len = u32::from_le_bytes([rest[8], rest[9], rest[10], rest[11]]) as usize;
+        rest.len() < HEADER_LEN.saturating_add(len)
+    };
     if rest.len() > HEADER_LEN
         && serde_json::from_slice::<serde_json::Value>(&rest[HEADER_LEN..]).is_ok()
     {
+        if pages_cut {
+            return TailShape::Torn;
+        }
         // The payload is whole, up to the end of the file: the header is what was written
         // with it, unless a power cut zeroed some of its bytes before the sync.
         let payload = &rest[HEADER_LEN..];
@@ -195,7 +206,13 @@ pub fn classify_tail(rest: &[u8]) -> TailShape {
         let present = &rest[HEADER_LEN..];
         let mut values =
             serde_json::Deserializer::from_slice(present).into_iter::<serde_json::Value>();
-        if let Some(Ok(_)) = values.next() {
+        // A record with pages (format version 10) is its JSON, a newline and then the pages:
+        // its JSON complete with the pages cut short is what a torn append leaves.
+        let pages_follow = |end: usize| present.get(end) == Some(&b'\n');
+        if let Some(Ok(_)) = values
+            .next()
+            .filter(|_| !pages_follow(values.byte_offset()))
+        {
             return TailShape::Damaged(format!(
                 "the record's length field asks for {len} bytes, but a complete record of {} byte(s) is there",
                 values.byte_offset()

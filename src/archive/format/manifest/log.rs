@@ -1,7 +1,8 @@
 //! Log generations as bytes: the trusted prefix a generation's bytes prove, and a record's
 //! frame. Reading and appending the files is `io::log`'s.
 
-use super::columns::decoding_within;
+pub use super::columns::PAGE_ENTRIES;
+use super::columns::{decoding_within, paging, PAGED_VERSION};
 use super::frame::{self, Decoded};
 use super::record::Record;
 use super::state::{Scope, State};
@@ -159,8 +160,23 @@ pub fn replay_scoped(
     })
 }
 
-/// Frames a record.
+/// Frames a record. A file entry of more than [`PAGE_ENTRIES`] entries is written paged
+/// (format version 10): see `docs/format.md`, "Version 10".
 pub fn encode(record: &Record) -> Vec<u8> {
-    let payload = serde_json::to_vec(record).expect("manifest records always serialize");
-    frame::encode_version(record.version(), &payload)
+    encode_paged(record, PAGE_ENTRIES)
+}
+
+/// Frames a record, paging every file entry of more than `page_entries` entries (what
+/// [`encode`] does with [`PAGE_ENTRIES`]; other sizes are for tests of the format). A record
+/// with pages is framed as version 10, whatever else it holds; one without keeps the version
+/// its contents need.
+pub fn encode_paged(record: &Record, page_entries: usize) -> Vec<u8> {
+    let (payload, pages) = paging(page_entries, || serde_json::to_vec(record));
+    let mut payload = payload.expect("manifest records always serialize");
+    if pages.is_empty() {
+        return frame::encode_version(record.version(), &payload);
+    }
+    payload.push(b'\n');
+    payload.extend_from_slice(&pages);
+    frame::encode_version(record.version().max(PAGED_VERSION), &payload)
 }

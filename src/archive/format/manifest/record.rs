@@ -3,6 +3,7 @@
 //! Field order and names here are the on-disk format (`docs/format.md`); the golden test in
 //! `tests/format_golden.rs` locks them.
 
+pub use super::columns::{Elided, GroupEntry, LevelRun, SegmentFile, Slice, Span, COLUMNAR_FORMAT};
 use crate::archive::format::levels::Ladder;
 use serde::{Deserialize, Serialize};
 
@@ -32,6 +33,47 @@ impl Record {
     /// serde needs for an internally tagged enum (most of the time an open spends on a large
     /// snapshot). Anything else takes the general path, with the same answer.
     pub fn decode(payload: &[u8]) -> serde_json::Result<Record> {
+        // A record whose entries are paged (format version 10) is its JSON, a newline, and
+        // the pages' JSON (compact JSON holds no newline of its own).
+        let (json, pages) = match payload.iter().position(|b| *b == b'\n') {
+            Some(at) => (&payload[..at], Some(&payload[at + 1..])),
+            None => (payload, None),
+        };
+        let mut record = Self::decode_json(json)?;
+        let mut paged = false;
+        for file in record.files_mut() {
+            paged |= file.elided.is_some();
+            super::columns::read_pages(file, pages)
+                .map_err(|why| serde::de::Error::custom(format!("file {}: {why}", file.path)))?;
+        }
+        if pages.is_some() && !paged {
+            return Err(serde::de::Error::custom(
+                "the record carries pages, and no file entry of it is paged",
+            ));
+        }
+        Ok(record)
+    }
+
+    /// Every file entry the record names (data and level files).
+    fn files_mut(&mut self) -> Box<dyn Iterator<Item = &mut SegmentFile> + '_> {
+        match self {
+            Record::Snapshot(s) => Box::new(
+                s.streams
+                    .iter_mut()
+                    .flat_map(|s| s.files.iter_mut().chain(s.levels.iter_mut())),
+            ),
+            Record::Barrier(b) => Box::new(
+                b.streams
+                    .iter_mut()
+                    .flat_map(|s| std::iter::once(&mut s.file).chain(s.levels.iter_mut())),
+            ),
+            Record::Compact(c) => Box::new(c.added.iter_mut().chain(c.added_levels.iter_mut())),
+            _ => Box::new(std::iter::empty()),
+        }
+    }
+
+    /// Decodes a record's JSON (without its pages).
+    fn decode_json(payload: &[u8]) -> serde_json::Result<Record> {
         fn kind<T: serde::de::DeserializeOwned>(
             payload: &[u8],
             tag: &str,
@@ -385,176 +427,6 @@ pub struct BarrierStream {
     pub levels_deferred: bool,
 }
 
-/// The first file `format` whose entries a record may write as columns (`manifest::columns`).
-pub const COLUMNAR_FORMAT: u16 = 9;
-
-/// A committed data file. Its JSON is written and read by `manifest::columns` (a packed
-/// file of format 9 records its entries as columns).
-#[derive(Clone, Debug, PartialEq)]
-pub struct SegmentFile {
-    /// The file's name number (unique across the archive, never reused).
-    pub name: u64,
-    /// Path relative to the archive root, `/`-separated.
-    pub path: String,
-    /// File length in bytes.
-    pub bytes: u64,
-    /// The barrier that wrote it.
-    pub barrier: u64,
-    /// When that barrier was sealed, ns since the Unix epoch.
-    pub sealed_at_ns: u64,
-    /// The footer region (from the end of the last row group to the end of the file), whose
-    /// digest also covers the leading magic `PAR1`.
-    pub footer: Span,
-    /// Row groups in file order; all of one track are adjacent, tracks in key order.
-    pub groups: Vec<GroupEntry>,
-    /// Where the file lives once it moved to the cold tier: the object's URL
-    /// (`s3://bucket/prefix/streams/<id>/rows/NNNNNNNNNNNN.parquet`). Absent while it is
-    /// local, at `path` under the root. Format version 3.
-    pub cold: Option<String>,
-    /// For a level file written by compaction (format version 4): the run of barriers whose
-    /// whole cells it holds. Absent for data files and for a barrier's own partials.
-    pub run: Option<LevelRun>,
-    /// The file's own layout version, for files written since format version 5: `5` means
-    /// its integer columns are stored signed (unsigned ones as the signed type that holds
-    /// them, see `docs/format.md`, "Version 5"), `6` that it packs tracks into shared row
-    /// groups, `9` a packed file whose entries are recorded as columns (its bytes are
-    /// version 6's). Absent for files of versions 1-4, which stored them unsigned.
-    pub format: Option<u16>,
-    /// For a level file holding one row group per level (a barrier's partials, a run kept
-    /// in one file): the level its row group 0 holds, the next group the next level (format
-    /// version 6, once the stream stores no level beneath it). Absent: level 0.
-    pub first_level: Option<u8>,
-}
-
-impl SegmentFile {
-    /// Whether the file stores its integers signed (format version 5 and later).
-    pub fn is_signed(&self) -> bool {
-        self.format.is_some_and(|f| f >= 5)
-    }
-
-    /// The first `_seq` the file holds (live data files are kept in this order);
-    /// `u64::MAX` for a file of no entries.
-    pub fn first_seq(&self) -> u64 {
-        self.groups
-            .iter()
-            .map(|g| g.seq[0])
-            .min()
-            .unwrap_or(u64::MAX)
-    }
-
-    /// Whether the file's entries name more than one track.
-    pub fn holds_several_tracks(&self) -> bool {
-        let first = self.groups.first().map(|g| &g.track);
-        self.groups.iter().any(|g| Some(&g.track) != first)
-    }
-
-    /// Whether the file packs consecutive tracks into shared row groups (format version 6):
-    /// its entries are slices ([`GroupEntry::slice`]).
-    pub fn is_packed(&self) -> bool {
-        self.format.is_some_and(|f| f >= 6)
-    }
-
-    /// The bytes attributed to each entry, in entry order: its row group's bytes, shared out
-    /// among the entries of a packed group by their rows.
-    pub fn entry_sizes(&self) -> Vec<u64> {
-        let groups = self.row_groups();
-        let mut at = 0;
-        self.groups
-            .iter()
-            .enumerate()
-            .map(|(index, entry)| {
-                let physical = entry.physical(index);
-                while groups.get(at).is_some_and(|g| g.0 != physical) {
-                    at += 1;
-                }
-                match (entry.slice, groups.get(at)) {
-                    (Some(_), Some(&(_, span, rows))) => {
-                        (span.len as u128 * entry.rows as u128 / rows.max(1) as u128) as u64
-                    }
-                    _ => entry.span.len,
-                }
-            })
-            .collect()
-    }
-
-    /// Checks that the file's entries and its layout agree: a packed file's entries are all
-    /// slices, row group by row group from 0, each group's slices contiguous from row 0 and
-    /// sharing its span; an unpacked file's entries name no slice.
-    pub fn check_slices(&self) -> Result<(), String> {
-        let bad = |why: String| Err(format!("file {}: {why}", self.path));
-        if !self.is_packed() {
-            return match self.groups.iter().position(|g| g.slice.is_some()) {
-                Some(i) => bad(format!(
-                    "entry {i} names a slice, and the file is not packed"
-                )),
-                None => Ok(()),
-            };
-        }
-        let mut at: Option<(u32, u64, Span)> = None;
-        for (i, entry) in self.groups.iter().enumerate() {
-            let Some(slice) = entry.slice else {
-                return bad(format!("entry {i} of a packed file names no slice"));
-            };
-            let expected = match at {
-                Some((group, next, span)) if slice.group == group => {
-                    if entry.span != span {
-                        return bad(format!("entry {i} gives row group {group} another span"));
-                    }
-                    next
-                }
-                Some((group, _, span)) if slice.group == group + 1 => {
-                    if entry.span.offset < span.offset + span.len {
-                        return bad(format!("entry {i}'s row group overlaps the one before"));
-                    }
-                    0
-                }
-                None if slice.group == 0 => 0,
-                _ => return bad(format!("entry {i} skips to row group {}", slice.group)),
-            };
-            if slice.row != expected || entry.rows == 0 {
-                return bad(format!(
-                    "entry {i} starts at row {} of row group {}, not {expected}",
-                    slice.row, slice.group
-                ));
-            }
-            at = Some((slice.group, expected + entry.rows, entry.span));
-        }
-        Ok(())
-    }
-
-    /// The file's Parquet row groups, each once: `(row group index, its span, its rows)`, in
-    /// file order (one per entry unless the file is packed).
-    pub fn row_groups(&self) -> Vec<(usize, Span, u64)> {
-        let mut out: Vec<(usize, Span, u64)> = Vec::with_capacity(self.groups.len());
-        for (index, entry) in self.groups.iter().enumerate() {
-            let physical = entry.physical(index);
-            match out.last_mut() {
-                Some(last) if entry.slice.is_some() && last.0 == physical => last.2 += entry.rows,
-                _ => out.push((physical, entry.span, entry.rows)),
-            }
-        }
-        out
-    }
-}
-
-/// A compaction's level output: the whole cells of a run of barriers, either as one file
-/// holding every level (row group k = level k, like a barrier's partials) or as one level
-/// table per level. Format version 4.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LevelRun {
-    /// The run: the files one compaction wrote share it (the first name it claimed for
-    /// them); they stand together in the live list, in level order.
-    pub id: u64,
-    /// The run's tier for the merge policy: a barrier's partials are tier 0, and merging
-    /// `LEVEL_FANOUT` runs of tier t makes one of tier t + 1.
-    pub tier: u8,
-    /// For a level table, the one level it holds (every row's `level`), its row groups
-    /// packing whole tracks; absent for a run kept in one file of every level.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub level: Option<u8>,
-}
-
 /// One stream's files moved to the cold tier.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -573,64 +445,4 @@ pub struct Offloaded {
     pub name: u64,
     /// The object's URL; its bytes and digests are the file's, confirmed before the record.
     pub url: String,
-}
-
-/// A row group of one track.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GroupEntry {
-    /// The track's labels, outermost first.
-    pub track: Vec<String>,
-    /// Rows in the group.
-    pub rows: u64,
-    /// Lowest and highest `_position`.
-    pub position: [u64; 2],
-    /// Lowest and highest axis value, for an axial stream.
-    pub axis: Option<[u64; 2]>,
-    /// First and last `_seq`.
-    pub seq: [u64; 2],
-    /// The group's bytes.
-    pub span: Span,
-    /// In a level table, the last track the group holds: it holds `track` through this one,
-    /// in key order (a group packs whole tracks; a long track spans several groups). Absent
-    /// elsewhere. Format version 4.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_track: Option<Vec<String>>,
-    /// In a packed data file (format version 6), where this track's rows lie: rows
-    /// `row .. row + rows` of Parquet row group `group`, which packs the rows of consecutive
-    /// tracks in key order. `span` is then that row group's bytes and digest (bound to
-    /// `group`, shared by every entry it holds). Absent in files of versions 1-5, where each
-    /// entry is a row group of its own.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slice: Option<Slice>,
-}
-
-/// Where a track's rows lie in a packed row group (format version 6).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Slice {
-    /// The Parquet row group's index in the file.
-    pub group: u32,
-    /// The first of the track's rows within that row group.
-    pub row: u64,
-}
-
-impl GroupEntry {
-    /// The index of the Parquet row group holding this entry's rows, given the entry's own
-    /// index in its file: the same index unless the entry is a slice of a packed group.
-    pub fn physical(&self, index: usize) -> usize {
-        self.slice.map_or(index, |s| s.group as usize)
-    }
-}
-
-/// A byte range of a file and the digest of its bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Span {
-    /// First byte.
-    pub offset: u64,
-    /// Length in bytes.
-    pub len: u64,
-    /// CRC-32C bound to the file and group identity (see `docs/format.md`).
-    pub crc32c: u32,
 }
