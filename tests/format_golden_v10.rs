@@ -21,7 +21,7 @@ mod golden_files;
 
 use common::delivered::{labels, row, Delivered};
 use common::{batch, capture_config, rows_of, Row};
-use golden_files::{docs_block, golden, span};
+use golden_files::{docs_block, golden, python_reader_lists, span};
 use series_archive::archive::manifest::columns::decoding_within;
 use series_archive::archive::manifest::frame::{self, Decoded, TailShape, FORMAT_VERSION};
 use series_archive::archive::manifest::{
@@ -497,37 +497,5 @@ fn an_archive_of_many_tracks_pages_its_records_and_scoped_opens_answer_as_whole_
     assert_eq!(records[0].1, 10, "{records:?}");
     check(&compacted);
     // The docs' Python reader rebuilds the same slices from the pages.
-    let script = dir.path().join("committed_files.py");
-    std::fs::write(&script, docs_block("## A Python reader", "python")).expect("write");
-    let output = std::process::Command::new("python3")
-        .arg(&script)
-        .args([
-            dir.path().to_str().expect("utf-8"),
-            "capture",
-            "run_7",
-            "p3",
-        ])
-        .output()
-        .expect("python3 runs the docs' reader");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let listed = String::from_utf8(output.stdout).expect("utf-8");
-    let mut expected = String::new();
-    for file in &compacted {
-        expected.push_str(&format!("{} ok\n", file.path));
-        for g in file.groups.iter().filter(|g| g.track == ["run_7", "p3"]) {
-            let slice = g.slice.expect("a slice");
-            expected.push_str(&format!(
-                "  group {} from row {} run_7/p3 rows={} positions={}..={}\n",
-                slice.group, slice.row, g.rows, g.position[0], g.position[1]
-            ));
-        }
-    }
-    assert!(
-        listed.starts_with(&expected),
-        "listed:\n{listed}\nexpected:\n{expected}"
-    );
+    python_reader_lists(dir.path(), &compacted, ["run_7", "p3"]);
 }

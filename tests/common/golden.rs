@@ -59,3 +59,41 @@ pub fn span(offset: u64, len: u64, crc32c: u32) -> series_archive::archive::mani
         crc32c,
     }
 }
+
+/// Runs the docs' Python reader (`## A Python reader`) on the archive at `root` for the
+/// capture stream's track `run/probe`, and asserts it lists `files` (each verified) with
+/// exactly the slices their entries give that track.
+pub fn python_reader_lists(
+    root: &Path,
+    files: &[series_archive::archive::manifest::SegmentFile],
+    [run, probe]: [&str; 2],
+) {
+    let script = root.join("committed_files.py");
+    std::fs::write(&script, docs_block("## A Python reader", "python")).expect("write");
+    let output = std::process::Command::new("python3")
+        .arg(&script)
+        .args([root.to_str().expect("utf-8"), "capture", run, probe])
+        .output()
+        .expect("python3 runs the docs' reader");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let listed = String::from_utf8(output.stdout).expect("utf-8");
+    let mut expected = String::new();
+    for file in files {
+        expected.push_str(&format!("{} ok\n", file.path));
+        for g in file.groups.iter().filter(|g| g.track == [run, probe]) {
+            let slice = g.slice.expect("a slice");
+            expected.push_str(&format!(
+                "  group {} from row {} {run}/{probe} rows={} positions={}..={}\n",
+                slice.group, slice.row, g.rows, g.position[0], g.position[1]
+            ));
+        }
+    }
+    assert!(
+        listed.starts_with(&expected),
+        "listed:\n{listed}\nexpected:\n{expected}"
+    );
+}

@@ -255,10 +255,6 @@ impl CompactionJob {
             return self.summarise(progress);
         }
         let id = self.decl.id.clone();
-        let fail = |m: String| ArchiveError::Encode {
-            stream: id.clone(),
-            message: m,
-        };
         let mut placer = self.placer(&id);
         let mut added = Vec::new();
         let mut added_levels = Vec::new();
@@ -280,51 +276,40 @@ impl CompactionJob {
                 }
             }
             let mut file = placer.start("rows", &self.schema, true)?;
-            let mut packer = Packer {
-                pieces: Vec::new(),
-                rows: 0,
-                cap,
-            };
+            let mut gather = Gather::new(cap, self.schema.clone(), axis.clone(), &id);
             for segment in &out.segments {
-                let mut pending: Vec<RecordBatch> = Vec::new();
-                let mut pending_rows = 0usize;
-                for (i, &(name, group)) in segment.sources.iter().enumerate() {
+                // The track's rows: each source entry's range of its decoded row group.
+                let mut ranges = Vec::with_capacity(segment.sources.len());
+                for &(name, group) in &segment.sources {
                     let source = self.files.get(&name).ok_or_else(|| {
                         ArchiveError::Internal(format!(
                             "stream {id:?}: planned source file {name} is unknown"
                         ))
                     })?;
-                    let batch = open
-                        .read_group(name, source, group)
-                        .map_err(unreadable(&id))?;
-                    pending_rows += batch.num_rows();
-                    pending.push(batch);
-                    let last = i + 1 == segment.sources.len();
-                    if pending_rows >= cap || last {
-                        let joined = match pending.as_slice() {
-                            [one] => one.clone(),
-                            _ => arrow::compute::concat_batches(&self.schema, &pending)
-                                .map_err(|e| fail(e.to_string()))?,
-                        };
-                        let whole = if last {
-                            joined.num_rows()
-                        } else {
-                            joined.num_rows() / cap * cap
-                        };
-                        for piece in segment::bounded(
-                            &segment.track,
-                            &joined.slice(0, whole).into(),
-                            cap,
-                            axis.as_deref(),
-                        ) {
-                            packer.add(piece, &mut file.writer)?;
+                    let entry = source.groups.get(group).ok_or_else(|| {
+                        ArchiveError::Internal(format!(
+                            "stream {id:?}: planned entry {group} of file {name} is unknown"
+                        ))
+                    })?;
+                    let rows = entry.rows as usize;
+                    // The row group this entry lies in is most often the one the track before
+                    // it read of this file: then nothing is decoded or looked up again.
+                    let physical = entry.physical(group);
+                    let at = match gather.holds((name, physical)) {
+                        Some(at) => at,
+                        None => {
+                            let (batch, _, physical) = open
+                                .whole_group(name, source, group)
+                                .map_err(unreadable(&id))?;
+                            gather.source((name, physical), batch)
                         }
-                        pending = vec![joined.slice(whole, joined.num_rows() - whole)];
-                        pending_rows = joined.num_rows() - whole;
-                    }
+                    };
+                    let row = entry.slice.map_or(0, |s| s.row as usize);
+                    ranges.push((at, row, rows));
                 }
+                gather.track(&segment.track, &ranges, &mut file.writer)?;
             }
-            packer.flush(&mut file.writer)?;
+            gather.flush(&mut file.writer)?;
             added.push(placer.finish(file, barrier, sealed_at)?);
             done += 1;
             progress(done, total);
@@ -835,33 +820,158 @@ struct Placing {
     at: PathBuf,
 }
 
-/// Consecutive pieces of a packed file waiting to share a row group: written once the next
-/// piece would take the group past `cap` rows.
-struct Packer {
-    pieces: Vec<TrackRows>,
-    rows: usize,
+/// A compacted file's row groups as they are gathered: each track's rows taken, by index,
+/// from the decoded row groups of its sources, and copied once into a row group of at most
+/// `cap` rows (`interleave`), which is written as it fills. A track's rows are cut into
+/// pieces of at most `cap` rows, and consecutive pieces share a row group while it stays
+/// within `cap` rows (the layout of `docs/format.md`, "Version 7"). What a track costs
+/// besides its rows is its labels and one entry per piece.
+struct Gather {
     cap: usize,
+    schema: SchemaRef,
+    axis: Option<String>,
+    stream: String,
+    /// The decoded row groups the pending rows come from, each once.
+    sources: Vec<RecordBatch>,
+    /// Per source file, the newest of its row groups among `sources`: (index there, row
+    /// group).
+    last: BTreeMap<u64, (usize, usize)>,
+    /// The pending rows: (source, row).
+    indices: Vec<(usize, usize)>,
+    /// The pending pieces: labels and rows, in order.
+    pieces: Vec<(Vec<String>, usize)>,
+    /// The sources of the track being added.
+    pinned: Vec<usize>,
 }
 
-impl Packer {
-    fn add(
+impl Gather {
+    fn new(cap: usize, schema: SchemaRef, axis: Option<String>, stream: &str) -> Gather {
+        Gather {
+            cap,
+            schema,
+            axis,
+            stream: stream.to_owned(),
+            sources: Vec::new(),
+            last: BTreeMap::new(),
+            indices: Vec::new(),
+            pieces: Vec::new(),
+            pinned: Vec::new(),
+        }
+    }
+
+    /// The index among the sources of row group `group.1` of file `group.0`, when it is
+    /// the newest of that file's.
+    fn holds(&self, group: (u64, usize)) -> Option<usize> {
+        self.last
+            .get(&group.0)
+            .filter(|(_, physical)| *physical == group.1)
+            .map(|(at, _)| *at)
+    }
+
+    /// The index among the sources of `batch`, row group `group.1` of file `group.0`.
+    fn source(&mut self, group: (u64, usize), batch: RecordBatch) -> usize {
+        match self.last.get(&group.0) {
+            Some((at, physical)) if *physical == group.1 => *at,
+            _ => {
+                let at = self.sources.len();
+                self.sources.push(batch);
+                self.last.insert(group.0, (at, group.1));
+                at
+            }
+        }
+    }
+
+    /// Adds a track: its rows are `(source, first row, rows)` ranges, in publish order.
+    fn track(
         &mut self,
-        piece: TrackRows,
+        labels: &[String],
+        ranges: &[(usize, usize, usize)],
         writer: &mut crate::archive::io::segment::Writer,
     ) -> Result<()> {
-        if self.rows + piece.batch.num_rows() > self.cap {
-            self.flush(writer)?;
+        self.pinned.clear();
+        self.pinned.extend(ranges.iter().map(|r| r.0));
+        let total: usize = ranges.iter().map(|r| r.2).sum();
+        let mut rows = ranges
+            .iter()
+            .flat_map(|&(source, first, len)| (first..first + len).map(move |row| (source, row)));
+        let mut left = total;
+        while left > 0 {
+            let piece = left.min(self.cap);
+            if self.indices.len() + piece > self.cap {
+                self.flush(writer)?;
+            }
+            self.indices.extend(rows.by_ref().take(piece));
+            self.pieces.push((labels.to_vec(), piece));
+            left -= piece;
         }
-        self.rows += piece.batch.num_rows();
-        self.pieces.push(piece);
         Ok(())
     }
 
+    /// Writes the pending rows as one row group.
     fn flush(&mut self, writer: &mut crate::archive::io::segment::Writer) -> Result<()> {
-        if !self.pieces.is_empty() {
-            writer.push_packed(&self.pieces)?;
-            self.pieces.clear();
-            self.rows = 0;
+        if self.pieces.is_empty() {
+            return Ok(());
+        }
+        let sources: Vec<&RecordBatch> = self.sources.iter().collect();
+        let batch =
+            arrow::compute::interleave_record_batch(&sources, &self.indices).map_err(|e| {
+                ArchiveError::Encode {
+                    stream: self.stream.clone(),
+                    message: e.to_string(),
+                }
+            })?;
+        if batch.schema() != self.schema {
+            return Err(ArchiveError::Internal(format!(
+                "stream {:?}: gathered rows of another schema",
+                self.stream
+            )));
+        }
+        let whole = Arc::new(batch);
+        let column = |name: &str| {
+            whole
+                .column_by_name(name)
+                .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+                .cloned()
+        };
+        let position = column(crate::archive::format::spec::POSITION_COLUMN);
+        let seq = column(crate::archive::format::spec::SEQ_COLUMN);
+        let axis = self.axis.as_deref().map(column);
+        let range = |c: &Option<UInt64Array>, at: usize, len: usize| {
+            c.as_ref()
+                .filter(|c| c.len() >= at + len && len > 0)
+                .map_or([0, 0], |c| [c.value(at), c.value(at + len - 1)])
+        };
+        let mut offset = 0;
+        let mut pieces = Vec::with_capacity(self.pieces.len());
+        for (labels, len) in self.pieces.drain(..) {
+            pieces.push(TrackRows {
+                labels,
+                position: range(&position, offset, len),
+                seq: range(&seq, offset, len),
+                axis: axis.as_ref().map(|a| range(a, offset, len)),
+                batch: segment::TrackBatch::Range {
+                    whole: whole.clone(),
+                    offset,
+                    len,
+                },
+            });
+            offset += len;
+        }
+        writer.push_packed(&pieces)?;
+        self.indices.clear();
+        // The sources a later piece may still read stay: the newest row group of each file,
+        // and every one the track being added reads (it may span several row groups). The
+        // others give their rows back; their places stay, so every index stays valid.
+        let keep: std::collections::BTreeSet<usize> = self
+            .last
+            .values()
+            .map(|(at, _)| *at)
+            .chain(self.pinned.iter().copied())
+            .collect();
+        for (at, source) in self.sources.iter_mut().enumerate() {
+            if !keep.contains(&at) && source.num_rows() > 0 {
+                *source = RecordBatch::new_empty(self.schema.clone());
+            }
         }
         Ok(())
     }

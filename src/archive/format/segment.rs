@@ -103,7 +103,7 @@ impl TrackBatch {
     /// `pieces`' rows as one slice of the batch they share, when each is the range of that
     /// batch right after the one before it (a barrier's tracks, in key order); `None`
     /// otherwise, and they are joined by a copy.
-    fn shared(pieces: &[TrackRows]) -> Option<RecordBatch> {
+    pub(crate) fn shared(pieces: &[TrackRows]) -> Option<RecordBatch> {
         let (first, rest) = pieces.split_first()?;
         let TrackBatch::Range {
             whole,

@@ -181,17 +181,25 @@ impl Writer {
                 }
             )));
         }
-        let batches: Vec<Cow<'_, RecordBatch>> = pieces.iter().map(|p| p.batch.get()).collect();
-        let joined = match batches.as_slice() {
-            [one] => one.clone().into_owned(),
-            _ => arrow::compute::concat_batches(
-                &batches[0].schema(),
-                batches.iter().map(|b| b.as_ref()),
-            )
-            .map_err(|e| ArchiveError::Encode {
-                stream: self.stream.clone(),
-                message: e.to_string(),
-            })?,
+        // Pieces that are consecutive ranges of one batch (a compaction's gathered row
+        // group) are written as one slice of it; others are joined by a copy.
+        let joined = match crate::archive::format::segment::TrackBatch::shared(pieces) {
+            Some(shared) => shared,
+            None => {
+                let batches: Vec<Cow<'_, RecordBatch>> =
+                    pieces.iter().map(|p| p.batch.get()).collect();
+                match batches.as_slice() {
+                    [one] => one.clone().into_owned(),
+                    _ => arrow::compute::concat_batches(
+                        &batches[0].schema(),
+                        batches.iter().map(|b| b.as_ref()),
+                    )
+                    .map_err(|e| ArchiveError::Encode {
+                        stream: self.stream.clone(),
+                        message: e.to_string(),
+                    })?,
+                }
+            }
         };
         let group = self.physical;
         let end = self.write_group(&joined)?;
@@ -358,6 +366,24 @@ impl<'a, K: Ord> Opened<'a, K> {
         }
     }
 
+    /// The decoded Parquet row group holding entry `group` of `file` (known to this read as
+    /// `key`), the row of it where the entry's rows start, and its index: see
+    /// [`OpenSegment::whole_group`].
+    pub fn whole_group(
+        &mut self,
+        key: K,
+        file: &'a SegmentFile,
+        group: usize,
+    ) -> std::result::Result<(RecordBatch, usize, usize), StoredError> {
+        let segment = match self.files.entry(key) {
+            std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(OpenSegment::open(self.store, file)?)
+            }
+        };
+        segment.whole_group(group, &self.schema)
+    }
+
     /// Row group `group` of `file`, known to this read as `key`.
     pub fn read_group(
         &mut self,
@@ -415,6 +441,9 @@ struct Kept {
     whole: Option<(usize, RecordBatch)>,
     /// The last row group's verified bytes.
     bytes: Option<(usize, Bytes)>,
+    /// Each Parquet row group's rows, as the manifest entry gives them (found once: a
+    /// packed file's entries are one per track).
+    group_rows: Option<Vec<u64>>,
 }
 
 impl Kept {
@@ -556,6 +585,54 @@ impl<'a> OpenSegment<'a> {
     /// was read before (many tracks of one read share it: it is decoded whole once and kept).
     /// `None` for an entry that is no slice, or the first read of its group (the caller
     /// decodes the entry's own rows).
+    /// The rows of Parquet row group `physical`, as the manifest entry gives them.
+    fn group_rows(&self, physical: usize) -> u64 {
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        let rows = kept.group_rows.get_or_insert_with(|| {
+            self.entry
+                .row_groups()
+                .into_iter()
+                .map(|(_, _, rows)| rows)
+                .collect()
+        });
+        rows.get(physical).copied().unwrap_or_default()
+    }
+
+    /// The decoded Parquet row group holding entry `index`, the row of it where the entry's
+    /// rows start (0 for an entry that is a row group of its own), and its index. A packed group is
+    /// decoded whole once and kept, so a reader of every entry in file order (a compaction)
+    /// decodes each group once and copies nothing until it gathers the rows it keeps.
+    pub fn whole_group(
+        &self,
+        index: usize,
+        schema: &SchemaRef,
+    ) -> std::result::Result<(RecordBatch, usize, usize), StoredError> {
+        let group = self.entry.groups.get(index).ok_or_else(|| {
+            StoredError::internal(format!("{}: no row group {index}", self.shown))
+        })?;
+        let Some(slice) = group.slice else {
+            let batch = self.decode(index, &group.span, None, group.rows, schema)?;
+            return Ok((batch, 0, index));
+        };
+        let physical = slice.group as usize;
+        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, batch)) = kept.whole.as_ref().filter(|(at, _)| *at == physical) {
+            return Ok((batch.clone(), slice.row as usize, physical));
+        }
+        drop(kept);
+        let total = self.group_rows(physical);
+        let batch = self.decode(physical, &group.span, None, total, schema)?;
+        if (slice.row + group.rows) as usize > batch.num_rows() {
+            return Err(StoredError::corrupt(format!(
+                "{}: entry {index} lies past the {} rows of row group {physical}",
+                self.shown,
+                batch.num_rows()
+            )));
+        }
+        self.kept.lock().unwrap_or_else(|p| p.into_inner()).whole = Some((physical, batch.clone()));
+        Ok((batch, slice.row as usize, physical))
+    }
+
     fn shared_group(
         &self,
         index: usize,
@@ -578,12 +655,7 @@ impl<'a> OpenSegment<'a> {
         drop(kept);
         // The row group's rows as the record gives them (a scoped replay of a paged file
         // holds only some of its entries).
-        let total: u64 = self
-            .entry
-            .row_groups()
-            .iter()
-            .find(|(index, _, _)| *index == physical)
-            .map_or(0, |(_, _, rows)| *rows);
+        let total = self.group_rows(physical);
         let batch = self.decode(physical, &group.span, None, total, schema)?;
         self.kept.lock().unwrap_or_else(|p| p.into_inner()).whole = Some((physical, batch.clone()));
         Ok(Some(batch))
