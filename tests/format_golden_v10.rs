@@ -19,14 +19,14 @@ mod common;
 #[path = "common/golden.rs"]
 mod golden_files;
 
-use common::delivered::{labels, row, Delivered};
-use common::{batch, capture_config, rows_of, Row};
-use golden_files::{docs_block, golden, python_reader_lists, span};
+use common::delivered::{labels, seal_fleet};
+use common::{capture_config, rows_of};
+use golden_files::{
+    capture_barrier, docs_block, generation_records, golden, python_reader_lists, span,
+};
 use series_archive::archive::manifest::columns::decoding_within;
 use series_archive::archive::manifest::frame::{self, Decoded, TailShape, FORMAT_VERSION};
-use series_archive::archive::manifest::{
-    log, Barrier, BarrierStream, GroupEntry, Record, SegmentFile, Slice, Span,
-};
+use series_archive::archive::manifest::{log, GroupEntry, Record, SegmentFile, Slice, Span};
 use series_archive::archive::{Archive, Config};
 use series_archive::Position;
 use std::ops::Bound::Unbounded;
@@ -120,20 +120,7 @@ fn fleet(hosts: usize, metrics: usize, rows: u64) -> Vec<GroupEntry> {
 }
 
 fn barrier(file: SegmentFile) -> Record {
-    Record::Barrier(Barrier {
-        barrier: 1,
-        sealed_at_ns: SEALED_AT_NS,
-        next_name: 2,
-        streams: vec![BarrierStream {
-            stream: "capture".into(),
-            watermark: 15,
-            next_seq: 15,
-            file,
-            levels: None,
-            levels_from: None,
-            levels_deferred: false,
-        }],
-    })
+    capture_barrier(file, SEALED_AT_NS)
 }
 
 /// The payload of a framed record.
@@ -370,48 +357,13 @@ fn every_prefix_of_a_paged_record_at_the_tail_is_a_torn_append() {
 #[test]
 fn an_archive_of_many_tracks_pages_its_records_and_scoped_opens_answer_as_whole_ones() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut archive = Archive::open(dir.path(), capture_config().delta(false)).expect("open");
     // 40 runs × 50 probes, three rows each, over two barriers.
-    let mut delivered: Delivered = Vec::new();
-    for tick in 0..3 {
-        for run in 0..40 {
-            for probe in 0..50 {
-                delivered.push((delivered.len() as u64 + 1, row(run, probe, tick)));
-            }
-        }
-    }
-    for part in [&delivered[..3_000], &delivered[3_000..]] {
-        let rows: Vec<Row> = part.iter().map(|(_, r)| r.clone()).collect();
-        let positions: Vec<u64> = part.iter().map(|(p, _)| *p).collect();
-        archive
-            .stage_batch("capture", &batch(&rows), &positions)
-            .expect("stage");
-        archive.seal_all().expect("seal").expect("a barrier");
-    }
-    let sealed = archive.state().streams["capture"].files.clone();
+    let sealed = seal_fleet(dir.path(), 40, 50);
     assert!(sealed.iter().all(|f| f.groups.len() == 2_000));
-    drop(archive);
-    let versions = |dir: &std::path::Path| -> Vec<(String, u16)> {
-        let manifest = dir.join("manifest");
-        let generation = std::fs::read_dir(&manifest)
-            .expect("manifest")
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .max()
-            .expect("a generation");
-        let bytes = std::fs::read(&generation).expect("read");
-        let mut at = 0;
-        let mut out = Vec::new();
-        while let Decoded::Record { payload, next } = frame::decode(&bytes, at) {
-            let kind = String::from_utf8_lossy(&payload[..20.min(payload.len())]).into_owned();
-            out.push((kind, u16::from_le_bytes([bytes[at + 4], bytes[at + 5]])));
-            at = next;
-        }
-        assert_eq!(at, bytes.len(), "every record decodes");
-        out
-    };
-    let barriers: Vec<u16> = versions(dir.path())
+    let barriers: Vec<u16> = generation_records(dir.path())
+        .1
         .into_iter()
-        .filter(|(kind, _)| kind.starts_with(r#"{"record":"barrier""#))
+        .filter(|(kind, _)| kind == "barrier")
         .map(|(_, v)| v)
         .collect();
     assert_eq!(barriers, [10, 10]);
@@ -492,8 +444,8 @@ fn an_archive_of_many_tracks_pages_its_records_and_scoped_opens_answer_as_whole_
     let compacted = archive.state().streams["capture"].files.clone();
     assert!(compacted.len() < sealed.len(), "{}", compacted.len());
     drop(archive);
-    let records = versions(dir.path());
-    assert!(records[0].0.starts_with(r#"{"record":"snapshot""#));
+    let (_, records) = generation_records(dir.path());
+    assert_eq!(records[0].0, "snapshot");
     assert_eq!(records[0].1, 10, "{records:?}");
     check(&compacted);
     // The docs' Python reader rebuilds the same slices from the pages.

@@ -20,13 +20,13 @@ mod common;
 #[path = "common/golden.rs"]
 mod golden_files;
 
-use common::delivered::{row, Delivered};
-use common::{batch, capture_config, Row};
-use golden_files::{docs_block, golden, python_reader_lists, span};
-use series_archive::archive::manifest::frame::{self, Decoded, FORMAT_VERSION};
-use series_archive::archive::manifest::{
-    log, Barrier, BarrierStream, GroupEntry, Record, SegmentFile, Slice, Span,
+use common::capture_config;
+use common::delivered::seal_fleet;
+use golden_files::{
+    capture_barrier, docs_block, generation_records, golden, python_reader_lists, span,
 };
+use series_archive::archive::manifest::frame::{self, Decoded, FORMAT_VERSION};
+use series_archive::archive::manifest::{log, GroupEntry, Record, SegmentFile, Slice, Span};
 use series_archive::archive::Archive;
 
 const SEALED_AT_NS: u64 = 1_764_442_800_000_000_000;
@@ -78,20 +78,7 @@ fn columnar_file() -> SegmentFile {
 }
 
 fn barrier(file: SegmentFile) -> Record {
-    Record::Barrier(Barrier {
-        barrier: 1,
-        sealed_at_ns: SEALED_AT_NS,
-        next_name: 2,
-        streams: vec![BarrierStream {
-            stream: "capture".into(),
-            watermark: 15,
-            next_seq: 15,
-            file,
-            levels: None,
-            levels_from: None,
-            levels_deferred: false,
-        }],
-    })
+    capture_barrier(file, SEALED_AT_NS)
 }
 
 fn payload_of(record: &Record) -> String {
@@ -209,49 +196,20 @@ fn columns_that_lie_are_refused_naming_the_file_and_the_column() {
 #[test]
 fn an_archive_this_build_writes_records_columns_and_reads_them_back() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut archive = Archive::open(dir.path(), capture_config().delta(false)).expect("open");
     // 20 runs × 25 probes, three rows each, over two barriers: 500 entries a file, not
     // more than a page (`tests/format_golden_v10.rs` has the paged kind).
-    let mut delivered: Delivered = Vec::new();
-    for tick in 0..3 {
-        for run in 0..20 {
-            for probe in 0..25 {
-                delivered.push((delivered.len() as u64 + 1, row(run, probe, tick)));
-            }
-        }
-    }
-    for part in [&delivered[..750], &delivered[750..]] {
-        let rows: Vec<Row> = part.iter().map(|(_, r)| r.clone()).collect();
-        let positions: Vec<u64> = part.iter().map(|(p, _)| *p).collect();
-        archive
-            .stage_batch("capture", &batch(&rows), &positions)
-            .expect("stage");
-        archive.seal_all().expect("seal").expect("a barrier");
-    }
-    let sealed = archive.state().streams["capture"].files.clone();
-    assert_eq!(sealed.len(), 2);
+    let sealed = seal_fleet(dir.path(), 20, 25);
     assert!(sealed
         .iter()
         .all(|f| f.format == Some(9) && f.groups.len() == 500));
-    drop(archive);
     // Every record of the generation is framed as version 9 or lower, the barriers as 9.
-    let manifest = dir.path().join("manifest");
-    let generation = std::fs::read_dir(&manifest)
-        .expect("manifest")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .max()
-        .expect("a generation");
-    let bytes = std::fs::read(&generation).expect("read");
-    let mut at = 0;
-    let mut barriers = 0;
-    while let Decoded::Record { payload, next } = frame::decode(&bytes, at) {
-        if payload.starts_with(br#"{"record":"barrier""#) {
-            assert_eq!(u16::from_le_bytes([bytes[at + 4], bytes[at + 5]]), 9);
-            barriers += 1;
-        }
-        at = next;
-    }
-    assert_eq!(barriers, 2);
+    let (bytes, records) = generation_records(dir.path());
+    let barriers: Vec<u16> = records
+        .into_iter()
+        .filter(|(kind, _)| kind == "barrier")
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(barriers, [9, 9]);
     // About 25 bytes per entry: labels, rows and three pairs of small numbers.
     let per_entry = bytes.len() as f64 / 1_000.0;
     assert!(per_entry < 60.0, "{per_entry:.1} manifest bytes per entry");

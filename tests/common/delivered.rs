@@ -58,3 +58,35 @@ pub fn expected(
         .cloned()
         .collect()
 }
+
+/// Seals `runs × probes` tracks, three rows each (ticks 0–2, every track in key order each
+/// tick), over two barriers cut at half the rows, into a new archive at `root` (Delta logs
+/// off); answers the live data files, one per barrier.
+pub fn seal_fleet(
+    root: &std::path::Path,
+    runs: usize,
+    probes: usize,
+) -> Vec<series_archive::archive::manifest::SegmentFile> {
+    use series_archive::archive::Archive;
+    let mut archive = Archive::open(root, super::capture_config().delta(false)).expect("open");
+    let mut delivered: Delivered = Vec::new();
+    for tick in 0..3 {
+        for run in 0..runs {
+            for probe in 0..probes {
+                delivered.push((delivered.len() as u64 + 1, row(run, probe, tick)));
+            }
+        }
+    }
+    let half = delivered.len() / 2;
+    for part in [&delivered[..half], &delivered[half..]] {
+        let rows: Vec<Row> = part.iter().map(|(_, r)| r.clone()).collect();
+        let positions: Vec<u64> = part.iter().map(|(p, _)| *p).collect();
+        archive
+            .stage_batch("capture", &super::batch(&rows), &positions)
+            .expect("stage");
+        archive.seal_all().expect("seal").expect("a barrier");
+    }
+    let sealed = archive.state().streams["capture"].files.clone();
+    assert_eq!(sealed.len(), 2);
+    sealed
+}

@@ -97,3 +97,53 @@ pub fn python_reader_lists(
         "listed:\n{listed}\nexpected:\n{expected}"
     );
 }
+
+/// A barrier record of the capture stream writing `file` alone, as the format tests frame
+/// one (watermark and `next_seq` 15).
+pub fn capture_barrier(
+    file: series_archive::archive::manifest::SegmentFile,
+    sealed_at_ns: u64,
+) -> series_archive::archive::manifest::Record {
+    use series_archive::archive::manifest::{Barrier, BarrierStream, Record};
+    Record::Barrier(Barrier {
+        barrier: 1,
+        sealed_at_ns,
+        next_name: 2,
+        streams: vec![BarrierStream {
+            stream: "capture".into(),
+            watermark: 15,
+            next_seq: 15,
+            file,
+            levels: None,
+            levels_from: None,
+            levels_deferred: false,
+        }],
+    })
+}
+
+/// The current manifest generation of the archive at `root`: its bytes, and each record's
+/// kind (`"snapshot"`, `"barrier"`, ...) and frame version, in order. Every byte must belong
+/// to a record that decodes.
+pub fn generation_records(root: &Path) -> (Vec<u8>, Vec<(String, u16)>) {
+    use series_archive::archive::manifest::frame::{self, Decoded};
+    let generation = std::fs::read_dir(root.join("manifest"))
+        .expect("manifest")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .max()
+        .expect("a generation");
+    let bytes = std::fs::read(&generation).expect("read");
+    let mut at = 0;
+    let mut out = Vec::new();
+    while let Decoded::Record { payload, next } = frame::decode(&bytes, at) {
+        let head: serde_json::Value = serde_json::Deserializer::from_slice(payload)
+            .into_iter()
+            .next()
+            .expect("a record")
+            .expect("JSON");
+        let kind = head["record"].as_str().expect("a record kind").to_owned();
+        out.push((kind, u16::from_le_bytes([bytes[at + 4], bytes[at + 5]])));
+        at = next;
+    }
+    assert_eq!(at, bytes.len(), "every record decodes");
+    (bytes, out)
+}
