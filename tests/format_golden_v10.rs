@@ -199,6 +199,25 @@ fn records_are_paged_beyond_page_entries_and_framed_as_before_otherwise() {
 }
 
 #[test]
+fn an_entry_that_cannot_be_paged_leaves_no_page_behind() {
+    // The last entry's range is beyond what a step can say (no file this build writes holds
+    // one): the entry is written one object per entry, and the record carries no page of the
+    // chunks written before the one that failed.
+    let mut entries = fleet(1, log::PAGE_ENTRIES * 3, 2);
+    let last = entries.last_mut().expect("an entry");
+    last.seq = [u64::MAX - 1, u64::MAX];
+    let record = barrier(packed(entries, 100));
+    let framed = log::encode(&record);
+    assert!(u16::from_le_bytes([framed[4], framed[5]]) < 10);
+    let payload = payload(&framed);
+    assert!(!payload.contains(&b'\n'));
+    assert!(std::str::from_utf8(payload)
+        .expect("utf-8")
+        .contains(r#""groups":[{"#));
+    assert_eq!(Record::decode(payload).expect("decodes"), record);
+}
+
+#[test]
 fn a_scoped_decode_reads_the_pages_of_its_selection_and_keeps_every_entry_beneath_it() {
     // 6 hosts × 7 metrics, 3 entries a page (14 pages), 5 entries a row group: pages and row
     // groups cut each other, and hosts straddle pages.

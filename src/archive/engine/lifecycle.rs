@@ -298,7 +298,7 @@ impl CompactionJob {
                     let at = match gather.holds((name, physical)) {
                         Some(at) => at,
                         None => {
-                            let (batch, _, physical) = open
+                            let batch = open
                                 .whole_group(name, source, group)
                                 .map_err(unreadable(&id))?;
                             gather.source((name, physical), batch)

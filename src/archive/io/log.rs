@@ -2,7 +2,7 @@
 //! current one, write a new one from a snapshot.
 
 use crate::archive::error::{ArchiveError, Result};
-use crate::archive::format::manifest::log::{encode, generation_name, replay_scoped, Replayed};
+use crate::archive::format::manifest::log::{generation_name, replay_scoped, try_encode, Replayed};
 use crate::archive::format::manifest::Scope;
 use crate::archive::format::manifest::{Record, State};
 use crate::archive::io::durable;
@@ -19,6 +19,13 @@ pub fn replay(path: &Path, generation: u64) -> Result<Replayed> {
 pub fn replay_within(path: &Path, generation: u64, scope: Option<Scope>) -> Result<Replayed> {
     let bytes = std::fs::read(path).map_err(ArchiveError::io("read manifest", path))?;
     replay_scoped(path, &bytes, generation, scope)
+}
+
+/// A record framed for the log; a record that cannot be written (it names a file a scoped
+/// replay decoded) is an error, and nothing is written.
+fn framed(record: &Record) -> Result<Vec<u8>> {
+    try_encode(record)
+        .map_err(|e| ArchiveError::Internal(format!("a manifest record cannot be written: {e}")))
 }
 
 /// The open, appendable current generation.
@@ -63,7 +70,7 @@ impl LogWriter {
     ) -> Result<LogWriter> {
         let name = generation_name(generation);
         let staged = tmp.join(&name);
-        let framed = encode(&Record::Snapshot(state.snapshot(generation)));
+        let framed = framed(&Record::Snapshot(state.snapshot(generation)))?;
         durable::write_synced(disk, &staged, &framed)?;
         durable::sync_dir(disk, tmp)?;
         disk.reached(FaultPoint::AfterSnapshotWrite);
@@ -77,7 +84,7 @@ impl LogWriter {
     /// Appends one record and syncs it. The record is written in two parts so a fault
     /// injected between them leaves a real torn record.
     pub fn append(&mut self, record: &Record) -> Result<()> {
-        let framed = encode(record);
+        let framed = framed(record)?;
         let half = framed.len() / 2;
         self.file
             .write_all(&framed[..half])

@@ -366,22 +366,30 @@ impl<'a, K: Ord> Opened<'a, K> {
         }
     }
 
+    /// `file`, known to this read as `key`: opened (its footer verified) the first time.
+    fn segment(
+        &mut self,
+        key: K,
+        file: &'a SegmentFile,
+    ) -> std::result::Result<&mut OpenSegment<'a>, StoredError> {
+        Ok(match self.files.entry(key) {
+            std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(OpenSegment::open(self.store, file)?)
+            }
+        })
+    }
+
     /// The decoded Parquet row group holding entry `group` of `file` (known to this read as
-    /// `key`), the row of it where the entry's rows start, and its index: see
-    /// [`OpenSegment::whole_group`].
+    /// `key`): see [`OpenSegment::whole_group`].
     pub fn whole_group(
         &mut self,
         key: K,
         file: &'a SegmentFile,
         group: usize,
-    ) -> std::result::Result<(RecordBatch, usize, usize), StoredError> {
-        let segment = match self.files.entry(key) {
-            std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-            std::collections::btree_map::Entry::Vacant(v) => {
-                v.insert(OpenSegment::open(self.store, file)?)
-            }
-        };
-        segment.whole_group(group, &self.schema)
+    ) -> std::result::Result<RecordBatch, StoredError> {
+        let schema = self.schema.clone();
+        self.segment(key, file)?.whole_group(group, &schema)
     }
 
     /// Row group `group` of `file`, known to this read as `key`.
@@ -391,13 +399,8 @@ impl<'a, K: Ord> Opened<'a, K> {
         file: &'a SegmentFile,
         group: usize,
     ) -> std::result::Result<RecordBatch, StoredError> {
-        let segment = match self.files.entry(key) {
-            std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-            std::collections::btree_map::Entry::Vacant(v) => {
-                v.insert(OpenSegment::open(self.store, file)?)
-            }
-        };
-        segment.read_group(group, &self.schema)
+        let schema = self.schema.clone();
+        self.segment(key, file)?.read_group(group, &schema)
     }
 
     /// The rows of row group `group` of `file` (known to this read as `key`) whose column
@@ -410,13 +413,9 @@ impl<'a, K: Ord> Opened<'a, K> {
         axis: &str,
         window: [u64; 2],
     ) -> std::result::Result<RecordBatch, StoredError> {
-        let segment = match self.files.entry(key) {
-            std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-            std::collections::btree_map::Entry::Vacant(v) => {
-                v.insert(OpenSegment::open(self.store, file)?)
-            }
-        };
-        segment.read_axis_window(group, &self.schema, axis, window)
+        let schema = self.schema.clone();
+        self.segment(key, file)?
+            .read_axis_window(group, &schema, axis, window)
     }
 }
 
@@ -580,11 +579,6 @@ impl<'a> OpenSegment<'a> {
         }
     }
 
-    /// The packed row group holding slice entry `index`, decoded whole, when a read of it
-    /// should be cut from the whole group: the group is the one kept, or another entry of it
-    /// was read before (many tracks of one read share it: it is decoded whole once and kept).
-    /// `None` for an entry that is no slice, or the first read of its group (the caller
-    /// decodes the entry's own rows).
     /// The rows of Parquet row group `physical`, as the manifest entry gives them.
     fn group_rows(&self, physical: usize) -> u64 {
         let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
@@ -598,41 +592,59 @@ impl<'a> OpenSegment<'a> {
         rows.get(physical).copied().unwrap_or_default()
     }
 
-    /// The decoded Parquet row group holding entry `index`, the row of it where the entry's
-    /// rows start (0 for an entry that is a row group of its own), and its index. A packed group is
-    /// decoded whole once and kept, so a reader of every entry in file order (a compaction)
-    /// decodes each group once and copies nothing until it gathers the rows it keeps.
+    /// The decoded Parquet row group holding entry `index` (the entry itself when it is a
+    /// row group of its own). A packed group is decoded whole once and kept, so a reader of
+    /// every entry in file order (a compaction) decodes each group once and copies nothing
+    /// until it gathers the rows it keeps.
     pub fn whole_group(
         &self,
         index: usize,
         schema: &SchemaRef,
-    ) -> std::result::Result<(RecordBatch, usize, usize), StoredError> {
+    ) -> std::result::Result<RecordBatch, StoredError> {
         let group = self.entry.groups.get(index).ok_or_else(|| {
             StoredError::internal(format!("{}: no row group {index}", self.shown))
         })?;
         let Some(slice) = group.slice else {
-            let batch = self.decode(index, &group.span, None, group.rows, schema)?;
-            return Ok((batch, 0, index));
+            return self.decode(index, &group.span, None, group.rows, schema);
         };
-        let physical = slice.group as usize;
-        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, batch)) = kept.whole.as_ref().filter(|(at, _)| *at == physical) {
-            return Ok((batch.clone(), slice.row as usize, physical));
-        }
-        drop(kept);
-        let total = self.group_rows(physical);
-        let batch = self.decode(physical, &group.span, None, total, schema)?;
-        if (slice.row + group.rows) as usize > batch.num_rows() {
+        let batch = self.kept_whole(slice.group as usize, &group.span, schema)?;
+        if slice.row + group.rows > batch.num_rows() as u64 {
             return Err(StoredError::corrupt(format!(
-                "{}: entry {index} lies past the {} rows of row group {physical}",
+                "{}: entry {index} lies past the {} rows of row group {}",
                 self.shown,
-                batch.num_rows()
+                batch.num_rows(),
+                slice.group
             )));
         }
-        self.kept.lock().unwrap_or_else(|p| p.into_inner()).whole = Some((physical, batch.clone()));
-        Ok((batch, slice.row as usize, physical))
+        Ok(batch)
     }
 
+    /// Packed row group `physical` (bytes `span`) decoded whole: the one kept, or decoded now
+    /// and kept in its place.
+    fn kept_whole(
+        &self,
+        physical: usize,
+        span: &Span,
+        schema: &SchemaRef,
+    ) -> std::result::Result<RecordBatch, StoredError> {
+        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, batch)) = kept.whole.as_ref().filter(|(at, _)| *at == physical) {
+            return Ok(batch.clone());
+        }
+        drop(kept);
+        // The row group's rows as the record gives them (a scoped replay of a paged file
+        // holds only some of its entries).
+        let total = self.group_rows(physical);
+        let batch = self.decode(physical, span, None, total, schema)?;
+        self.kept.lock().unwrap_or_else(|p| p.into_inner()).whole = Some((physical, batch.clone()));
+        Ok(batch)
+    }
+
+    /// The packed row group holding slice entry `index`, decoded whole, when a read of it
+    /// should be cut from the whole group: the group is the one kept, or another entry of it
+    /// was read before (many tracks of one read share it: it is decoded whole once and kept).
+    /// `None` for an entry that is no slice, or the first read of its group (the caller
+    /// decodes the entry's own rows).
     fn shared_group(
         &self,
         index: usize,
@@ -646,19 +658,12 @@ impl<'a> OpenSegment<'a> {
         };
         let physical = slice.group as usize;
         let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, batch)) = kept.whole.as_ref().filter(|(at, _)| *at == physical) {
-            return Ok(Some(batch.clone()));
-        }
-        if kept.alone(physical, index) {
+        let is_kept = kept.whole.as_ref().is_some_and(|(at, _)| *at == physical);
+        if !is_kept && kept.alone(physical, index) {
             return Ok(None);
         }
         drop(kept);
-        // The row group's rows as the record gives them (a scoped replay of a paged file
-        // holds only some of its entries).
-        let total = self.group_rows(physical);
-        let batch = self.decode(physical, &group.span, None, total, schema)?;
-        self.kept.lock().unwrap_or_else(|p| p.into_inner()).whole = Some((physical, batch.clone()));
-        Ok(Some(batch))
+        self.kept_whole(physical, &group.span, schema).map(Some)
     }
 
     /// The rows of entry `index` whose column `axis` lies in `[lo, hi]`, as the rows of

@@ -266,9 +266,6 @@ thread_local! {
     static PAGING: RefCell<Option<(usize, Vec<u8>)>> = const { RefCell::new(None) };
 }
 
-/// The frame version of a record whose entries are paged (format version 10).
-pub const PAGED_VERSION: u16 = 10;
-
 /// The most entries one page holds (format version 10): a file entry of more entries is
 /// written paged when its record is framed.
 pub const PAGE_ENTRIES: usize = 512;
@@ -694,16 +691,14 @@ impl<'a> PiecesForm<'a> {
                 columns: ColumnsOut::of(entries)?,
             }));
         };
+        // Every page is written here first and joins the record's pages only once all of them
+        // are: an entry that falls back to `groups` leaves no page behind.
+        let mut written = Vec::new();
         let mut pages = Vec::with_capacity(entries.len().div_ceil(page_entries));
         for chunk in entries.chunks(page_entries) {
-            let json = serde_json::to_vec(&ColumnsOut::of(chunk)?).ok()?;
+            let at = written.len() as u64;
+            serde_json::to_writer(&mut written, &ColumnsOut::of(chunk)?).ok()?;
             let (first, last) = (chunk.first()?, chunk.last()?);
-            let at = PAGING.with_borrow_mut(|p| {
-                let (_, written) = p.as_mut()?;
-                let at = written.len() as u64;
-                written.extend_from_slice(&json);
-                Some(at)
-            })?;
             pages.push(Page {
                 entries: u32::try_from(chunk.len()).ok()?,
                 first: first.track.clone(),
@@ -715,9 +710,16 @@ impl<'a> PiecesForm<'a> {
                     chunk.iter().map(|e| e.seq[1]).max()?,
                 ],
                 at,
-                len: json.len() as u64,
+                len: written.len() as u64 - at,
             });
         }
+        let base = PAGING.with_borrow_mut(|p| {
+            let (_, record_pages) = p.as_mut()?;
+            let base = record_pages.len() as u64;
+            record_pages.extend_from_slice(&written);
+            Some(base)
+        })?;
+        pages.iter_mut().for_each(|page| page.at += base);
         Some(PiecesForm::Paged(PagedOut {
             row_groups: row_groups
                 .into_iter()
@@ -732,12 +734,9 @@ impl<'a> PiecesForm<'a> {
 }
 
 impl Columns {
-    /// Checks the columns' lengths and ranges: the entries' `(labels, rows, position, axis,
-    /// seq)`, or what is wrong with them.
-    #[allow(clippy::type_complexity)]
-    fn checked(
-        self,
-    ) -> Result<Vec<(Vec<String>, u64, [u64; 2], Option<[u64; 2]>, [u64; 2])>, String> {
+    /// Checks the columns' lengths and ranges: the entries they describe, not yet placed in
+    /// their row groups (no span, no slice), or what is wrong with them.
+    fn checked(self) -> Result<Vec<GroupEntry>, String> {
         let n = self.track.len();
         for (column, len) in [
             ("rows", self.rows.len()),
@@ -762,14 +761,19 @@ impl Columns {
             .into_iter()
             .zip(self.rows)
             .zip(position.into_iter().zip(axis).zip(seq))
-            .map(|((track, rows), ((position, axis), seq))| {
-                (
-                    track,
-                    rows,
-                    position.unwrap_or_default(),
-                    axis,
-                    seq.unwrap_or_default(),
-                )
+            .map(|((track, rows), ((position, axis), seq))| GroupEntry {
+                track,
+                rows,
+                position: position.unwrap_or_default(),
+                axis,
+                seq: seq.unwrap_or_default(),
+                span: Span {
+                    offset: 0,
+                    len: 0,
+                    crc32c: 0,
+                },
+                last_track: None,
+                slice: None,
             })
             .collect())
     }
@@ -821,17 +825,17 @@ impl<'r> Cursor<'r> {
         }
     }
 
-    /// Lays out the next entries, the first at row `row` of its row group (which must be 0
-    /// when it starts the group).
-    #[allow(clippy::type_complexity)]
+    /// Places the next entries in their row groups (their span and slice), the first at row
+    /// `first_row` of its row group (which must be 0 when it starts the group), and appends
+    /// them to `out`.
     fn lay_out(
         &mut self,
         first_row: u64,
-        columns: Vec<(Vec<String>, u64, [u64; 2], Option<[u64; 2]>, [u64; 2])>,
+        entries: Vec<GroupEntry>,
         out: &mut Vec<GroupEntry>,
     ) -> Result<(), String> {
         let mut row = first_row;
-        for (i, (track, rows, position, axis, seq)) in columns.into_iter().enumerate() {
+        for (i, mut entry) in entries.into_iter().enumerate() {
             let starts_group = self.seek(self.entry)?;
             if starts_group && (i > 0 || first_row != 0) {
                 if i == 0 {
@@ -842,26 +846,18 @@ impl<'r> Cursor<'r> {
                 }
                 row = 0;
             }
-            if rows == 0 {
+            if entry.rows == 0 {
                 return Err(format!("entry {} holds no rows", self.entry));
             }
-            let group = &self.row_groups[self.group];
-            out.push(GroupEntry {
-                track,
-                rows,
-                position,
-                axis,
-                seq,
-                span: group.span,
-                last_track: None,
-                slice: Some(Slice {
-                    group: self.group as u32,
-                    row,
-                }),
+            entry.span = self.row_groups[self.group].span;
+            entry.slice = Some(Slice {
+                group: self.group as u32,
+                row,
             });
             row = row
-                .checked_add(rows)
+                .checked_add(entry.rows)
                 .ok_or_else(|| format!("pieces.rows overflow in row group {}", self.group))?;
+            out.push(entry);
             self.entry += 1;
         }
         self.row = row;
@@ -973,11 +969,6 @@ impl Elided {
             .collect()
     }
 
-    /// Entries of the file, read or not.
-    pub fn entries(&self) -> u64 {
-        self.pages.iter().map(|p| u64::from(p.entries)).sum()
-    }
-
     /// Checks the entries a scoped decode kept against the index: each a slice of a row
     /// group the index names, with its span, within its rows.
     pub fn check(&self, groups: &[GroupEntry]) -> Result<(), String> {
@@ -1072,10 +1063,10 @@ pub(crate) fn read_pages(file: &mut SegmentFile, pages: Option<&[u8]>) -> Result
                 page.entries
             ));
         }
-        let rows: u64 = columns.iter().map(|c| c.1).sum();
+        let rows: u64 = columns.iter().map(|c| c.rows).sum();
         let seq = [
-            columns.iter().map(|c| c.4[0]).min().unwrap_or_default(),
-            columns.iter().map(|c| c.4[1]).max().unwrap_or_default(),
+            columns.iter().map(|c| c.seq[0]).min().unwrap_or_default(),
+            columns.iter().map(|c| c.seq[1]).max().unwrap_or_default(),
         ];
         if rows != page.rows || seq != page.seq {
             return bad(format!(
@@ -1083,10 +1074,11 @@ pub(crate) fn read_pages(file: &mut SegmentFile, pages: Option<&[u8]>) -> Result
                 page.rows, page.seq
             ));
         }
+        let starts_group = cursor.seek(entry)?;
         if within.is_none() {
             // A whole decode sees every label: the entries are in key order, within the
             // index's range, and each page starts where the one before it ended.
-            let labels: Vec<&Vec<String>> = columns.iter().map(|c| &c.0).collect();
+            let labels: Vec<&Vec<String>> = columns.iter().map(|c| &c.track).collect();
             if labels.first() != Some(&&page.first)
                 || labels.last() != Some(&&page.last)
                 || labels.windows(2).any(|w| w[0] > w[1])
@@ -1100,13 +1092,10 @@ pub(crate) fn read_pages(file: &mut SegmentFile, pages: Option<&[u8]>) -> Result
                 return bad("goes back in key order".into());
             }
             previous_last = Some(page.last.clone());
-            let starts_group = cursor.seek(entry)?;
             let expected = if starts_group { 0 } else { cursor.row };
             if page.row != expected {
                 return bad(format!("starts at row {}, not {expected}", page.row));
             }
-        } else {
-            cursor.seek(entry)?;
         }
         let from = groups.len();
         cursor.lay_out(page.row, columns, &mut groups)?;

@@ -33,6 +33,10 @@ pub const MAGIC: [u8; 4] = *b"SAmr";
 /// file entries is paged (more than 512 entries, its pages after its JSON) is version 10,
 /// which a version-9 build refuses rather than read a record it cannot parse as damage.
 pub const FORMAT_VERSION: u16 = 10;
+
+/// The frame version of a record with pages after its JSON (format version 10): only such a
+/// record is framed so.
+pub const PAGED_VERSION: u16 = 10;
 /// The lowest record format this build reads.
 pub const OLDEST_VERSION: u16 = 1;
 /// Bytes before the payload.
@@ -134,10 +138,11 @@ pub fn classify_tail(rest: &[u8]) -> TailShape {
     }
     // A record with pages (format version 10, and only such a record is framed so) cut
     // right after its JSON: complete JSON, its pages still to come.
-    let pages_cut = rest.len() >= 12 && u16::from_le_bytes([rest[4], rest[5]]) >= 10 && {
-        let len = u32::from_le_bytes([rest[8], rest[9], rest[10], rest[11]]) as usize;
-        rest.len() < HEADER_LEN.saturating_add(len)
-    };
+    let pages_cut =
+        rest.len() >= 12 && u16::from_le_bytes([rest[4], rest[5]]) >= PAGED_VERSION && {
+            let len = u32::from_le_bytes([rest[8], rest[9], rest[10], rest[11]]) as usize;
+            rest.len() < HEADER_LEN.saturating_add(len)
+        };
     if rest.len() > HEADER_LEN
         && serde_json::from_slice::<serde_json::Value>(&rest[HEADER_LEN..]).is_ok()
     {

@@ -2,7 +2,8 @@
 //! frame. Reading and appending the files is `io::log`'s.
 
 pub use super::columns::PAGE_ENTRIES;
-use super::columns::{decoding_within, paging, PAGED_VERSION};
+use super::columns::{decoding_within, paging};
+use super::frame::PAGED_VERSION;
 use super::frame::{self, Decoded};
 use super::record::Record;
 use super::state::{Scope, State};
@@ -161,22 +162,46 @@ pub fn replay_scoped(
 }
 
 /// Frames a record. A file entry of more than [`PAGE_ENTRIES`] entries is written paged
-/// (format version 10): see `docs/format.md`, "Version 10".
+/// (format version 10): see `docs/format.md`, "Version 10". The archive's own writes use
+/// [`try_encode`].
+///
+/// # Panics
+///
+/// On a record [`try_encode`] refuses: one naming a file that a scoped replay decoded.
 pub fn encode(record: &Record) -> Vec<u8> {
     encode_paged(record, PAGE_ENTRIES)
 }
 
+/// Frames a record as [`encode`] does, or says why it cannot be written: it names a file
+/// that a scoped replay decoded, whose entries it only partly holds (`SegmentFile::elided`).
+pub fn try_encode(record: &Record) -> serde_json::Result<Vec<u8>> {
+    try_encode_paged(record, PAGE_ENTRIES)
+}
+
 /// Frames a record, paging every file entry of more than `page_entries` entries (what
-/// [`encode`] does with [`PAGE_ENTRIES`]; other sizes are for tests of the format). A record
+/// [`encode`] does with [`PAGE_ENTRIES`]; other sizes are for tests of the format).
+///
+/// # Panics
+///
+/// As [`encode`].
+pub fn encode_paged(record: &Record, page_entries: usize) -> Vec<u8> {
+    try_encode_paged(record, page_entries)
+        .expect("only a record naming a scoped replay's file fails to serialize")
+}
+
+/// Frames a record, paging every file entry of more than `page_entries` entries. A record
 /// with pages is framed as version 10, whatever else it holds; one without keeps the version
 /// its contents need.
-pub fn encode_paged(record: &Record, page_entries: usize) -> Vec<u8> {
+fn try_encode_paged(record: &Record, page_entries: usize) -> serde_json::Result<Vec<u8>> {
     let (payload, pages) = paging(page_entries, || serde_json::to_vec(record));
-    let mut payload = payload.expect("manifest records always serialize");
+    let mut payload = payload?;
     if pages.is_empty() {
-        return frame::encode_version(record.version(), &payload);
+        return Ok(frame::encode_version(record.version(), &payload));
     }
     payload.push(b'\n');
     payload.extend_from_slice(&pages);
-    frame::encode_version(record.version().max(PAGED_VERSION), &payload)
+    Ok(frame::encode_version(
+        record.version().max(PAGED_VERSION),
+        &payload,
+    ))
 }
