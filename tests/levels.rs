@@ -109,7 +109,8 @@ proptest! {
 
     /// A survey equals the raw M4 on the grid it answered with, never exceeds its budget,
     /// is the finest level that fits, and orders by field then first.axis — for one track,
-    /// a prefix and the whole stream, in any barrier split, warm and after reopening.
+    /// a prefix and the whole stream, in any barrier split, warm and after reopening, before
+    /// and after a compaction.
     #[test]
     fn survey_equals_the_raw_fold_on_its_grid(
         (rows, positions, cuts) in workload_rows(),
@@ -118,28 +119,42 @@ proptest! {
     ) {
         let dir = tempfile::tempdir().expect("tempdir");
         let ladder = Ladder::new(4, 2, 4).expect("valid");
-        let archive = archive_with(dir.path(), ladder, &rows, &positions, &cuts);
+        let mut archive = archive_with(dir.path(), ladder, &rows, &positions, &cuts);
         let reopened = || Archive::open(dir.path(), Config::new().read_only(true)).expect("reopen");
-        for track in [vec![], vec!["run_1"], vec!["run_0", "p2"]] {
-            let labels: Vec<String> = track.iter().map(|s| s.to_string()).collect();
-            let chosen = selected(&rows, &track);
-            for (start, end) in [(Included(from), Excluded(from + len)), (Unbounded, Unbounded)] {
-                let s = archive.survey("capture", &labels, start, end, budget).expect("survey");
-                let cold = reopened().survey("capture", &labels, start, end, budget).expect("survey");
-                prop_assert_eq!(&s.buckets, &cold.buckets, "cold and warm views agree");
-                prop_assert!(s.buckets.len() * 4 <= budget, "{} buckets over budget {}", s.buckets.len(), budget);
-                let Some(plan) = s.plan else {
-                    prop_assert!(chosen.is_empty() || matches!(start, Included(_)));
-                    continue;
-                };
-                // Within the budget per field (the finest-level choice is proven in levels.rs).
-                let cpf = (budget / 8) as u64;
-                prop_assert!(plan.cells[1] - plan.cells[0] < cpf);
-                let expected = raw_buckets(&chosen, plan.cell_width, plan.cells[0], plan.cells[1]);
-                prop_assert_eq!(&s.buckets, &expected);
-                // Grouped by field in declared order, ascending first.axis within a field.
-                for pair in s.buckets.windows(2) {
-                    prop_assert!(pair[0].field < pair[1].field || (pair[0].field == pair[1].field && pair[0].first.axis < pair[1].first.axis));
+        // The barriers' partials first, then the level tables a compaction merges them into
+        // (many tracks a row group, each track's rows found by a search).
+        for compacted in [false, true] {
+            if compacted {
+                archive.compact(true, |_, _, _| {}).expect("compact");
+            }
+            for track in [vec![], vec!["run_1"], vec!["run_0", "p2"]] {
+                let labels: Vec<String> = track.iter().map(|s| s.to_string()).collect();
+                let chosen = selected(&rows, &track);
+                for (start, end) in [(Included(from), Excluded(from + len)), (Unbounded, Unbounded)] {
+                    let s = archive.survey("capture", &labels, start, end, budget).expect("survey");
+                    let cold = reopened().survey("capture", &labels, start, end, budget).expect("survey");
+                    prop_assert_eq!(&s.buckets, &cold.buckets, "cold and warm views agree");
+                    // A reader that keeps no level group (a one-shot command) decodes only
+                    // the selected tracks' rows of a group holding many more.
+                    let once = Archive::open(dir.path(), Config::new().read_only(true).level_cache_cells(0))
+                        .expect("reopen")
+                        .survey("capture", &labels, start, end, budget)
+                        .expect("survey");
+                    prop_assert_eq!(&s.buckets, &once.buckets, "a one-shot read agrees");
+                    prop_assert!(s.buckets.len() * 4 <= budget, "{} buckets over budget {}", s.buckets.len(), budget);
+                    let Some(plan) = s.plan else {
+                        prop_assert!(chosen.is_empty() || matches!(start, Included(_)));
+                        continue;
+                    };
+                    // Within the budget per field (the finest-level choice is proven in levels.rs).
+                    let cpf = (budget / 8) as u64;
+                    prop_assert!(plan.cells[1] - plan.cells[0] < cpf);
+                    let expected = raw_buckets(&chosen, plan.cell_width, plan.cells[0], plan.cells[1]);
+                    prop_assert_eq!(&s.buckets, &expected, "compacted: {}", compacted);
+                    // Grouped by field in declared order, ascending first.axis within a field.
+                    for pair in s.buckets.windows(2) {
+                        prop_assert!(pair[0].field < pair[1].field || (pair[0].field == pair[1].field && pair[0].first.axis < pair[1].first.axis));
+                    }
                 }
             }
         }

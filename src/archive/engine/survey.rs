@@ -193,6 +193,12 @@ fn span(
     (lo <= hi).then_some((lo, hi))
 }
 
+/// A selection is "a few" of a level group's tracks, worth finding before decoding, when
+/// the group holds more than this many rows for each selected track.
+const FEW_TRACKS: u64 = 16;
+
+/// One track's cells of one level, per measured field a vector in cell order.
+type FieldRuns = Vec<Vec<(u64, Bucket)>>;
 impl Archive {
     /// The caller errors a survey or fold of `stream` beneath `track` would meet.
     pub(crate) fn survey_check(&self, stream: &str, track: &[String]) -> Result<(), ReadError> {
@@ -331,18 +337,34 @@ impl Archive {
             }
         }
         // One scan of every selected track (a packed row group decoded once for all of its
-        // slices), each track's cells folded in its publish order: per track and field a
-        // vector in cell order, which a track's rows (in axis order) extend at its end; a cell
-        // that comes again merges into the one it has, exactly as a map's fold would.
+        // slices), each track's cells folded in its publish order: per field a vector in cell
+        // order, which a track's rows (in axis order) extend at its end; a cell that comes
+        // again merges into the one it has, exactly as a map's fold would. The scan reads
+        // track after track, so a track's cells are whole when the next track's rows come:
+        // they are handed on then, and only one track's cells are held at a time.
         let fields = state.decl.measured.len();
-        let mut cells: Vec<Vec<Vec<(u64, Bucket)>>> = vec![vec![Vec::new(); fields]; tracks.len()];
-        self.scan_axis(state, tracks, &windows, &|| true, |t, axis, measured| {
-            // Sized on demand: a cell is never dropped for want of a place.
-            if cells.len() <= t {
-                cells.resize_with(t + 1, Vec::new);
+        let in_ranges = |c: u64| {
+            ranges
+                .iter()
+                .any(|([first, last], _)| (*first..=*last).contains(&c))
+        };
+        let mut hand_on = |t: usize, track: FieldRuns| {
+            for (f, run) in track.into_iter().enumerate() {
+                for (c, bucket) in run.into_iter().filter(|(c, _)| in_ranges(*c)) {
+                    visit(t, (f as u32, c), bucket);
+                }
             }
-            let track = &mut cells[t];
+        };
+        let mut current: Option<(usize, FieldRuns)> = None;
+        self.scan_axis(state, tracks, &windows, &|| true, |t, axis, measured| {
+            if current.as_ref().is_some_and(|(at, _)| *at != t) {
+                if let Some((done, track)) = current.take() {
+                    hand_on(done, track);
+                }
+            }
+            let (_, track) = current.get_or_insert_with(|| (t, vec![Vec::new(); fields]));
             for ((f, c), bucket) in levels::level_cells(&truncated, axis, measured, k) {
+                // Sized on demand: a cell is never dropped for want of a place.
                 if track.len() <= f as usize {
                     track.resize_with(f as usize + 1, Vec::new);
                 }
@@ -359,17 +381,8 @@ impl Archive {
                 }
             }
         })?;
-        for (t, track) in cells.into_iter().enumerate() {
-            for (f, run) in track.into_iter().enumerate() {
-                for (c, bucket) in run {
-                    if ranges
-                        .iter()
-                        .any(|([first, last], _)| (*first..=*last).contains(&c))
-                    {
-                        visit(t, (f as u32, c), bucket);
-                    }
-                }
-            }
+        if let Some((t, track)) = current {
+            hand_on(t, track);
         }
         Ok(())
     }
@@ -396,15 +409,21 @@ impl Archive {
             })
             .collect();
         // Those decoded already, under one lock; the rest read (digests verified) and kept.
-        let mut decoded: Vec<Option<std::sync::Arc<levels::GroupCells>>> = {
+        let (mut decoded, keeps): (Vec<Option<std::sync::Arc<levels::LevelRows>>>, bool) = {
             let mut cache = self.level_cache.lock().unwrap_or_else(|p| p.into_inner());
-            wanted
+            let held = wanted
                 .iter()
                 .map(|&(f, g)| cache.get((state.levels[f].name, g)))
-                .collect()
+                .collect();
+            (held, cache.keeps())
         };
         let schema = levels::level_schema(&state.decl)
             .map_err(|e| StoredError::corrupt(format!("stream {:?}: {e}", state.decl.id)))?;
+        let track_schema = std::sync::Arc::new(
+            schema
+                .project(&(0..state.decl.track.len()).collect::<Vec<_>>())
+                .map_err(|e| StoredError::internal(e.to_string()))?,
+        );
         let mut open = crate::archive::io::segment::Opened::new(&self.store, schema);
         let mut read = Vec::new();
         for (slot, &(f, g)) in decoded.iter_mut().zip(&wanted) {
@@ -412,28 +431,52 @@ impl Archive {
                 continue;
             }
             let file = &state.levels[f];
+            let damaged =
+                |m: String| StoredError::corrupt(format!("{}: level {k}: {m}", file.path));
+            // A read that keeps nothing for the next one (a one-shot command) of a few of a
+            // group's tracks decodes the track columns, finds its tracks' rows, and decodes
+            // only those (the pages around them skipped); anything else decodes the group
+            // whole and keeps it.
+            let few = (labels.len() as u64).saturating_mul(FEW_TRACKS) < file.groups[g].rows;
+            if !keeps && few {
+                let found = open.read_columns(f, file, g, &track_schema)?;
+                let found = levels::TrackColumns::decode(&state.decl, &found).map_err(damaged)?;
+                let ranges: Vec<std::ops::Range<u64>> = found
+                    .rows_of_all(&labels)
+                    .into_iter()
+                    .map(|r| r.start as u64..r.end as u64)
+                    .collect();
+                let batch = open.read_rows(f, file, g, &ranges)?;
+                let rows = levels::LevelRows::decode(&state.decl, &batch).map_err(damaged)?;
+                *slot = Some(std::sync::Arc::new(rows));
+                continue;
+            }
             let batch = open.read_group(f, file, g)?;
-            let cells = std::sync::Arc::new(
-                levels::decode_level(&state.decl, &batch)
-                    .map_err(|m| StoredError::corrupt(format!("{}: level {k}: {m}", file.path)))?,
+            let rows = std::sync::Arc::new(
+                levels::LevelRows::decode(&state.decl, &batch).map_err(damaged)?,
             );
-            read.push(((file.name, g), cells.clone()));
-            *slot = Some(cells);
+            read.push(((file.name, g), rows.clone()));
+            *slot = Some(rows);
         }
         if !read.is_empty() {
             let mut cache = self.level_cache.lock().unwrap_or_else(|p| p.into_inner());
-            for (at, cells) in read {
-                cache.put(at, cells);
+            for (at, rows) in read {
+                cache.put(at, rows);
             }
         }
+        // Each selected track's rows found by a search in key order, and only those turned
+        // into cells: per group, track by track, field by field, cells in ascending order.
         for group in decoded.iter().flatten() {
-            for (t, key) in keys.iter().enumerate() {
-                let Some(cells) = group.get(*key) else {
-                    continue;
-                };
+            let mut from = 0;
+            for t in group.tracks.tracks_within(&labels) {
+                let rows = group.tracks.rows_of(&labels[t], from);
+                from = rows.end;
                 for field in 0..fields {
-                    for (&at, &bucket) in cells.range((field, first)..=(field, last)) {
-                        visit(t, at, bucket);
+                    for i in rows.clone() {
+                        let ((f, c), bucket) = group.bucket(i);
+                        if f == field && (first..=last).contains(&c) {
+                            visit(t, (f, c), bucket);
+                        }
                     }
                 }
             }
@@ -488,15 +531,43 @@ impl Archive {
             .saturating_add(plan.merge - 1);
         // Per track, grid-aligned groups of its cells (exactly what a coarser level of that
         // track would hold); then across tracks, answer cell by answer cell, in key order.
-        let view = self.level_cells(state, plan.level, &tracks, [first, last])?;
         let mut merged = Cells::new();
-        for cells in view.values() {
+        let mut fold_track = |cells: &mut dyn Iterator<Item = ((u32, u64), Bucket)>| {
             let mut own = Cells::new();
-            for (&(f, c), &b) in cells {
+            for ((f, c), b) in cells {
                 levels::fold_into(&mut own, (f, c / plan.merge), b);
             }
             for (at, b) in own {
                 levels::fold_into(&mut merged, at, b);
+            }
+        };
+        if plan.level < stored {
+            // Folded from the raw rows: each track's cells come whole (every piece of a cell
+            // merged), by field then cell, track after track in key order, so each is folded
+            // into the answer as it comes, and no second copy of every track's cells is
+            // kept (at 100,000 tracks a level-0 survey held two).
+            let mut current: Option<(usize, levels::SortedCells)> = None;
+            self.visit_raw_cells(
+                state,
+                plan.level,
+                &tracks,
+                &[([first, last], 0)],
+                |t, at, b| match &mut current {
+                    Some((track, cells)) if *track == t => cells.push((at, b)),
+                    _ => {
+                        if let Some((_, cells)) = current.replace((t, vec![(at, b)])) {
+                            fold_track(&mut cells.into_iter());
+                        }
+                    }
+                },
+            )?;
+            if let Some((_, cells)) = current {
+                fold_track(&mut cells.into_iter());
+            }
+        } else {
+            let view = self.level_cells(state, plan.level, &tracks, [first, last])?;
+            for cells in view.into_values() {
+                fold_track(&mut cells.into_iter());
             }
         }
         survey.buckets = merged.into_values().collect();
@@ -730,7 +801,8 @@ impl Archive {
     /// min_seq)`, inclusive, ascending and disjoint) and whose `_seq` is at least that
     /// window's `min_seq`, reading only the row groups whose axis and `_seq` ranges overlap,
     /// while `wanted` says the answer is still wanted; each track's rows in publish order
-    /// within a row group and window.
+    /// within a row group and window. Tracks come one after the other, in the order of
+    /// `tracks`: every visit of a track comes before the first of the next.
     fn scan_axis(
         &self,
         state: &StreamState,

@@ -495,84 +495,230 @@ pub(crate) fn decode_level(
     decl: &StreamDecl,
     batch: &RecordBatch,
 ) -> std::result::Result<BTreeMap<TrackKey, Cells>, String> {
-    let col = |name: &str| {
-        batch
-            .column_by_name(name)
-            .ok_or_else(|| format!("level table lacks column {name:?}"))
-    };
-    let u = |name: &str| -> std::result::Result<UInt64Array, String> {
-        col(name)?
-            .as_any()
-            .downcast_ref::<UInt64Array>()
-            .cloned()
-            .ok_or_else(|| format!("level column {name:?} is not UInt64"))
-    };
-    let x = |name: &str| -> std::result::Result<Float64Array, String> {
-        col(name)?
-            .as_any()
-            .downcast_ref::<Float64Array>()
-            .cloned()
-            .ok_or_else(|| format!("level column {name:?} is not Float64"))
-    };
-    let labels: Vec<StringArray> = decl
-        .track
-        .iter()
-        .map(|name| {
-            let text = cast(col(name)?, &DataType::Utf8).map_err(|e| format!("{name}: {e}"))?;
-            Ok(text
-                .as_any()
-                .downcast_ref::<StringArray>()
-                .expect("cast to Utf8")
-                .clone())
-        })
-        .collect::<std::result::Result<_, String>>()?;
-    let field = col("field")?
-        .as_any()
-        .downcast_ref::<StringArray>()
-        .cloned()
-        .ok_or("level column \"field\" is not Utf8")?;
-    let (cell, fa, fv, la, lv) = (
-        u("cell")?,
-        u("first_axis")?,
-        x("first")?,
-        u("last_axis")?,
-        x("last")?,
-    );
-    let (mina, minv, maxa, maxv) = (u("min_axis")?, x("min")?, u("max_axis")?, x("max")?);
-    let (count, sum, sum_sq) = (u("count")?, x("sum")?, x("sum_sq")?);
-    let mut out: BTreeMap<TrackKey, Cells> = BTreeMap::new();
-    let mut current: Option<(Vec<String>, TrackKey)> = None;
-    for i in 0..batch.num_rows() {
-        let row_labels: Vec<String> = labels.iter().map(|l| l.value(i).to_owned()).collect();
-        let key = match &current {
-            Some((l, key)) if *l == row_labels => key.clone(),
-            _ => {
-                let key =
-                    TrackKey::encode(&row_labels).map_err(|e| format!("level row {i}: {e}"))?;
-                current = Some((row_labels, key.clone()));
-                key
-            }
-        };
-        let name = field.value(i);
-        let f = decl
-            .measured
+    LevelRows::decode(decl, batch)?.cells()
+}
+
+/// A level row group's track columns rendered as labels, its rows in track-key order
+/// (checked when read: a group out of order is damage, since a search in it could miss a
+/// track's rows). A reader of a few tracks finds their rows by a binary search.
+#[derive(Debug)]
+pub(crate) struct TrackColumns {
+    /// Each track column rendered as labels, outermost first (none for an untracked
+    /// stream, whose one track is every row).
+    labels: Vec<StringArray>,
+    /// Rows held.
+    rows: usize,
+}
+
+impl TrackColumns {
+    /// The stream's track columns of `batch`, checked to be in track-key order.
+    pub fn decode(decl: &StreamDecl, batch: &RecordBatch) -> std::result::Result<Self, String> {
+        let labels = decl
+            .track
             .iter()
-            .position(|m| m == name)
-            .ok_or_else(|| format!("level row {i} names unknown field {name:?}"))?
-            as u32;
-        let bucket = Bucket {
-            field: f,
-            first: Placed::new(fa.value(i), fv.value(i)),
-            last: Placed::new(la.value(i), lv.value(i)),
-            min: Placed::new(mina.value(i), minv.value(i)),
-            max: Placed::new(maxa.value(i), maxv.value(i)),
-            count: count.value(i),
-            sum: sum.value(i),
-            sum_sq: sum_sq.value(i),
-        };
-        fold_into(out.entry(key).or_default(), (f, cell.value(i)), bucket);
+            .map(|name| {
+                let column = batch
+                    .column_by_name(name)
+                    .ok_or_else(|| format!("level table lacks column {name:?}"))?;
+                let text = cast(column, &DataType::Utf8).map_err(|e| format!("{name}: {e}"))?;
+                text.as_any()
+                    .downcast_ref::<StringArray>()
+                    .cloned()
+                    .ok_or_else(|| format!("{name}: not rendered as text"))
+            })
+            .collect::<std::result::Result<_, String>>()?;
+        let rows = batch.num_rows();
+        let tracks = TrackColumns { labels, rows };
+        if let Some(i) = (1..rows).find(|&i| tracks.compare(i - 1, &tracks.track(i)).is_gt()) {
+            return Err(format!(
+                "level row {i} (track {:?}) comes before row {} (track {:?}) in track order",
+                tracks.track(i),
+                i - 1,
+                tracks.track(i - 1)
+            ));
+        }
+        Ok(tracks)
     }
-    Ok(out)
+
+    /// Rows held.
+    fn len(&self) -> usize {
+        self.rows
+    }
+
+    /// Row `i`'s track labels.
+    fn track(&self, i: usize) -> Vec<&str> {
+        self.labels.iter().map(|l| l.value(i)).collect()
+    }
+
+    /// Row `i`'s track against `labels`, in key order (label tuples compare exactly as their
+    /// keys do).
+    fn compare<S: AsRef<str>>(&self, i: usize, labels: &[S]) -> std::cmp::Ordering {
+        self.labels
+            .iter()
+            .map(|l| l.value(i))
+            .cmp(labels.iter().map(AsRef::as_ref))
+    }
+
+    /// The rows of the track whose labels are `labels`, searched from row `from` on (a
+    /// reader of tracks in key order passes the end of the last one's rows).
+    pub fn rows_of<S: AsRef<str>>(&self, labels: &[S], from: usize) -> std::ops::Range<usize> {
+        let from = from.min(self.len());
+        let search = |from: usize, before: &dyn Fn(std::cmp::Ordering) -> bool| {
+            let (mut lo, mut hi) = (from, self.len());
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if before(self.compare(mid, labels)) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            lo
+        };
+        let start = search(from, &|o| o.is_lt());
+        let end = search(start, &|o| o.is_le());
+        start..end
+    }
+
+    /// Which of `tracks` (label tuples in key order) lie within this group's first and last
+    /// row's tracks: only those can have rows here.
+    pub fn tracks_within<S: AsRef<str>>(&self, tracks: &[Vec<S>]) -> std::ops::Range<usize> {
+        let Some(last) = self.len().checked_sub(1) else {
+            return 0..0;
+        };
+        let lo = tracks.partition_point(|t| self.compare(0, t).is_gt());
+        let hi = tracks.partition_point(|t| self.compare(last, t).is_ge());
+        lo..hi.max(lo)
+    }
+
+    /// The rows of `tracks` (label tuples in key order), as ascending disjoint ranges.
+    pub fn rows_of_all<S: AsRef<str>>(&self, tracks: &[Vec<S>]) -> Vec<std::ops::Range<usize>> {
+        let mut from = 0;
+        let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+        for t in &tracks[self.tracks_within(tracks)] {
+            let rows = self.rows_of(t, from);
+            from = rows.end;
+            match out.last_mut() {
+                Some(last) if last.end == rows.start => last.end = rows.end,
+                _ if rows.is_empty() => {}
+                _ => out.push(rows),
+            }
+        }
+        out
+    }
+}
+
+/// One decoded level row group (or the rows of some of its tracks) as its columns, rows in
+/// track-key order, then field, then cell.
+#[derive(Debug)]
+pub(crate) struct LevelRows {
+    /// The track columns, by which a track's rows are found.
+    pub tracks: TrackColumns,
+    /// Each row's field, as its index among the stream's measured fields.
+    field: Vec<u32>,
+    cell: UInt64Array,
+    axes: [UInt64Array; 4],
+    values: [Float64Array; 4],
+    count: UInt64Array,
+    sum: Float64Array,
+    sum_sq: Float64Array,
+}
+
+impl LevelRows {
+    /// Decodes and checks a level-table batch: its columns, fields and track order.
+    pub fn decode(decl: &StreamDecl, batch: &RecordBatch) -> std::result::Result<Self, String> {
+        let col = |name: &str| {
+            batch
+                .column_by_name(name)
+                .ok_or_else(|| format!("level table lacks column {name:?}"))
+        };
+        let u = |name: &str| -> std::result::Result<UInt64Array, String> {
+            col(name)?
+                .as_any()
+                .downcast_ref::<UInt64Array>()
+                .cloned()
+                .ok_or_else(|| format!("level column {name:?} is not UInt64"))
+        };
+        let x = |name: &str| -> std::result::Result<Float64Array, String> {
+            col(name)?
+                .as_any()
+                .downcast_ref::<Float64Array>()
+                .cloned()
+                .ok_or_else(|| format!("level column {name:?} is not Float64"))
+        };
+        let names = col("field")?
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .cloned()
+            .ok_or("level column \"field\" is not Utf8")?;
+        let mut field = Vec::with_capacity(names.len());
+        for (i, name) in names.iter().enumerate() {
+            let name = name.unwrap_or_default();
+            let f = decl
+                .measured
+                .iter()
+                .position(|m| m == name)
+                .ok_or_else(|| format!("level row {i} names unknown field {name:?}"))?;
+            field.push(f as u32);
+        }
+        Ok(LevelRows {
+            tracks: TrackColumns::decode(decl, batch)?,
+            field,
+            cell: u("cell")?,
+            axes: [
+                u("first_axis")?,
+                u("last_axis")?,
+                u("min_axis")?,
+                u("max_axis")?,
+            ],
+            values: [x("first")?, x("last")?, x("min")?, x("max")?],
+            count: u("count")?,
+            sum: x("sum")?,
+            sum_sq: x("sum_sq")?,
+        })
+    }
+
+    /// Rows held.
+    pub fn len(&self) -> usize {
+        self.field.len()
+    }
+
+    /// Row `i` as a cell: its `(field, cell)` and bucket.
+    pub fn bucket(&self, i: usize) -> ((u32, u64), Bucket) {
+        let place = |k: usize| Placed::new(self.axes[k].value(i), self.values[k].value(i));
+        let field = self.field[i];
+        (
+            (field, self.cell.value(i)),
+            Bucket {
+                field,
+                first: place(0),
+                last: place(1),
+                min: place(2),
+                max: place(3),
+                count: self.count.value(i),
+                sum: self.sum.value(i),
+                sum_sq: self.sum_sq.value(i),
+            },
+        )
+    }
+
+    /// Every track's cells.
+    pub fn cells(&self) -> std::result::Result<GroupCells, String> {
+        let mut out = GroupCells::new();
+        let mut at = 0;
+        while at < self.len() {
+            let labels = self.tracks.track(at);
+            let rows = self.tracks.rows_of(&labels, at);
+            let key = TrackKey::encode(&labels).map_err(|e| format!("level row {at}: {e}"))?;
+            let cells = out.entry(key).or_default();
+            for i in rows.clone() {
+                let (place, bucket) = self.bucket(i);
+                fold_into(cells, place, bucket);
+            }
+            at = rows.end.max(at + 1);
+        }
+        Ok(out)
+    }
 }
 
 /// Cells of a level table's row group, at most (a group packs whole tracks until it holds
@@ -625,8 +771,8 @@ pub(crate) fn group_holds_any<S: AsRef<str>>(group: &GroupEntry, tracks: &[Vec<S
 /// and then nothing asks for it again.
 #[derive(Debug)]
 pub(crate) struct LevelCache {
-    /// `(file name, group) → (its tracks' cells, their number, when last used)`.
-    entries: std::collections::HashMap<(u64, usize), (Arc<GroupCells>, usize, u64)>,
+    /// `(file name, group) → (its rows, their number, when last used)`.
+    entries: std::collections::HashMap<(u64, usize), (Arc<LevelRows>, usize, u64)>,
     cells: usize,
     capacity: usize,
     tick: u64,
@@ -649,12 +795,18 @@ impl LevelCache {
         }
     }
 
-    fn size(group: &GroupCells) -> usize {
-        group.values().map(BTreeMap::len).sum::<usize>().max(1)
+    fn size(group: &LevelRows) -> usize {
+        group.len().max(1)
+    }
+
+    /// Whether it keeps anything: a reader with a cache of no capacity (a one-shot command)
+    /// reads only what it answers.
+    pub fn keeps(&self) -> bool {
+        self.capacity > 0
     }
 
     /// The decoded group, if held (and now the most recently used).
-    pub fn get(&mut self, key: (u64, usize)) -> Option<Arc<GroupCells>> {
+    pub fn get(&mut self, key: (u64, usize)) -> Option<Arc<LevelRows>> {
         self.tick += 1;
         let tick = self.tick;
         self.entries.get_mut(&key).map(|(group, _, used)| {
@@ -664,7 +816,7 @@ impl LevelCache {
     }
 
     /// Keeps a decoded group, evicting the least recently used past the capacity.
-    pub fn put(&mut self, key: (u64, usize), group: Arc<GroupCells>) {
+    pub fn put(&mut self, key: (u64, usize), group: Arc<LevelRows>) {
         self.tick += 1;
         let size = Self::size(&group);
         self.cells += size;
@@ -836,12 +988,9 @@ mod tests {
 
     #[test]
     fn the_level_cache_keeps_the_recently_used_within_its_capacity() {
-        let group = |cells: u64| -> Arc<GroupCells> {
-            let key = TrackKey::encode(&["t"]).expect("key");
-            let cells = (0..cells)
-                .map(|c| ((0, c), Bucket::of(0, c, 1.0)))
-                .collect();
-            Arc::new(BTreeMap::from([(key, cells)]))
+        let group = |cells: u64| -> Arc<LevelRows> {
+            let (decl, batch) = level_group(&[["t", "u"]], cells / 2);
+            Arc::new(LevelRows::decode(&decl, &batch).expect("decoded"))
         };
         let mut cache = LevelCache::new(10);
         cache.put((1, 0), group(4));
@@ -857,6 +1006,143 @@ mod tests {
         cache.put((4, 0), group(50));
         assert_eq!(cache.cells(), 50);
         assert!(cache.get((4, 0)).is_some());
+    }
+
+    /// A level group of the tracks `tracks` (labels `(host, metric)`, in the order given),
+    /// each with `cells` cells of two fields, as a table writes them, and its stream.
+    fn level_group(tracks: &[[&str; 2]], cells: u64) -> (StreamDecl, RecordBatch) {
+        use arrow::datatypes::{DataType, Field, Schema};
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("host", DataType::Utf8, false),
+            Field::new("metric", DataType::Utf8, false),
+            Field::new("ts", DataType::UInt64, false),
+            Field::new("value", DataType::Float64, true),
+            Field::new("noise", DataType::Float64, true),
+        ]));
+        let spec = crate::archive::format::spec::StreamSpec::dynamic(
+            "m",
+            schema,
+            vec!["host".into(), "metric".into()],
+            Some("ts".into()),
+        )
+        .expect("spec");
+        let decl = spec.decl().expect("decl");
+        let table = level_schema(&decl).expect("schema");
+        let batches: Vec<RecordBatch> = tracks
+            .iter()
+            .enumerate()
+            .map(|(t, labels)| {
+                let row = RecordBatch::try_new(
+                    Arc::new(Schema::new(vec![
+                        Field::new("host", DataType::Utf8, false),
+                        Field::new("metric", DataType::Utf8, false),
+                    ])),
+                    vec![
+                        Arc::new(StringArray::from(vec![labels[0]])),
+                        Arc::new(StringArray::from(vec![labels[1]])),
+                    ],
+                )
+                .expect("row");
+                let cells: Cells = (0..cells)
+                    .flat_map(|c| {
+                        (0..2).map(move |f| ((f, c), Bucket::of(f, c, (t as u64 * 100 + c) as f64)))
+                    })
+                    .collect();
+                encode_cells(&decl, &table, 1, &row, &cells, CellOrder::CellThenField)
+                    .expect("encode")
+            })
+            .collect();
+        let batch = arrow::compute::concat_batches(&table, &batches).expect("concat");
+        (decl, batch)
+    }
+
+    #[test]
+    fn a_level_group_hands_each_track_exactly_its_rows() {
+        let tracks = [["a", "x"], ["a", "y"], ["ab", "x"], ["b", "a"], ["b", "b"]];
+        let (decl, batch) = level_group(&tracks, 3);
+        let rows = LevelRows::decode(&decl, &batch).expect("decoded");
+        assert_eq!(rows.len(), 5 * 3 * 2);
+        let whole = decode_level(&decl, &batch).expect("whole");
+        assert_eq!(whole.len(), 5);
+        let mut from = 0;
+        for (t, labels) in tracks.iter().enumerate() {
+            let found = rows.tracks.rows_of(labels, from);
+            assert_eq!(found, t * 6..t * 6 + 6, "track {labels:?}");
+            from = found.end;
+            let key = TrackKey::encode(labels).expect("key");
+            let cells: Cells = found.map(|i| rows.bucket(i)).collect();
+            assert_eq!(
+                cells, whole[&key],
+                "track {labels:?}: the same cells as a whole decode"
+            );
+        }
+        // Tracks the group does not hold: none of its rows, wherever they sort.
+        for absent in [["0", "x"], ["a", "z"], ["a", "x "], ["b", "c"], ["c", "a"]] {
+            assert!(rows.tracks.rows_of(&absent, 0).is_empty(), "{absent:?}");
+        }
+        // Only the selected tracks between the group's first and last row are looked for.
+        let selection: Vec<Vec<&str>> = [["0", "x"], ["a", "y"], ["b", "a"], ["c", "a"]]
+            .iter()
+            .map(|t| t.to_vec())
+            .collect();
+        assert_eq!(rows.tracks.tracks_within(&selection), 1..3);
+        // The rows of a selection as ranges: adjacent tracks' rows joined, absent ones none.
+        assert_eq!(rows.tracks.rows_of_all(&selection), vec![6..12, 18..24]);
+        let adjacent = vec![vec!["a", "x"], vec!["a", "y"]];
+        assert_eq!(rows.tracks.rows_of_all(&adjacent), vec![0..12]);
+        let apart: Vec<Vec<&str>> = [["a", "x"], ["ab", "x"], ["b", "b"], ["c", "a"]]
+            .iter()
+            .map(|t| t.to_vec())
+            .collect();
+        assert_eq!(rows.tracks.rows_of_all(&apart), vec![0..6, 12..18, 24..30]);
+    }
+
+    #[test]
+    fn an_untracked_level_group_is_all_one_track() {
+        use arrow::datatypes::{DataType, Field, Schema};
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("ts", DataType::UInt64, false),
+            Field::new("value", DataType::Float64, true),
+        ]));
+        let spec = crate::archive::format::spec::StreamSpec::dynamic(
+            "u",
+            schema,
+            Vec::new(),
+            Some("ts".into()),
+        )
+        .expect("spec");
+        let decl = spec.decl().expect("decl");
+        let table = level_schema(&decl).expect("schema");
+        let row = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new("x", DataType::UInt64, false)])),
+            vec![Arc::new(UInt64Array::from(vec![0u64]))],
+        )
+        .expect("row");
+        let cells: Cells = (0..5).map(|c| ((0, c), Bucket::of(0, c, 1.0))).collect();
+        let batch =
+            encode_cells(&decl, &table, 0, &row, &cells, CellOrder::CellThenField).expect("encode");
+        let rows = LevelRows::decode(&decl, &batch).expect("decoded");
+        let none: [&str; 0] = [];
+        assert_eq!(
+            rows.tracks.rows_of(&none, 0),
+            0..5,
+            "every row is the track's"
+        );
+        assert_eq!(rows.tracks.rows_of_all(&[none.to_vec()]), vec![0..5]);
+    }
+
+    #[test]
+    fn a_level_group_out_of_track_order_is_damage() {
+        let (decl, batch) = level_group(&[["a", "x"], ["b", "x"], ["a", "y"]], 2);
+        let error = LevelRows::decode(&decl, &batch).expect_err("refused");
+        assert!(
+            error.contains("level row 8") && error.contains("track order"),
+            "{error}"
+        );
+        assert!(
+            decode_level(&decl, &batch).is_err(),
+            "a whole decode refuses it too"
+        );
     }
 
     #[test]

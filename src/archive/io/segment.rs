@@ -403,6 +403,31 @@ impl<'a, K: Ord> Opened<'a, K> {
         self.segment(key, file)?.read_group(group, &schema)
     }
 
+    /// The columns `schema` names of row group `group` of `file` (an entry of its own, as a
+    /// level file's are), known to this read as `key`.
+    pub fn read_columns(
+        &mut self,
+        key: K,
+        file: &'a SegmentFile,
+        group: usize,
+        schema: &SchemaRef,
+    ) -> std::result::Result<RecordBatch, StoredError> {
+        self.segment(key, file)?.read_columns(group, schema)
+    }
+
+    /// The rows `ranges` of row group `group` of `file` (an entry of its own), known to this
+    /// read as `key`.
+    pub fn read_rows(
+        &mut self,
+        key: K,
+        file: &'a SegmentFile,
+        group: usize,
+        ranges: &[std::ops::Range<u64>],
+    ) -> std::result::Result<RecordBatch, StoredError> {
+        let schema = self.schema.clone();
+        self.segment(key, file)?.read_rows(group, ranges, &schema)
+    }
+
     /// The rows of row group `group` of `file` (known to this read as `key`) whose column
     /// `axis` lies in `[lo, hi]`: see [`OpenSegment::read_axis_window`].
     pub fn read_axis_window(
@@ -572,7 +597,7 @@ impl<'a> OpenSegment<'a> {
             None => self.decode(
                 physical,
                 &group.span,
-                Some((slice.row, group.rows)),
+                Some(std::slice::from_ref(&(slice.row..slice.row + group.rows))),
                 group.rows,
                 schema,
             ),
@@ -724,7 +749,9 @@ impl<'a> OpenSegment<'a> {
             None => self.decode(
                 physical,
                 &group.span,
-                Some((first + from as u64, wanted as u64)),
+                Some(std::slice::from_ref(
+                    &(first + from as u64..first + to as u64),
+                )),
                 wanted as u64,
                 schema,
             ),
@@ -754,10 +781,7 @@ impl<'a> OpenSegment<'a> {
             .with_projection(mask)
             .with_row_groups(vec![index])
             .with_batch_size(rows.max(1) as usize)
-            .with_row_selection(RowSelection::from(vec![
-                RowSelector::skip(first as usize),
-                RowSelector::select(rows as usize),
-            ]))
+            .with_row_selection(selection(std::slice::from_ref(&(first..first + rows))))
             .build()
             .map_err(|e| decode(&e))?;
         let batch = self.read_all(index, reader)?;
@@ -837,18 +861,18 @@ impl<'a> OpenSegment<'a> {
         StoredError::corrupt(format!("{}: row group {index}: {e}", self.shown))
     }
 
-    /// Decodes Parquet row group `index` (whose bytes are `span`), all of it or the `rows`
-    /// rows from `(first, rows)`, checking that `expected` rows come out.
+    /// Decodes Parquet row group `index` (whose bytes are `span`), all of it or the rows of
+    /// `select` (ascending, disjoint row ranges), checking that `expected` rows come out.
     fn decode(
         &self,
         index: usize,
         span: &Span,
-        select: Option<(u64, u64)>,
+        select: Option<&[std::ops::Range<u64>]>,
         expected: u64,
         schema: &SchemaRef,
     ) -> std::result::Result<RecordBatch, StoredError> {
         let decode = |e: &dyn std::fmt::Display| self.damaged(index, e);
-        // A slice's read loads the offset index, so the reader skips the pages around it.
+        // A selection's read loads the offset index, so the reader skips the pages around it.
         let options = match select {
             Some(_) => {
                 ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Optional)
@@ -859,11 +883,8 @@ impl<'a> OpenSegment<'a> {
             .reader(index, span, options)?
             .with_row_groups(vec![index])
             .with_batch_size(expected.max(1) as usize);
-        if let Some((first, rows)) = select {
-            builder = builder.with_row_selection(RowSelection::from(vec![
-                RowSelector::skip(first as usize),
-                RowSelector::select(rows as usize),
-            ]));
+        if let Some(ranges) = select {
+            builder = builder.with_row_selection(selection(ranges));
         }
         let reader = builder.build().map_err(|e| decode(&e))?;
         let batch = self.read_all(index, reader)?;
@@ -875,6 +896,86 @@ impl<'a> OpenSegment<'a> {
             )));
         }
         Ok(batch)
+    }
+
+    /// The columns `schema` names (a part of the file's) of whole row group `index`, an entry
+    /// of its own (a level file's group): what a reader needs to find the rows it wants
+    /// before it decodes them ([`OpenSegment::read_rows`]).
+    pub fn read_columns(
+        &self,
+        index: usize,
+        schema: &SchemaRef,
+    ) -> std::result::Result<RecordBatch, StoredError> {
+        let group = self.own_group(index)?;
+        let decode = |e: &dyn std::fmt::Display| self.damaged(index, e);
+        let builder = self.reader(index, &group.span, ArrowReaderOptions::new())?;
+        let mut leaves = Vec::with_capacity(schema.fields().len());
+        for field in schema.fields() {
+            let at = builder
+                .parquet_schema()
+                .columns()
+                .iter()
+                .position(|c| c.path().parts() == [field.name().as_str()])
+                .ok_or_else(|| decode(&format!("no {} column", field.name())))?;
+            leaves.push(at);
+        }
+        let mask = parquet::arrow::ProjectionMask::leaves(builder.parquet_schema(), leaves);
+        let reader = builder
+            .with_projection(mask)
+            .with_row_groups(vec![index])
+            .with_batch_size(group.rows.max(1) as usize)
+            .build()
+            .map_err(|e| decode(&e))?;
+        let batch = self.read_all(index, reader)?;
+        let batch = physical::from_disk(batch, schema).map_err(|e| decode(&e))?;
+        if batch.num_rows() as u64 != group.rows {
+            return Err(decode(&format!(
+                "{} rows decoded, {} recorded",
+                batch.num_rows(),
+                group.rows
+            )));
+        }
+        Ok(batch)
+    }
+
+    /// The rows `ranges` (ascending, disjoint) of whole row group `index`, an entry of its
+    /// own, every column: the pages around them are skipped (the page index).
+    pub fn read_rows(
+        &self,
+        index: usize,
+        ranges: &[std::ops::Range<u64>],
+        schema: &SchemaRef,
+    ) -> std::result::Result<RecordBatch, StoredError> {
+        let group = self.own_group(index)?;
+        if let Some(beyond) = ranges
+            .iter()
+            .find(|r| r.end > group.rows || r.start > r.end)
+        {
+            return Err(StoredError::internal(format!(
+                "{}: rows {beyond:?} asked of row group {index}, which holds {}",
+                self.shown, group.rows
+            )));
+        }
+        let expected = ranges.iter().map(|r| r.end - r.start).sum();
+        if expected == 0 {
+            return Ok(RecordBatch::new_empty(schema.clone()));
+        }
+        self.decode(index, &group.span, Some(ranges), expected, schema)
+    }
+
+    /// Entry `index`, which must be a row group of its own (not a slice of a packed one).
+    fn own_group(&self, index: usize) -> std::result::Result<&'a GroupEntry, StoredError> {
+        match self.entry.groups.get(index) {
+            Some(group) if group.slice.is_none() => Ok(group),
+            Some(_) => Err(StoredError::internal(format!(
+                "{}: entry {index} is a slice of a packed row group",
+                self.shown
+            ))),
+            None => Err(StoredError::internal(format!(
+                "{}: no row group {index}",
+                self.shown
+            ))),
+        }
     }
 
     /// Verifies every digest of the file.
@@ -892,6 +993,22 @@ impl<'a> OpenSegment<'a> {
         }
         Ok(())
     }
+}
+
+/// A Parquet row selection of `ranges` (ascending, disjoint row ranges of one row group).
+fn selection(ranges: &[std::ops::Range<u64>]) -> RowSelection {
+    let mut selectors = Vec::with_capacity(2 * ranges.len());
+    let mut at = 0u64;
+    for range in ranges {
+        if range.start > at {
+            selectors.push(RowSelector::skip((range.start - at) as usize));
+        }
+        if range.end > range.start {
+            selectors.push(RowSelector::select((range.end - range.start) as usize));
+        }
+        at = at.max(range.end);
+    }
+    RowSelection::from(selectors)
 }
 
 /// An axis column's values, stored signed (format version 5 on) or unsigned (earlier), as

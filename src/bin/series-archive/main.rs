@@ -674,7 +674,11 @@ pub(crate) fn reading_within<T>(
     track: &[String],
     read: impl Fn(&Archive) -> Result<T, ReadError>,
 ) -> Result<T, Failure> {
-    let config = crate::config().scope(stream, track.to_vec());
+    // One read, then the process ends: no level group is kept for a next one, so a read of
+    // a few tracks decodes only their rows.
+    let config = crate::config()
+        .scope(stream, track.to_vec())
+        .level_cache_cells(0);
     reader::read(archive, &config, read)?.map_err(refused)
 }
 
