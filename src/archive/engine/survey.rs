@@ -472,9 +472,9 @@ impl Archive {
                 let rows = group.tracks.rows_of(&labels[t], from);
                 from = rows.end;
                 for field in 0..fields {
-                    for i in rows.clone() {
+                    for i in rows.clone().filter(|&i| group.field(i) == field) {
                         let ((f, c), bucket) = group.bucket(i);
-                        if f == field && (first..=last).contains(&c) {
+                        if (first..=last).contains(&c) {
                             visit(t, (f, c), bucket);
                         }
                     }

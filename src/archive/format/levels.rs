@@ -683,6 +683,11 @@ impl LevelRows {
         self.field.len()
     }
 
+    /// Row `i`'s field, as its index among the stream's measured fields.
+    pub fn field(&self, i: usize) -> u32 {
+        self.field[i]
+    }
+
     /// Row `i` as a cell: its `(field, cell)` and bucket.
     pub fn bucket(&self, i: usize) -> ((u32, u64), Bucket) {
         let place = |k: usize| Placed::new(self.axes[k].value(i), self.values[k].value(i));
