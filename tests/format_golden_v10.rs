@@ -11,6 +11,10 @@
 //! - Every prefix of a paged record at the tail is a torn append, never damage.
 //! - An archive of 2,000 tracks a barrier: barriers and the checkpoint framed as version 10,
 //!   scoped opens answer exactly as whole ones, and the docs' Python reader lists the slices.
+//! - `tests/fixtures/archive-v10/`: an archive this version wrote (600 tracks; barriers and a
+//!   compaction paged), frozen, which every later build must open and serve exactly.
+//!   Rewritten only for a deliberate format change:
+//!   `SERIES_ARCHIVE_REWRITE_V10_FIXTURE=1 cargo test --test format_golden_v10`.
 //!
 //! Regenerating: `UPDATE_GOLDEN=1 cargo test --test format_golden_v10` (only for a deliberate
 //! format change, which also bumps the frame version and `docs/format.md`).
@@ -19,7 +23,7 @@ mod common;
 #[path = "common/golden.rs"]
 mod golden_files;
 
-use common::delivered::{labels, seal_fleet};
+use common::delivered::{expected, interleaved, labels, seal_fleet};
 use common::{capture_config, rows_of};
 use golden_files::{
     capture_barrier, docs_block, generation_records, golden, python_reader_lists, span,
@@ -469,4 +473,89 @@ fn an_archive_of_many_tracks_pages_its_records_and_scoped_opens_answer_as_whole_
     check(&compacted);
     // The docs' Python reader rebuilds the same slices from the pages.
     python_reader_lists(dir.path(), &compacted, ["run_7", "p3"]);
+}
+
+/// The frozen version-10 archive, `tests/fixtures/archive-v10/`: 2 runs × 300 probes (600
+/// tracks, more than a page), ticks 0–2 in two barriers, compacted into one packed file,
+/// then tick 3 in a third barrier. Its barriers and its compaction are paged records.
+fn fixture_v10() -> std::path::PathBuf {
+    let path = golden_files::crate_path("tests/fixtures/archive-v10");
+    if std::env::var_os("SERIES_ARCHIVE_REWRITE_V10_FIXTURE").is_some_and(|v| v == "1") {
+        let scratch = tempfile::tempdir().expect("tempdir");
+        seal_fleet(scratch.path(), 2, 300);
+        let mut archive =
+            Archive::open(scratch.path(), capture_config().delta(false)).expect("open");
+        archive.compact(true, |_, _, _| {}).expect("compact");
+        let tick3: Vec<(u64, common::Row)> = fixture_deliveries().split_off(1_800);
+        let rows: Vec<common::Row> = tick3.iter().map(|(_, r)| r.clone()).collect();
+        let positions: Vec<u64> = tick3.iter().map(|(p, _)| *p).collect();
+        archive
+            .stage_batch("capture", &common::batch(&rows), &positions)
+            .expect("stage");
+        archive.seal_all().expect("seal").expect("a barrier");
+        drop(archive);
+        if path.exists() {
+            std::fs::remove_dir_all(&path).expect("remove the old fixture");
+        }
+        for dir in ["manifest", "streams"] {
+            common::tree::copy_tree(&scratch.path().join(dir), &path.join(dir));
+        }
+    }
+    path
+}
+
+/// Every row the version-10 fixture holds, `(position, row)` in publish order.
+fn fixture_deliveries() -> common::delivered::Delivered {
+    interleaved(2, 300, 4, &[Some(0); 600])
+}
+
+#[test]
+fn the_version_10_fixture_is_served_exactly_by_this_build() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    common::tree::copy_tree(&fixture_v10(), dir.path());
+    let (_, records) = generation_records(dir.path());
+    let kinds: Vec<(&str, u16)> = records
+        .iter()
+        .map(|(kind, version)| (kind.as_str(), *version))
+        .filter(|(kind, _)| *kind != "snapshot" && *kind != "declare")
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("barrier", 10),
+            ("barrier", 10),
+            ("compact", 10),
+            ("barrier", 10)
+        ],
+        "{records:?}"
+    );
+    let all = fixture_deliveries();
+    let whole = Archive::open(dir.path(), capture_config().delta(false).read_only(true))
+        .expect("open the fixture");
+    assert!(whole.verify(|_, _| {}).is_empty());
+    for scope in [labels(&[]), labels(&["run_1"]), labels(&["run_1", "p150"])] {
+        let want = expected(&all, &scope, Unbounded, Unbounded);
+        let read = |archive: &Archive| {
+            archive
+                .read_rows("capture", &scope, Unbounded, Unbounded)
+                .map(|b| rows_of(&b))
+                .expect("rows")
+        };
+        assert_eq!(read(&whole), want, "{scope:?}");
+        let scoped = Archive::open(
+            dir.path(),
+            Config::new()
+                .read_only(true)
+                .scope("capture", scope.clone()),
+        )
+        .expect("a scoped open");
+        assert_eq!(read(&scoped), want, "{scope:?}, a scoped open");
+        let survey = |archive: &Archive| {
+            archive
+                .survey("capture", &scope, Unbounded, Unbounded, 64)
+                .map(|s| format!("{:?}", s.buckets))
+                .expect("survey")
+        };
+        assert_eq!(survey(&scoped), survey(&whole), "{scope:?}");
+    }
 }
