@@ -142,6 +142,17 @@ fn file_of(record: &Record) -> &SegmentFile {
     }
 }
 
+/// A read-only open of the capture stream's tracks beneath `scope` only.
+fn scoped_open(root: &std::path::Path, scope: &[String]) -> Archive {
+    Archive::open(
+        root,
+        Config::new()
+            .read_only(true)
+            .scope("capture", scope.to_vec()),
+    )
+    .expect("a scoped open")
+}
+
 #[test]
 fn a_paged_barrier_is_locked_and_framed_as_version_10() {
     const { assert!(FORMAT_VERSION >= 10) };
@@ -401,13 +412,7 @@ fn an_archive_of_many_tracks_pages_its_records_and_scoped_opens_answer_as_whole_
             labels(&["run_39", "p49"]),
             labels(&["run_0"]),
         ] {
-            let scoped = Archive::open(
-                dir.path(),
-                Config::new()
-                    .read_only(true)
-                    .scope("capture", scope.clone()),
-            )
-            .expect("a scoped open");
+            let scoped = scoped_open(dir.path(), &scope);
             // Each file of 2,000 entries: only the pages of the scope were read.
             for file in &scoped.state().streams["capture"].files {
                 assert!(
@@ -542,13 +547,7 @@ fn the_version_10_fixture_is_served_exactly_by_this_build() {
                 .expect("rows")
         };
         assert_eq!(read(&whole), want, "{scope:?}");
-        let scoped = Archive::open(
-            dir.path(),
-            Config::new()
-                .read_only(true)
-                .scope("capture", scope.clone()),
-        )
-        .expect("a scoped open");
+        let scoped = scoped_open(dir.path(), &scope);
         assert_eq!(read(&scoped), want, "{scope:?}, a scoped open");
         let survey = |archive: &Archive| {
             archive

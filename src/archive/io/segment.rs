@@ -380,6 +380,18 @@ impl<'a, K: Ord> Opened<'a, K> {
         })
     }
 
+    /// `read` of `file` (known to this read as `key`, opened the first time), handed the
+    /// rows' schema.
+    fn on<T>(
+        &mut self,
+        key: K,
+        file: &'a SegmentFile,
+        read: impl FnOnce(&OpenSegment<'a>, &SchemaRef) -> std::result::Result<T, StoredError>,
+    ) -> std::result::Result<T, StoredError> {
+        let schema = self.schema.clone();
+        read(self.segment(key, file)?, &schema)
+    }
+
     /// The decoded Parquet row group holding entry `group` of `file` (known to this read as
     /// `key`): see [`OpenSegment::whole_group`].
     pub fn whole_group(
@@ -388,8 +400,7 @@ impl<'a, K: Ord> Opened<'a, K> {
         file: &'a SegmentFile,
         group: usize,
     ) -> std::result::Result<RecordBatch, StoredError> {
-        let schema = self.schema.clone();
-        self.segment(key, file)?.whole_group(group, &schema)
+        self.on(key, file, |s, schema| s.whole_group(group, schema))
     }
 
     /// Row group `group` of `file`, known to this read as `key`.
@@ -399,8 +410,7 @@ impl<'a, K: Ord> Opened<'a, K> {
         file: &'a SegmentFile,
         group: usize,
     ) -> std::result::Result<RecordBatch, StoredError> {
-        let schema = self.schema.clone();
-        self.segment(key, file)?.read_group(group, &schema)
+        self.on(key, file, |s, schema| s.read_group(group, schema))
     }
 
     /// The columns `schema` names of row group `group` of `file` (an entry of its own, as a
@@ -412,7 +422,7 @@ impl<'a, K: Ord> Opened<'a, K> {
         group: usize,
         schema: &SchemaRef,
     ) -> std::result::Result<RecordBatch, StoredError> {
-        self.segment(key, file)?.read_columns(group, schema)
+        self.on(key, file, |s, _| s.read_columns(group, schema))
     }
 
     /// The rows `ranges` of row group `group` of `file` (an entry of its own), known to this
@@ -424,8 +434,7 @@ impl<'a, K: Ord> Opened<'a, K> {
         group: usize,
         ranges: &[std::ops::Range<u64>],
     ) -> std::result::Result<RecordBatch, StoredError> {
-        let schema = self.schema.clone();
-        self.segment(key, file)?.read_rows(group, ranges, &schema)
+        self.on(key, file, |s, schema| s.read_rows(group, ranges, schema))
     }
 
     /// The rows of row group `group` of `file` (known to this read as `key`) whose column
@@ -438,9 +447,9 @@ impl<'a, K: Ord> Opened<'a, K> {
         axis: &str,
         window: [u64; 2],
     ) -> std::result::Result<RecordBatch, StoredError> {
-        let schema = self.schema.clone();
-        self.segment(key, file)?
-            .read_axis_window(group, &schema, axis, window)
+        self.on(key, file, |s, schema| {
+            s.read_axis_window(group, schema, axis, window)
+        })
     }
 }
 
