@@ -356,7 +356,11 @@ impl Archive {
             }
         };
         let mut current: Option<(usize, FieldRuns)> = None;
+        let mut came_back = None;
         self.scan_axis(state, tracks, &windows, &|| true, |t, axis, measured| {
+            if current.as_ref().is_some_and(|(at, _)| *at > t) {
+                came_back.get_or_insert(t);
+            }
             if current.as_ref().is_some_and(|(at, _)| *at != t) {
                 if let Some((done, track)) = current.take() {
                     hand_on(done, track);
@@ -381,6 +385,14 @@ impl Archive {
                 }
             }
         })?;
+        if let Some(t) = came_back {
+            // Its cells were handed on in two parts: never an answer.
+            return Err(StoredError::internal(format!(
+                "the raw scan came back to track {} after the tracks after it",
+                tracks[t].0
+            ))
+            .into());
+        }
         if let Some((t, track)) = current {
             hand_on(t, track);
         }
@@ -397,8 +409,7 @@ impl Archive {
         visit: &mut impl FnMut(usize, (u32, u64), Bucket),
     ) -> Result<(), ReadError> {
         let (lo, hi) = cells_span(state.decl.ladder.map_or(1, |l| l.width(k)), first, last);
-        let keys: Vec<&TrackKey> = tracks.iter().map(|(k, _)| *k).collect();
-        let labels: Vec<Vec<&str>> = keys.iter().map(|k| k.labels()).collect();
+        let labels: Vec<Vec<&str>> = tracks.iter().map(|(k, _)| k.labels()).collect();
         let fields = state.decl.measured.len() as u32;
         // The row groups that may hold the selection, in publish order.
         let wanted: Vec<(usize, usize)> = levels::level_groups(&state.levels, k)

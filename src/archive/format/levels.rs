@@ -529,7 +529,11 @@ impl TrackColumns {
             .collect::<std::result::Result<_, String>>()?;
         let rows = batch.num_rows();
         let tracks = TrackColumns { labels, rows };
-        if let Some(i) = (1..rows).find(|&i| tracks.compare(i - 1, &tracks.track(i)).is_gt()) {
+        let out_of_order = |i: usize| {
+            let row = |r: usize| tracks.labels.iter().map(move |l| l.value(r));
+            row(i - 1).cmp(row(i)).is_gt()
+        };
+        if let Some(i) = (1..rows).find(|&i| out_of_order(i)) {
             return Err(format!(
                 "level row {i} (track {:?}) comes before row {} (track {:?}) in track order",
                 tracks.track(i),
@@ -632,20 +636,19 @@ impl LevelRows {
                 .column_by_name(name)
                 .ok_or_else(|| format!("level table lacks column {name:?}"))
         };
-        let u = |name: &str| -> std::result::Result<UInt64Array, String> {
-            col(name)?
+        fn typed<A: Array + Clone + 'static>(
+            column: &ArrayRef,
+            name: &str,
+            what: &str,
+        ) -> std::result::Result<A, String> {
+            column
                 .as_any()
-                .downcast_ref::<UInt64Array>()
+                .downcast_ref::<A>()
                 .cloned()
-                .ok_or_else(|| format!("level column {name:?} is not UInt64"))
-        };
-        let x = |name: &str| -> std::result::Result<Float64Array, String> {
-            col(name)?
-                .as_any()
-                .downcast_ref::<Float64Array>()
-                .cloned()
-                .ok_or_else(|| format!("level column {name:?} is not Float64"))
-        };
+                .ok_or_else(|| format!("level column {name:?} is not {what}"))
+        }
+        let u = |name: &str| typed::<UInt64Array>(col(name)?, name, "UInt64");
+        let x = |name: &str| typed::<Float64Array>(col(name)?, name, "Float64");
         let names = col("field")?
             .as_any()
             .downcast_ref::<StringArray>()
