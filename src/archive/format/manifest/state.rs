@@ -180,6 +180,55 @@ impl TrackState {
     }
 }
 
+/// A file naming at least one in this many of the catalog's tracks is joined with the
+/// catalog in one walk ([`StreamState::index_file`]); a smaller one is searched entry by entry.
+const JOIN_SHARE: usize = 8;
+
+/// Catalogs entry `g` of the file at `index` in its track: its age marks and origin always,
+/// its rows, ranges and group reference unless the track's floor has retired it.
+fn catalog_group(
+    track: &mut TrackState,
+    index: usize,
+    file: &SegmentFile,
+    g: usize,
+) -> Result<(), String> {
+    let group = &file.groups[g];
+    track.last_sealed_ns = track.last_sealed_ns.max(file.sealed_at_ns);
+    if let Some([low, high]) = group.axis {
+        track.mark(file.sealed_at_ns, high.saturating_add(1));
+        track.origin_axis = Some(track.origin_axis.map_or(low, |o| o.min(low)));
+    }
+    if track.retires(group.seq[1]) {
+        return Ok(());
+    }
+    // Rows after a whole retirement bring the track back.
+    track.whole = false;
+    if let (Some(last), Some([low, _])) = (track.last_axis, group.axis) {
+        if low < last {
+            return Err(format!(
+                "file {} group {g} moves track {:?} axis backwards ({low} < {last})",
+                file.path, group.track
+            ));
+        }
+    }
+    // A track's groups, across the files in order of their first `_seq`, are in `_seq` order.
+    if let Some(last) = track.last_seq.filter(|last| group.seq[0] <= *last) {
+        return Err(format!(
+            "file {} group {g} moves track {:?} back in _seq ({} after {last})",
+            file.path, group.track, group.seq[0]
+        ));
+    }
+    track.last_seq = Some(group.seq[1]);
+    track.groups.push(GroupRef {
+        file: index,
+        group: g,
+    });
+    track.rows += group.rows;
+    track.last_axis = group.axis.map(|[_, high]| high).or(track.last_axis);
+    track.first_axis = track.first_axis.or(group.axis.map(|[low, _]| low));
+    Ok(())
+}
+
 /// A stream's durable state.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StreamState {
@@ -295,50 +344,76 @@ impl StreamState {
     }
 
     /// Catalogs the groups of the file at `index` (not yet retired ones).
+    ///
+    /// A file's entries are in track-key order (every writer lays them out so), and the
+    /// catalog is a map in the same order, so a file naming a good part of the catalog is
+    /// joined with it in one walk instead of one search per entry: at 100,000 tracks the
+    /// searches were a quarter of an open. Entries out of key order, or a file naming few of
+    /// many tracks, are looked up one by one.
     fn index_file(&mut self, index: usize, file: &SegmentFile) -> Result<(), String> {
+        let mut keyed = Vec::with_capacity(file.groups.len());
         for (g, group) in file.groups.iter().enumerate() {
-            if !self.catalog.holds(&group.track) {
-                continue;
-            }
-            let key = TrackKey::encode(&group.track).map_err(|e| e.to_string())?;
-            let track = self.tracks.entry(key).or_insert_with(|| TrackState {
-                labels: group.track.clone(),
-                ..TrackState::default()
-            });
-            track.last_sealed_ns = track.last_sealed_ns.max(file.sealed_at_ns);
-            if let Some([low, high]) = group.axis {
-                track.mark(file.sealed_at_ns, high.saturating_add(1));
-                track.origin_axis = Some(track.origin_axis.map_or(low, |o| o.min(low)));
-            }
-            if track.retires(group.seq[1]) {
-                continue;
-            }
-            // Rows after a whole retirement bring the track back.
-            track.whole = false;
-            if let (Some(last), Some([low, _])) = (track.last_axis, group.axis) {
-                if low < last {
-                    return Err(format!(
-                        "file {} group {g} moves track {:?} axis backwards ({low} < {last})",
-                        file.path, group.track
-                    ));
-                }
-            }
-            // A track's groups, across the files in order of their first `_seq`, are in
-            // `_seq` order.
-            if let Some(last) = track.last_seq.filter(|last| group.seq[0] <= *last) {
-                return Err(format!(
-                    "file {} group {g} moves track {:?} back in _seq ({} after {last})",
-                    file.path, group.track, group.seq[0]
+            if self.catalog.holds(&group.track) {
+                keyed.push((
+                    g,
+                    TrackKey::encode(&group.track).map_err(|e| e.to_string())?,
                 ));
             }
-            track.last_seq = Some(group.seq[1]);
-            track.groups.push(GroupRef {
-                file: index,
-                group: g,
-            });
-            track.rows += group.rows;
-            track.last_axis = group.axis.map(|[_, high]| high).or(track.last_axis);
-            track.first_axis = track.first_axis.or(group.axis.map(|[low, _]| low));
+        }
+        let ordered = keyed.windows(2).all(|w| w[0].1 <= w[1].1);
+        let (Some((_, first)), Some((_, last))) = (keyed.first(), keyed.last()) else {
+            return Ok(());
+        };
+        if !ordered || keyed.len() * JOIN_SHARE < self.tracks.len() {
+            for (g, key) in keyed {
+                let group = &file.groups[g];
+                let track = self.tracks.entry(key).or_insert_with(|| TrackState {
+                    labels: group.track.clone(),
+                    ..TrackState::default()
+                });
+                catalog_group(track, index, file, g)?;
+            }
+            return Ok(());
+        }
+        let range = first.clone()..=last.clone();
+        // The tracks this file brings into the catalog: those the walk does not meet.
+        let mut known = self
+            .tracks
+            .range(range.clone())
+            .map(|(key, _)| key)
+            .peekable();
+        let mut new = Vec::new();
+        for (g, key) in &keyed {
+            while known.next_if(|k| *k < key).is_some() {}
+            if known.peek() != Some(&key) && new.last().is_none_or(|(_, k)| k != key) {
+                new.push((*g, key.clone()));
+            }
+        }
+        for (g, key) in new {
+            let labels = file.groups[g].track.clone();
+            self.tracks.insert(
+                key,
+                TrackState {
+                    labels,
+                    ..TrackState::default()
+                },
+            );
+        }
+        let mut walk = self.tracks.range_mut(range);
+        let mut at = walk.next();
+        for (g, key) in &keyed {
+            while at.as_ref().is_some_and(|(k, _)| *k < key) {
+                at = walk.next();
+            }
+            match at.as_mut() {
+                Some((k, track)) if *k == key => catalog_group(track, index, file, *g)?,
+                _ => {
+                    return Err(format!(
+                        "file {}: track {:?} is missing from the catalog (an internal error)",
+                        file.path, file.groups[*g].track
+                    ))
+                }
+            }
         }
         Ok(())
     }
@@ -904,5 +979,122 @@ impl State {
                 })
                 .collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::format::manifest::columns::{GroupEntry, Span};
+
+    fn stream() -> StreamState {
+        StreamState::new(StreamDecl {
+            id: "m".into(),
+            columns: Vec::new(),
+            track: vec!["host".into(), "metric".into()],
+            axis: Some("ts".into()),
+            measured: Vec::new(),
+            ladder: None,
+        })
+    }
+
+    /// A file of one entry of `rows` rows per track, in the order given, `_seq` from `seq`.
+    fn file(name: u64, tracks: &[(usize, usize)], seq: u64, rows: u64) -> SegmentFile {
+        let groups = tracks
+            .iter()
+            .enumerate()
+            .map(|(i, &(h, m))| {
+                let lo = seq + i as u64 * rows;
+                GroupEntry {
+                    track: vec![format!("h{h:03}"), format!("m{m:02}")],
+                    rows,
+                    position: [lo, lo + rows - 1],
+                    axis: Some([name * 1_000 + i as u64, name * 1_000 + i as u64]),
+                    seq: [lo, lo + rows - 1],
+                    span: Span {
+                        offset: 4 + i as u64 * 10,
+                        len: 10,
+                        crc32c: 0,
+                    },
+                    last_track: None,
+                    slice: None,
+                }
+            })
+            .collect();
+        SegmentFile {
+            name,
+            path: format!("f{name}"),
+            bytes: 0,
+            barrier: name,
+            sealed_at_ns: name,
+            footer: Span {
+                offset: 0,
+                len: 0,
+                crc32c: 0,
+            },
+            groups,
+            cold: None,
+            run: None,
+            format: None,
+            first_level: None,
+            elided: None,
+        }
+    }
+
+    /// The catalog as the entry-by-entry search builds it, for the same files.
+    fn searched(files: &[SegmentFile]) -> BTreeMap<TrackKey, TrackState> {
+        let mut tracks: BTreeMap<TrackKey, TrackState> = BTreeMap::new();
+        for (index, file) in files.iter().enumerate() {
+            for (g, group) in file.groups.iter().enumerate() {
+                let key = TrackKey::encode(&group.track).expect("labels");
+                let track = tracks.entry(key).or_insert_with(|| TrackState {
+                    labels: group.track.clone(),
+                    ..TrackState::default()
+                });
+                catalog_group(track, index, file, g).expect("in order");
+            }
+        }
+        tracks
+    }
+
+    #[test]
+    fn a_file_joined_with_the_catalog_catalogs_what_a_search_would() {
+        let all: Vec<(usize, usize)> = (0..40).flat_map(|h| (0..5).map(move |m| (h, m))).collect();
+        // A barrier of every track; one of a dense part with new tracks among known ones and
+        // a track cut in two pieces; a small one (searched); one out of key order (searched).
+        let mut dense: Vec<(usize, usize)> =
+            (10..30).flat_map(|h| (0..7).map(move |m| (h, m))).collect();
+        dense.insert(3, dense[3]);
+        let files = vec![
+            file(0, &all, 0, 2),
+            file(1, &dense, 1_000, 1),
+            file(2, &[(5, 1), (39, 4)], 2_000, 3),
+            file(3, &[(7, 2), (2, 0), (45, 1)], 3_000, 1),
+        ];
+        let mut joined = stream();
+        for f in &files {
+            joined.add_file(f.clone()).expect("in order");
+        }
+        let searched = searched(&files);
+        assert_eq!(joined.tracks.len(), 40 * 5 + 20 * 2 + 1);
+        assert_eq!(joined.tracks, searched);
+        let key = TrackKey::encode(&["h010", "m03"]).expect("labels");
+        assert_eq!(
+            joined.tracks[&key].groups.len(),
+            3,
+            "the piece cut in two counts twice"
+        );
+    }
+
+    #[test]
+    fn a_joined_file_that_moves_a_track_back_is_refused_naming_it() {
+        let all: Vec<(usize, usize)> = (0..20).map(|h| (h, 0)).collect();
+        let mut s = stream();
+        s.add_file(file(0, &all, 100, 1)).expect("first");
+        let err = s.add_file(file(1, &all, 50, 1)).expect_err("back in _seq");
+        assert!(
+            err.contains("moves track [\"h000\", \"m00\"] back in _seq"),
+            "{err}"
+        );
     }
 }
