@@ -257,7 +257,25 @@ fn slots_kept_or_forgotten_across_barriers_check_against_what_is_durable() {
     // A track sealed three times since: behind its last barrier is refused too.
     let refused = stage(&mut archive, vec![row(0, 3, 7)], &mut delivered).expect_err("behind");
     assert!(refused.to_string().contains("goes backwards"), "{refused}");
+    // A delivery naming every track with one of them behind where this handle sealed it:
+    // refused, naming it; then every track at tick 9: staged.
+    let every = |tick: u64| -> Vec<Row> { (0..6_000).map(|i| row(i / 60, i % 60, tick)).collect() };
+    let mut all = every(9);
+    all[50 * 60 + 7] = row(50, 7, 4);
+    let refused = stage(&mut archive, all, &mut delivered).expect_err("behind");
+    assert!(refused.to_string().contains("it is at 50"), "{refused}");
+    stage(&mut archive, every(9), &mut delivered).expect("every track ahead");
     assert_eq!(read_all(&archive), delivered);
+    archive.seal_all().expect("seal").expect("a barrier");
+    // Reopened, the handle has sealed nothing: the same delivery finds every track's durable
+    // state in one walk of the staged tracks and the catalog, and refuses the track behind.
+    drop(archive);
+    let mut archive = Archive::open(dir.path(), capture_config().delta(false)).expect("reopen");
+    let mut all = every(10);
+    all[50 * 60 + 7] = row(50, 7, 8);
+    let refused = stage(&mut archive, all, &mut delivered).expect_err("behind");
+    assert!(refused.to_string().contains("it is at 90"), "{refused}");
+    stage(&mut archive, every(10), &mut delivered).expect("every track ahead");
     archive.seal_all().expect("seal").expect("a barrier");
     assert_eq!(read_all(&archive), delivered);
 }

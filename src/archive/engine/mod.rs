@@ -130,7 +130,17 @@ impl Archive {
             Record::Offload(o) => vec![o.stream.clone()],
             _ => Vec::new(),
         };
+        let barrier = matches!(record, Record::Barrier(_));
         self.commit.commit(record)?;
+        if !barrier {
+            // Staging knows where its sealed tracks stand from the barriers it wrote; any
+            // other record (a retirement moves floors) sends it back to the catalog.
+            for stream in &streams {
+                if let Some(staged) = self.staged.get_mut(stream) {
+                    staged.forget_sealed();
+                }
+            }
+        }
         for stream in streams {
             self.publish_after_commit(&stream);
         }
