@@ -375,45 +375,27 @@ impl StreamState {
             }
             return Ok(());
         }
-        let range = first.clone()..=last.clone();
-        // The tracks this file brings into the catalog: those the walk does not meet.
-        let mut known = self
-            .tracks
-            .range(range.clone())
-            .map(|(key, _)| key)
-            .peekable();
-        let mut new = Vec::new();
-        for (g, key) in &keyed {
-            while known.next_if(|k| *k < key).is_some() {}
-            if known.peek() != Some(&key) && new.last().is_none_or(|(_, k)| k != key) {
-                new.push((*g, key.clone()));
-            }
-        }
-        for (g, key) in new {
-            let labels = file.groups[g].track.clone();
-            self.tracks.insert(
-                key,
-                TrackState {
-                    labels,
-                    ..TrackState::default()
-                },
-            );
-        }
-        let mut walk = self.tracks.range_mut(range);
+        // One walk over the catalog's tracks in the file's key range; the tracks the file
+        // brings into the catalog are the entries the walk does not meet, cataloged after it
+        // (a track's pieces stay in file order: they are adjacent, all new or all known).
+        let mut new: Vec<(usize, TrackKey)> = Vec::new();
+        let mut walk = self.tracks.range_mut(first.clone()..=last.clone());
         let mut at = walk.next();
-        for (g, key) in &keyed {
-            while at.as_ref().is_some_and(|(k, _)| *k < key) {
+        for (g, key) in keyed {
+            while at.as_ref().is_some_and(|(k, _)| **k < key) {
                 at = walk.next();
             }
             match at.as_mut() {
-                Some((k, track)) if *k == key => catalog_group(track, index, file, *g)?,
-                _ => {
-                    return Err(format!(
-                        "file {}: track {:?} is missing from the catalog (an internal error)",
-                        file.path, file.groups[*g].track
-                    ))
-                }
+                Some((k, track)) if **k == key => catalog_group(track, index, file, g)?,
+                _ => new.push((g, key)),
             }
+        }
+        for (g, key) in new {
+            let track = self.tracks.entry(key).or_insert_with(|| TrackState {
+                labels: file.groups[g].track.clone(),
+                ..TrackState::default()
+            });
+            catalog_group(track, index, file, g)?;
         }
         Ok(())
     }
