@@ -351,24 +351,22 @@ impl StreamState {
     /// searches were a quarter of an open. Entries out of key order, or a file naming few of
     /// many tracks, are looked up one by one.
     fn index_file(&mut self, index: usize, file: &SegmentFile) -> Result<(), String> {
-        let mut keyed = Vec::with_capacity(file.groups.len());
-        for (g, group) in file.groups.iter().enumerate() {
-            if self.catalog.holds(&group.track) {
-                keyed.push((
-                    g,
-                    TrackKey::encode(&group.track).map_err(|e| e.to_string())?,
-                ));
-            }
-        }
-        let ordered = keyed.windows(2).all(|w| w[0].1 <= w[1].1);
-        let (Some((_, first)), Some((_, last))) = (keyed.first(), keyed.last()) else {
+        let held: Vec<usize> = (0..file.groups.len())
+            .filter(|&g| self.catalog.holds(&file.groups[g].track))
+            .collect();
+        let labels = |g: usize| &file.groups[g].track;
+        let key = |g: usize| TrackKey::encode(labels(g)).map_err(|e| e.to_string());
+        // Label tuples sort as their keys do (each label is followed by U+001F, below every
+        // character a label may hold), so the walk compares labels and encodes a key only
+        // for the range's ends and the tracks it brings in.
+        let ordered = held.windows(2).all(|w| labels(w[0]) <= labels(w[1]));
+        let (Some(&first), Some(&last)) = (held.first(), held.last()) else {
             return Ok(());
         };
-        if !ordered || keyed.len() * JOIN_SHARE < self.tracks.len() {
-            for (g, key) in keyed {
-                let group = &file.groups[g];
-                let track = self.tracks.entry(key).or_insert_with(|| TrackState {
-                    labels: group.track.clone(),
+        if !ordered || held.len() * JOIN_SHARE < self.tracks.len() {
+            for g in held {
+                let track = self.tracks.entry(key(g)?).or_insert_with(|| TrackState {
+                    labels: labels(g).clone(),
                     ..TrackState::default()
                 });
                 catalog_group(track, index, file, g)?;
@@ -378,21 +376,23 @@ impl StreamState {
         // One walk over the catalog's tracks in the file's key range; the tracks the file
         // brings into the catalog are the entries the walk does not meet, cataloged after it
         // (a track's pieces stay in file order: they are adjacent, all new or all known).
-        let mut new: Vec<(usize, TrackKey)> = Vec::new();
-        let mut walk = self.tracks.range_mut(first.clone()..=last.clone());
+        let mut new: Vec<usize> = Vec::new();
+        let mut walk = self.tracks.range_mut(key(first)?..=key(last)?);
         let mut at = walk.next();
-        for (g, key) in keyed {
-            while at.as_ref().is_some_and(|(k, _)| **k < key) {
+        for g in held {
+            while at.as_ref().is_some_and(|(_, t)| t.labels < *labels(g)) {
                 at = walk.next();
             }
             match at.as_mut() {
-                Some((k, track)) if **k == key => catalog_group(track, index, file, g)?,
-                _ => new.push((g, key)),
+                Some((_, track)) if track.labels == *labels(g) => {
+                    catalog_group(track, index, file, g)?
+                }
+                _ => new.push(g),
             }
         }
-        for (g, key) in new {
-            let track = self.tracks.entry(key).or_insert_with(|| TrackState {
-                labels: file.groups[g].track.clone(),
+        for g in new {
+            let track = self.tracks.entry(key(g)?).or_insert_with(|| TrackState {
+                labels: labels(g).clone(),
                 ..TrackState::default()
             });
             catalog_group(track, index, file, g)?;
@@ -1078,5 +1078,43 @@ mod tests {
             err.contains("moves track [\"h000\", \"m00\"] back in _seq"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn label_tuples_sort_as_their_keys_do() {
+        let tuples: Vec<Vec<String>> = [
+            &["a"][..],
+            &["a", "b"],
+            &["a!"],
+            &["a", "a"],
+            &["a", ""],
+            &[""],
+            &["", "x"],
+            &["a b"],
+            &["é"],
+            &["e\u{301}"],
+            &["\u{10FFFF}"],
+            &["z", "a", "a", "a"],
+            &[],
+        ]
+        .iter()
+        .map(|t| t.iter().map(|l| l.to_string()).collect())
+        .collect();
+        let mut by_labels = tuples.clone();
+        by_labels.sort();
+        let mut by_keys = tuples.clone();
+        by_keys.sort_by_key(|t| TrackKey::encode(t).expect("labels"));
+        assert_eq!(by_labels, by_keys);
+    }
+
+    #[test]
+    fn a_joined_file_naming_a_label_with_a_control_character_is_refused() {
+        let all: Vec<(usize, usize)> = (0..20).map(|h| (h, 0)).collect();
+        let mut s = stream();
+        s.add_file(file(0, &all, 0, 1)).expect("first");
+        let mut bad = file(1, &all, 100, 1);
+        bad.groups[7].track[1] = "m\u{7}".into();
+        let err = s.add_file(bad).expect_err("a control character");
+        assert!(err.contains("control character U+0007"), "{err}");
     }
 }
