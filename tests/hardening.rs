@@ -609,25 +609,16 @@ fn fleet_csv(path: &Path, ticks: std::ops::Range<u64>) {
 fn repair_restores_partial_and_deferred_barriers_after_a_levels_summary() {
     let dir = scratch("hardening-repair-summary");
     let root = dir.path().join("archive");
-    let ingest = |ticks: std::ops::Range<u64>, seal: &str, name: &str| {
+    let ingest_ticks = |ticks: std::ops::Range<u64>, seal: &str, name: &str| {
         let input = dir.path().join(name);
         fleet_csv(&input, ticks);
-        let args = [
-            "--stream",
+        ingest(
+            &root,
             "capture",
-            "--track",
-            "run,probe",
-            "--axis",
-            "ordinal",
-        ];
-        let mut args = args.to_vec();
-        args.extend([
-            "--seal-rows",
-            seal,
-            "--no-compact",
-            input.to_str().expect("utf-8"),
-        ]);
-        run("ingest", &root, &args).expect(0, name);
+            &["--seal-rows", seal, "--no-compact"],
+            &input,
+        )
+        .expect(0, name);
     };
     let deferred = |what: &str| {
         let inspect = run("inspect", &root, &[]).expect(0, "inspect");
@@ -639,15 +630,15 @@ fn repair_restores_partial_and_deferred_barriers_after_a_levels_summary() {
             .unwrap_or_else(|| panic!("{what}: no deferred rows\n{}", inspect.stdout))
     };
     // Eight barriers of 5,000 rows, ten a track in a barrier: too few a cell, deferred.
-    ingest(0..80, "5000", "a.csv");
+    ingest_ticks(0..80, "5000", "a.csv");
     assert!(deferred("after a.csv").contains("from _seq 0 on"));
     // The compaction summarises them (80 rows a track are worth their cells).
     run("compact", &root, &[]).expect(0, "compact");
     let inspect = run("inspect", &root, &[]).expect(0, "inspect");
     assert!(!inspect.stdout.contains("deferred"), "{}", inspect.stdout);
     // Then four small barriers, which write their partials, and two that defer again.
-    ingest(80..88, "1000", "b.csv");
-    ingest(88..108, "5000", "c.csv");
+    ingest_ticks(80..88, "1000", "b.csv");
+    ingest_ticks(88..108, "5000", "c.csv");
     assert!(deferred("after c.csv").contains("from _seq 44000 on"));
     let rows = run("rows", &root, &["--stream", "capture"]).expect(0, "rows");
     assert_eq!(rows.stdout.lines().count(), 1 + 108 * 500);
