@@ -133,8 +133,9 @@ impl Archive {
         let barrier = matches!(record, Record::Barrier(_));
         self.commit.commit(record)?;
         if !barrier {
-            // Staging knows where its sealed tracks stand from the barriers it wrote; any
-            // other record (a retirement moves floors) sends it back to the catalog.
+            // Staging knows where its sealed tracks stand from the barriers it wrote, and
+            // trusts that only across barriers: any other record for the stream (a
+            // retirement above all) sends it back to the catalog, whatever the record moved.
             for stream in &streams {
                 if let Some(staged) = self.staged.get_mut(stream) {
                     staged.forget_sealed();

@@ -626,3 +626,118 @@ pub(crate) fn stage(
     staged.last_position = Some(last.max(staged.last_position.unwrap_or(0)));
     Ok(n)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::{Archive, Config, StreamSpec};
+    use arrow::datatypes::{Field, Schema};
+
+    type Failed = Box<dyn std::error::Error>;
+
+    fn key(label: &str) -> TrackKey {
+        TrackKey::encode(&[label]).expect("a label")
+    }
+
+    /// Where `stand` puts each of `labels`' slots, then clears them as `stage` does.
+    fn stood(staged: &mut Staged, durable: &StreamState, labels: &[&str]) -> Vec<Option<u64>> {
+        let marks: Vec<u32> = labels.iter().map(|l| staged.by_key[&key(l)]).collect();
+        let checked = stand(staged, durable, &marks);
+        let out = marks
+            .iter()
+            .map(|&s| staged.slots[s as usize].pending.expect("set by stand"))
+            .collect();
+        for slot in checked {
+            staged.slots[slot as usize].pending = None;
+        }
+        out
+    }
+
+    /// A slot a barrier sealed answers where it left the track, until it is forgotten; then
+    /// the catalog answers, found by a search for a delivery of few tracks and by one walk
+    /// for a delivery of many, alike.
+    #[test]
+    fn a_track_stands_where_it_was_sealed_until_forgotten_then_where_the_catalog_says() {
+        let labels: Vec<String> = (0..40).map(|i| format!("t{i:02}")).collect();
+        let mut durable = StreamState::new(StreamDecl {
+            id: "s".into(),
+            columns: Vec::new(),
+            track: vec!["t".into()],
+            axis: Some("x".into()),
+            measured: Vec::new(),
+            ladder: None,
+        });
+        let mut staged = Staged::default();
+        for (i, label) in labels.iter().enumerate() {
+            // Every other track is durable, at 10 × its index.
+            if i % 2 == 0 {
+                let track = TrackState {
+                    labels: vec![label.clone()],
+                    last_axis: Some(10 * i as u64),
+                    ..TrackState::default()
+                };
+                durable.tracks.insert(key(label), track);
+            }
+            staged.add(i as u64, key(label), vec![label.clone()]);
+        }
+        staged.slots[4].sealed = Some(99);
+        assert_eq!(
+            stood(&mut staged, &durable, &["t04", "t05"]),
+            [Some(99), None]
+        );
+        staged.forget_sealed();
+        assert_eq!(
+            stood(&mut staged, &durable, &["t04", "t05"]),
+            [Some(40), None]
+        );
+        // Every track: the walk, which must answer what a search answers.
+        let all: Vec<&str> = labels.iter().map(String::as_str).collect();
+        let walked = stood(&mut staged, &durable, &all);
+        let searched: Vec<Option<u64>> = all
+            .iter()
+            .map(|l| stood(&mut staged, &durable, &[l])[0])
+            .collect();
+        assert_eq!(walked, searched);
+        assert_eq!(walked[38], Some(380));
+        assert_eq!(walked[39], None);
+    }
+
+    /// A barrier leaves its tracks' slots knowing where they stand; a record other than a
+    /// barrier (here a whole retirement) makes the stream's staging forget it all.
+    #[test]
+    fn a_record_other_than_a_barrier_makes_staging_forget_where_it_sealed() -> Result<(), Failed> {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("t", DataType::Utf8, false),
+            Field::new("x", DataType::UInt64, false),
+        ]));
+        let spec = StreamSpec::dynamic("s", schema.clone(), vec!["t".into()], Some("x".into()))?;
+        let dir = tempfile::tempdir()?;
+        let mut archive = Archive::open(dir.path(), Config::new().stream(spec))?;
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from(vec!["a", "b"])),
+                Arc::new(UInt64Array::from(vec![5, 7])),
+            ],
+        )?;
+        archive.stage_batch("s", &batch, &[1, 2])?;
+        archive.seal_all()?;
+        let sealed = |archive: &Archive| -> Vec<Option<u64>> {
+            archive.staged["s"].slots.iter().map(|t| t.sealed).collect()
+        };
+        assert_eq!(sealed(&archive), [Some(5), Some(7)]);
+        archive.retire_track("s", &["a".to_owned()])?;
+        assert_eq!(sealed(&archive), [None, None]);
+        // Behind where track a was retired: refused, from the catalog.
+        let behind = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(vec!["a"])),
+                Arc::new(UInt64Array::from(vec![4])),
+            ],
+        )?;
+        let refused = archive.stage_batch("s", &behind, &[3]).expect_err("behind");
+        assert!(refused.to_string().contains("it is at 5"), "{refused}");
+        Ok(())
+    }
+}
