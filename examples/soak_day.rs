@@ -312,7 +312,7 @@ fn main() {
         let s = &a.state().streams["capture"];
         s.tracks
             .values()
-            .find(|t| t.labels == ["host", "probe.0"])
+            .find(|t| t.labels[..] == ["host", "probe.0"])
             .map_or(Position(0), |t| t.floor())
     };
     let m_none = measure(&without, false, barriers, from);

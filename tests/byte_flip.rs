@@ -149,7 +149,7 @@ fn region(file: &SegmentFile, offset: u64) -> Option<Vec<Vec<String>>> {
         .groups
         .iter()
         .filter(|g| (g.span.offset..g.span.offset + g.span.len).contains(&offset))
-        .map(|g| g.track.clone())
+        .map(|g| g.track.to_vec())
         .collect();
     assert!(
         !tracks.is_empty(),

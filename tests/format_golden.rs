@@ -574,7 +574,7 @@ fn golden_records() -> Vec<Record> {
         crc32c,
     };
     let group = |probe: &str, rows, position, axis, seq, span| GroupEntry {
-        track: vec!["run_7".into(), probe.into()],
+        track: ["run_7", probe].map(String::from).into(),
         rows,
         position,
         axis: Some(axis),
@@ -617,7 +617,7 @@ fn golden_records() -> Vec<Record> {
     // Row group k holds level k of every track: no labels; the ranges are the barrier's
     // (both tracks together); `rows` counts cells (track × field × cell).
     let level = |rows, span| GroupEntry {
-        track: vec![],
+        track: Default::default(),
         rows,
         position: [1, 4],
         axis: Some([10, 12]),
@@ -643,7 +643,7 @@ fn golden_records() -> Vec<Record> {
         600,
         span(120, 480, 77),
         vec![GroupEntry {
-            track: vec![],
+            track: Default::default(),
             rows: 1,
             position: [2, 2],
             axis: None,
@@ -1088,7 +1088,7 @@ fn data_files_have_the_golden_parquet_schema() {
         "the barrier's tracks share one row group"
     );
     for (i, labels) in tracks.iter().enumerate() {
-        assert_eq!(entry.groups[i].track, labels.to_vec());
+        assert_eq!(entry.groups[i].track[..], labels[..]);
         let slice = entry.groups[i].slice.expect("a slice");
         let rows: Vec<_> = stored_rows(&read_group(&path, slice.group as usize))
             .into_iter()

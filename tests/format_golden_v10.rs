@@ -41,7 +41,7 @@ const PATH: &str = "streams/capture/rows/000000000001.parquet";
 /// Entry `probe` of run `run`: `rows` rows from position `first`, axis from `axis`.
 fn entry(run: &str, probe: &str, rows: u64, first: u64, axis: u64, span: Span) -> GroupEntry {
     GroupEntry {
-        track: vec![run.into(), probe.into()],
+        track: [run, probe].map(String::from).into(),
         rows,
         position: [first, first + rows - 1],
         axis: Some([axis, axis + (rows - 1) * 10]),

@@ -35,7 +35,7 @@ fn span(offset: u64, len: u64, crc32c: u32) -> Span {
 
 fn group(track: &str, last: Option<&str>, axis: [u64; 2]) -> GroupEntry {
     GroupEntry {
-        track: vec![track.into()],
+        track: [track].map(String::from).into(),
         rows: 6,
         position: [1, 40],
         axis: Some(axis),
@@ -65,7 +65,7 @@ fn file(name: u64, path: &str, groups: Vec<GroupEntry>, run: Option<LevelRun>) -
 
 fn partial(name: u64) -> SegmentFile {
     let level = |k: u64| GroupEntry {
-        track: vec![],
+        track: Default::default(),
         ..group("", None, [0, 10 + k])
     };
     file(
@@ -311,7 +311,7 @@ fn a_level_table_is_laid_out_as_documented() {
             )
         );
         let group = &table.groups[0];
-        assert_eq!(group.track, ["run_0", "p1"]);
+        assert_eq!(group.track[..], ["run_0", "p1"]);
         assert_eq!(
             group.last_track.as_deref(),
             Some(&["run_1".to_owned(), "p2".to_owned()][..])

@@ -60,7 +60,7 @@ fn file(name: u64, path: &str, format: Option<u16>) -> SegmentFile {
         sealed_at_ns: SEALED_AT_NS,
         footer: span(900, 1148, 0x0102_0304),
         groups: vec![GroupEntry {
-            track: vec!["p1".into()],
+            track: ["p1"].map(String::from).into(),
             rows: 3,
             position: [1, 3],
             axis: Some([10, MAX_STORED - 1]),

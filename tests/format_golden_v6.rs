@@ -43,7 +43,7 @@ const SEALED_AT_NS: u64 = 1_764_442_800_000_000_000;
 
 fn entry(track: &str, rows: u64, first: u64, span: Span, slice: (u32, u64)) -> GroupEntry {
     GroupEntry {
-        track: vec!["run_0".into(), track.into()],
+        track: ["run_0", track].map(String::from).into(),
         rows,
         position: [first + 1, first + rows],
         axis: Some([first * 10, (first + rows - 1) * 10]),
@@ -82,7 +82,7 @@ fn packed_file() -> SegmentFile {
 /// A barrier's partials holding levels 3 to 7 (a stream whose first stored level is 3).
 fn sparse_partials() -> SegmentFile {
     let group = |i: u64| GroupEntry {
-        track: Vec::new(),
+        track: Default::default(),
         rows: 5 - i,
         position: [1, 9],
         axis: Some([0, 80]),

@@ -41,7 +41,7 @@ const SEALED_AT_NS: u64 = 1_764_442_800_000_000_000;
 /// An entry of track `run_0/<track>` holding `_seq` `seqs` (positions one above).
 fn entry(track: &str, seqs: [u64; 2], span: Span, slice: Option<(u32, u64)>) -> GroupEntry {
     GroupEntry {
-        track: vec!["run_0".into(), track.into()],
+        track: ["run_0", track].map(String::from).into(),
         rows: seqs[1] - seqs[0] + 1,
         position: [seqs[0] + 1, seqs[1] + 1],
         axis: Some([seqs[0] * 10, seqs[1] * 10]),
@@ -334,7 +334,7 @@ fn a_compaction_of_many_tracks_writes_a_few_packed_files_of_about_the_target_siz
     // The big track outgrew the target: files of its own (its newest rows may share one).
     let own = files
         .iter()
-        .filter(|f| !f.holds_several_tracks() && f.groups[0].track == labels(&["run_0", "p0"]))
+        .filter(|f| !f.holds_several_tracks() && f.groups[0].track[..] == labels(&["run_0", "p0"]))
         .count();
     let shape: Vec<(usize, u64, u64)> = files
         .iter()
@@ -342,7 +342,7 @@ fn a_compaction_of_many_tracks_writes_a_few_packed_files_of_about_the_target_siz
             let p0: u64 = f
                 .groups
                 .iter()
-                .filter(|g| g.track == labels(&["run_0", "p0"]))
+                .filter(|g| g.track[..] == labels(&["run_0", "p0"]))
                 .map(|g| g.rows)
                 .sum();
             (f.groups.len(), f.bytes, p0)
@@ -351,7 +351,11 @@ fn a_compaction_of_many_tracks_writes_a_few_packed_files_of_about_the_target_siz
     assert!(own >= 1, "the big track has files of its own: {shape:?}");
     let big = files
         .iter()
-        .filter(|f| f.groups.iter().any(|g| g.track == labels(&["run_0", "p0"])))
+        .filter(|f| {
+            f.groups
+                .iter()
+                .any(|g| g.track[..] == labels(&["run_0", "p0"]))
+        })
         .count();
     assert!(big >= 2, "the big track spans {big} files");
     let prefixes = [

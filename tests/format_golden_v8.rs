@@ -56,7 +56,7 @@ fn file(name: u64, kind: &str, groups: Vec<GroupEntry>, format: u16) -> SegmentF
 
 fn entry(host: &str, seqs: [u64; 2], row: u64) -> GroupEntry {
     GroupEntry {
-        track: vec![host.into()],
+        track: [host].map(String::from).into(),
         rows: seqs[1] - seqs[0] + 1,
         position: [seqs[0] + 1, seqs[1] + 1],
         axis: Some([T0 + seqs[0] * STEP_NS, T0 + seqs[1] * STEP_NS]),
@@ -93,7 +93,7 @@ fn deferring_barrier() -> Record {
 /// The summary of the deferred rows `_seq` 0..4: one partial level file of all 8 levels.
 fn summary() -> Compact {
     let level = |k: u64| GroupEntry {
-        track: Vec::new(),
+        track: Default::default(),
         rows: 2,
         position: [1, 4],
         axis: Some([T0, T0 + 3 * STEP_NS]),

@@ -40,7 +40,7 @@ fn entry(
     slice: (u32, u64),
 ) -> GroupEntry {
     GroupEntry {
-        track: vec!["run_0".into(), probe.into()],
+        track: ["run_0", probe].map(String::from).into(),
         rows,
         position: [first, first + rows - 1],
         axis: Some([axis, axis + (rows - 1) * 10]),

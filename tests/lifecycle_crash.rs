@@ -479,7 +479,7 @@ fn reference(root: &Path, op: Op) -> (Side, Side) {
     };
     for f in &new.streams["capture"].files {
         if added.contains(&f.path) {
-            let tracks: BTreeSet<&Vec<String>> = f.groups.iter().map(|g| &g.track).collect();
+            let tracks: BTreeSet<&[String]> = f.groups.iter().map(|g| &g.track[..]).collect();
             assert!(
                 f.is_packed() && tracks.iter().all(|t| t[0] == "run_1"),
                 "{}: {tracks:?}",

@@ -16,6 +16,6 @@ pub use series::{
     Application, Asked, Cursor, Definition, ErasedRow, Run, Series, Stream, StreamConsumer,
 };
 pub use track::{
-    check_label, Axial, BadLabel, BadTrack, Label, Prefix, TrackKey, TrackTuple, Tracked,
+    check_label, Axial, BadLabel, BadTrack, Label, Labels, Prefix, TrackKey, TrackTuple, Tracked,
     MAX_DEPTH, UNIT_SEPARATOR,
 };

@@ -350,7 +350,7 @@ fn preflight(
         .map(|st| {
             st.tracks
                 .values()
-                .filter_map(|t| Some((t.labels.clone(), t.last_axis?)))
+                .filter_map(|t| Some((t.labels.to_vec(), t.last_axis?)))
                 .collect()
         })
         .unwrap_or_default();

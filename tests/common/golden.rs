@@ -84,7 +84,7 @@ pub fn python_reader_lists(
     let mut expected = String::new();
     for file in files {
         expected.push_str(&format!("{} ok\n", file.path));
-        for g in file.groups.iter().filter(|g| g.track == [run, probe]) {
+        for g in file.groups.iter().filter(|g| g.track[..] == [run, probe]) {
             let slice = g.slice.expect("a slice");
             expected.push_str(&format!(
                 "  group {} from row {} {run}/{probe} rows={} positions={}..={}\n",

@@ -199,7 +199,7 @@ impl Archive {
                     .tracks
                     .values()
                     .map(|t| TrackDescription {
-                        labels: t.labels.clone(),
+                        labels: t.labels.to_vec(),
                         rows: t.rows,
                         groups: t.groups.len(),
                         last_axis: t.last_axis,

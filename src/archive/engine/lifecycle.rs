@@ -764,7 +764,7 @@ impl TableGroups {
                 .saturating_sub(1),
         ];
         let group = TrackRows {
-            labels: self.first.take().unwrap_or_default(),
+            labels: self.first.take().unwrap_or_default().into(),
             batch: batch.into(),
             position: self.position,
             axis: Some(axis),
@@ -945,7 +945,7 @@ impl Gather {
         let mut pieces = Vec::with_capacity(self.pieces.len());
         for (labels, len) in self.pieces.drain(..) {
             pieces.push(TrackRows {
-                labels,
+                labels: labels.into(),
                 position: range(&position, offset, len),
                 seq: range(&seq, offset, len),
                 axis: axis.as_ref().map(|a| range(a, offset, len)),

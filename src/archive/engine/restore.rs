@@ -186,7 +186,7 @@ fn rebuild(
             position: span(&batch, crate::archive::format::spec::POSITION_COLUMN)?,
             seq: span(&batch, crate::archive::format::spec::SEQ_COLUMN)?,
             axis: decl.axis.as_deref().map(|a| span(&batch, a)).transpose()?,
-            labels,
+            labels: labels.into(),
             batch: batch.into(),
         });
     }

@@ -7,7 +7,7 @@ use crate::archive::error::{ArchiveError, Result};
 use crate::archive::format::manifest::{StreamDecl, StreamState, TrackState};
 use crate::archive::format::physical::{self, MAX_STORED};
 use crate::archive::format::segment::{TrackBatch, TrackRows};
-use crate::contract::{BadTrack, TrackKey};
+use crate::contract::{BadTrack, Labels, TrackKey};
 use arrow::array::{Array, ArrayRef, RecordBatch, StringArray, UInt32Array, UInt64Array};
 use arrow::compute::{cast, concat_batches, take_record_batch};
 use arrow::datatypes::{DataType, SchemaRef};
@@ -34,7 +34,7 @@ const RETAINED_SLOTS: usize = 4096;
 #[derive(Debug)]
 pub(crate) struct StagedTrack {
     pub key: TrackKey,
-    pub labels: Vec<String>,
+    pub labels: Labels,
     /// The hash of its labels, and the next slot whose labels hash the same (a chain from
     /// [`Staged::by_hash`], newest first).
     hash: u64,
@@ -230,7 +230,7 @@ impl Staged {
             let track = &self.slots[slot as usize];
             if columns
                 .iter()
-                .zip(&track.labels)
+                .zip(track.labels.iter())
                 .all(|(column, label)| column.value(row) == label)
             {
                 return Some(slot);
@@ -241,7 +241,7 @@ impl Staged {
     }
 
     /// A slot for a track this handle has not staged before.
-    fn add(&mut self, hash: u64, key: TrackKey, labels: Vec<String>) -> u32 {
+    fn add(&mut self, hash: u64, key: TrackKey, labels: Labels) -> u32 {
         let slot = self.slots.len() as u32;
         let same_hash = self.by_hash.insert(hash, slot);
         self.by_key.insert(key.clone(), slot);
@@ -503,7 +503,7 @@ pub(crate) fn stage(
     let same = |track: &StagedTrack, row: usize| {
         label_columns
             .iter()
-            .zip(&track.labels)
+            .zip(track.labels.iter())
             .all(|(column, label)| column.value(row) == label)
     };
     for (row, mark) in marks.iter_mut().enumerate() {
@@ -672,13 +672,13 @@ mod tests {
             // Every other track is durable, at 10 × its index.
             if i % 2 == 0 {
                 let track = TrackState {
-                    labels: vec![label.clone()],
+                    labels: vec![label.clone()].into(),
                     last_axis: Some(10 * i as u64),
                     ..TrackState::default()
                 };
                 durable.tracks.insert(key(label), track);
             }
-            staged.add(i as u64, key(label), vec![label.clone()]);
+            staged.add(i as u64, key(label), vec![label.clone()].into());
         }
         staged.slots[4].sealed = Some(99);
         assert_eq!(

@@ -268,7 +268,7 @@ pub(crate) fn partial_groups(
         let batch =
             arrow::compute::concat_batches(schema, &parts).map_err(|e| fail(e.to_string()))?;
         groups.push(TrackRows {
-            labels: Vec::new(),
+            labels: Default::default(),
             batch: batch.into(),
             position,
             axis: Some(axis),
@@ -757,7 +757,10 @@ pub(crate) fn level_groups(
 /// (in key order): a table group holds the tracks from its `track` through its
 /// `last_track`; a partial's group holds any. Label tuples compare exactly as their keys do
 /// (a key is each label followed by a separator below every character a label may hold).
-pub(crate) fn group_holds_any<S: AsRef<str>>(group: &GroupEntry, tracks: &[Vec<S>]) -> bool {
+pub(crate) fn group_holds_any<S: AsRef<str>, T: AsRef<[S]>>(
+    group: &GroupEntry,
+    tracks: &[T],
+) -> bool {
     let Some(last) = &group.last_track else {
         return true;
     };
@@ -767,10 +770,10 @@ pub(crate) fn group_holds_any<S: AsRef<str>>(group: &GroupEntry, tracks: &[Vec<S
             .map(AsRef::as_ref)
             .cmp(bound.iter().map(String::as_str))
     };
-    let at = tracks.partition_point(|t| order(t, &group.track).is_lt());
+    let at = tracks.partition_point(|t| order(t.as_ref(), &group.track).is_lt());
     tracks
         .get(at)
-        .is_some_and(|t| order(t, last) != std::cmp::Ordering::Greater)
+        .is_some_and(|t| order(t.as_ref(), last) != std::cmp::Ordering::Greater)
 }
 
 /// Decoded level row groups, shared by surveys and folds: `(file name, group) → track →
@@ -1169,7 +1172,7 @@ mod tests {
         by_key.sort_by_key(|t| TrackKey::encode(t).expect("key"));
         assert_eq!(by_key, tuples);
         let group = GroupEntry {
-            track: vec!["a".into(), "b".into()],
+            track: vec!["a".to_owned(), "b".to_owned()].into(),
             rows: 1,
             position: [0, 0],
             axis: None,

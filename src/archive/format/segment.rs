@@ -5,6 +5,7 @@ use crate::archive::error::Invalid;
 use crate::archive::error::{ArchiveError, Result};
 use crate::archive::format::manifest::{GroupEntry, SegmentFile, Slice, Span};
 use crate::archive::format::physical;
+use crate::contract::Labels;
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, SchemaRef};
 use bytes::Bytes;
@@ -137,7 +138,7 @@ impl From<RecordBatch> for TrackBatch {
 /// One track's rows for a barrier, with the bookkeeping its manifest entry records.
 #[derive(Debug)]
 pub(crate) struct TrackRows {
-    pub labels: Vec<String>,
+    pub labels: Labels,
     /// The row's columns followed by `_position` and `_seq`.
     pub batch: TrackBatch,
     pub position: [u64; 2],
@@ -179,7 +180,7 @@ pub(crate) fn properties(schema: &SchemaRef, format: &str) -> WriterProperties {
 /// One track's rows as row groups of at most `rows` rows each (zero-copy slices), each with
 /// its own position, `_seq` and axis range (the columns are in order within a track).
 pub(crate) fn bounded(
-    labels: &[String],
+    labels: &Labels,
     batch: &TrackBatch,
     rows: usize,
     axis: Option<&str>,
@@ -199,7 +200,7 @@ pub(crate) fn bounded(
         let part = batch.slice(offset, len);
         let rows = part.get();
         out.push(TrackRows {
-            labels: labels.to_vec(),
+            labels: labels.clone(),
             position: range(&rows, crate::archive::format::spec::POSITION_COLUMN),
             seq: range(&rows, crate::archive::format::spec::SEQ_COLUMN),
             axis: axis.map(|name| range(&rows, name)),
@@ -510,7 +511,7 @@ mod tests {
             Field::new("v", DataType::UInt64, false),
         ]));
         let group = |label: &str, n: u64| TrackRows {
-            labels: vec![label.to_owned()],
+            labels: vec![label.to_owned()].into(),
             batch: RecordBatch::try_new(
                 schema.clone(),
                 vec![
@@ -580,7 +581,7 @@ mod tests {
                 } else {
                     TrackBatch::Own(whole.slice(at, n))
                 };
-                out.extend(bounded(&[label.to_owned()], &batch, 4, None));
+                out.extend(bounded(&Labels::from([label.to_owned()]), &batch, 4, None));
                 at += n;
             }
             out
@@ -593,7 +594,7 @@ mod tests {
         assert_eq!(joined, *whole);
         assert!(TrackBatch::shared(&own).is_none());
         let gapped = [shared[0].batch.clone(), shared[2].batch.clone()].map(|batch| TrackRows {
-            labels: Vec::new(),
+            labels: Default::default(),
             batch,
             position: [0, 0],
             axis: None,

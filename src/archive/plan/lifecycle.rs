@@ -152,7 +152,7 @@ fn finish(
     let tracks = moves
         .into_iter()
         .map(|(key, m)| TrackRetire {
-            track: stream.tracks[key].labels.clone(),
+            track: stream.tracks[key].labels.to_vec(),
             raw: m.raw,
             levels: m.levels,
             whole: m.whole,
@@ -345,7 +345,7 @@ pub struct PlannedFile {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlannedSegment {
     /// The track's labels.
-    pub track: Vec<String>,
+    pub track: crate::contract::Labels,
     /// Source row groups, in `_seq` order: `(file name, group index)`.
     pub sources: Vec<(u64, usize)>,
 }
@@ -718,7 +718,7 @@ fn pack_range(
 /// next file starts where a group would take the current one past `target` bytes, or where
 /// the slice changes.
 fn track_files(
-    labels: &[String],
+    labels: &crate::contract::Labels,
     groups: impl IntoIterator<Item = ((u64, usize), u64, u64)>,
     target: u64,
 ) -> Vec<PlannedFile> {
@@ -741,7 +741,7 @@ fn track_files(
     out.into_iter()
         .map(|sources| PlannedFile {
             segments: vec![PlannedSegment {
-                track: labels.to_vec(),
+                track: labels.clone(),
                 sources,
             }],
         })
@@ -813,11 +813,11 @@ fn choose_per_track(
     }
     // Closure: for every track an input holds, every later file holding that track.
     loop {
-        let mut from: BTreeMap<&Vec<String>, usize> = BTreeMap::new();
+        let mut from: BTreeMap<&[String], usize> = BTreeMap::new();
         for (i, f) in stream.files.iter().enumerate() {
             if inputs.contains(&f.name) {
                 for g in &f.groups {
-                    from.entry(&g.track).or_insert(i);
+                    from.entry(&g.track[..]).or_insert(i);
                 }
             }
         }
@@ -825,7 +825,7 @@ fn choose_per_track(
         for (i, f) in stream.files.iter().enumerate() {
             if f.groups
                 .iter()
-                .any(|g| from.get(&g.track).is_some_and(|&s| i > s))
+                .any(|g| from.get(&g.track[..]).is_some_and(|&s| i > s))
             {
                 inputs.insert(f.name);
             }

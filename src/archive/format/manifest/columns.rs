@@ -9,6 +9,7 @@
 //! when its `format` is 9 or more, `pieces` (the columns, or the pages' index): see
 //! `docs/format.md`, "Version 9" and "Version 10".
 
+use crate::contract::Labels;
 use serde::de::{DeserializeSeed, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::cell::RefCell;
@@ -201,8 +202,10 @@ pub struct LevelRun {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GroupEntry {
-    /// The track's labels, outermost first.
-    pub track: Vec<String>,
+    /// The track's labels, outermost first (a list in the manifest; shared in memory with
+    /// every other entry of the track the catalog has met).
+    #[serde(serialize_with = "labels_out", deserialize_with = "shared_labels")]
+    pub track: Labels,
     /// Rows in the group.
     pub rows: u64,
     /// Lowest and highest `_position`.
@@ -225,6 +228,17 @@ pub struct GroupEntry {
     /// entry is a row group of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slice: Option<Slice>,
+}
+
+/// Writes shared labels as the list they hold (serde's own `Arc` support is behind a
+/// feature that would rebuild every crate depending on serde).
+fn labels_out<S: Serializer>(labels: &Labels, serializer: S) -> Result<S::Ok, S::Error> {
+    labels[..].serialize(serializer)
+}
+
+/// Reads a list of labels into the shared form.
+fn shared_labels<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Labels, D::Error> {
+    Vec::<String>::deserialize(deserializer).map(Labels::from)
 }
 
 /// Where a track's rows lie in a packed row group (format version 6).
@@ -359,16 +373,16 @@ impl<'de> Deserialize<'de> for Label<'de> {
 }
 
 /// One entry's labels, kept only when they are beneath `prefix` (all of them when `None`).
-struct Labels<'p>(Option<&'p [String]>);
+struct LabelsIn<'p>(Option<&'p [String]>);
 
-impl<'de> DeserializeSeed<'de> for Labels<'_> {
+impl<'de> DeserializeSeed<'de> for LabelsIn<'_> {
     type Value = Vec<String>;
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Vec<String>, D::Error> {
         deserializer.deserialize_seq(self)
     }
 }
 
-impl<'de> Visitor<'de> for Labels<'_> {
+impl<'de> Visitor<'de> for LabelsIn<'_> {
     type Value = Vec<String>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a track's labels")
@@ -407,7 +421,7 @@ fn track_column<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Vec<St
         }
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
             let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
-            while let Some(labels) = seq.next_element_seed(Labels(self.0))? {
+            while let Some(labels) = seq.next_element_seed(LabelsIn(self.0))? {
                 out.push(labels);
             }
             Ok(out)
@@ -632,7 +646,7 @@ impl<'a> ColumnsOut<'a> {
             Some(column?)
         };
         Some(ColumnsOut {
-            track: entries.iter().map(|e| e.track.as_slice()).collect(),
+            track: entries.iter().map(|e| &e.track[..]).collect(),
             rows: entries.iter().map(|e| e.rows).collect(),
             position: deltas(entries.iter().map(|e| e.position))?,
             axis,
@@ -701,8 +715,8 @@ impl<'a> PiecesForm<'a> {
             let (first, last) = (chunk.first()?, chunk.last()?);
             pages.push(Page {
                 entries: u32::try_from(chunk.len()).ok()?,
-                first: first.track.clone(),
-                last: last.track.clone(),
+                first: first.track.to_vec(),
+                last: last.track.to_vec(),
                 row: first.slice?.row,
                 rows: chunk.iter().map(|e| e.rows).sum(),
                 seq: [
@@ -762,7 +776,7 @@ impl Columns {
             .zip(self.rows)
             .zip(position.into_iter().zip(axis).zip(seq))
             .map(|((track, rows), ((position, axis), seq))| GroupEntry {
-                track,
+                track: track.into(),
                 rows,
                 position: position.unwrap_or_default(),
                 axis,
@@ -1083,9 +1097,9 @@ pub(crate) fn read_pages(file: &mut SegmentFile, pages: Option<&[u8]>) -> Result
         if within.is_none() {
             // A whole decode sees every label: the entries are in key order, within the
             // index's range, and each page starts where the one before it ended.
-            let labels: Vec<&Vec<String>> = columns.iter().map(|c| &c.track).collect();
-            if labels.first() != Some(&&page.first)
-                || labels.last() != Some(&&page.last)
+            let labels: Vec<&[String]> = columns.iter().map(|c| &c.track[..]).collect();
+            if labels.first() != Some(&page.first.as_slice())
+                || labels.last() != Some(&page.last.as_slice())
                 || labels.windows(2).any(|w| w[0] > w[1])
             {
                 return bad("does not hold its index's tracks in key order".into());
@@ -1272,7 +1286,7 @@ mod tests {
             for m in 0..3u64 {
                 let at = 3 * h as u64 + m;
                 groups.push(GroupEntry {
-                    track: vec![format!("h{h}"), format!("m\"{m}")],
+                    track: vec![format!("h{h}"), format!("m\"{m}")].into(),
                     rows: 1,
                     position: [at + 1, at + 1],
                     axis: (m != 2).then_some([10 * at, 10 * at]),
@@ -1328,7 +1342,7 @@ mod tests {
                 } else {
                     // Everything but the labels, which no read of the scope asks for.
                     let mut want = want.clone();
-                    want.track.clear();
+                    want.track = Default::default();
                     assert_eq!(got, &want, "outside {prefix:?}");
                 }
             }

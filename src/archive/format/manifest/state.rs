@@ -8,7 +8,7 @@ use super::record::{
     StreamSnapshot, TrackSnapshot,
 };
 use crate::archive::error::Invalid;
-use crate::contract::{Position, TrackKey};
+use crate::contract::{Labels, Position, TrackKey};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Age marks are kept one per this many nanoseconds of sealing time (an hour): a level's age
@@ -75,7 +75,7 @@ impl Catalog {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TrackState {
     /// The labels, outermost first.
-    pub labels: Vec<String>,
+    pub labels: Labels,
     /// Its row groups in barrier order.
     pub groups: Vec<GroupRef>,
     /// Rows stored.
@@ -164,7 +164,7 @@ impl TrackState {
 
     fn snapshot(&self) -> TrackSnapshot {
         TrackSnapshot {
-            track: self.labels.clone(),
+            track: self.labels.to_vec(),
             raw: self.raw,
             levels: self.level_floors.clone(),
             whole: self.whole,
@@ -227,6 +227,14 @@ fn catalog_group(
     track.last_axis = group.axis.map(|[_, high]| high).or(track.last_axis);
     track.first_axis = track.first_axis.or(group.axis.map(|[low, _]| low));
     Ok(())
+}
+
+/// Makes an entry name its track by the catalog's labels (equal ones), so the entry's own
+/// copy is freed.
+fn share(cataloged: &Labels, entry: &mut Labels) {
+    if !Labels::ptr_eq(cataloged, entry) {
+        *entry = cataloged.clone();
+    }
 }
 
 /// A stream's durable state.
@@ -336,40 +344,50 @@ impl StreamState {
         }
     }
 
-    fn add_file(&mut self, file: SegmentFile) -> Result<(), String> {
+    fn add_file(&mut self, mut file: SegmentFile) -> Result<(), String> {
         file.check_slices()?;
-        self.index_file(self.files.len(), &file)?;
+        self.index_file(self.files.len(), &mut file)?;
         self.files.push(file);
         Ok(())
     }
 
-    /// Catalogs the groups of the file at `index` (not yet retired ones).
+    /// Catalogs the groups of the file at `index` (not yet retired ones), and makes each
+    /// cataloged entry share its track's labels (a track named by every barrier keeps one
+    /// copy of its labels, not one per barrier).
     ///
     /// A file's entries are in track-key order (every writer lays them out so), and the
     /// catalog is a map in the same order, so a file naming a good part of the catalog is
     /// joined with it in one walk instead of one search per entry: at 100,000 tracks the
     /// searches were a quarter of an open. Entries out of key order, or a file naming few of
     /// many tracks, are looked up one by one.
-    fn index_file(&mut self, index: usize, file: &SegmentFile) -> Result<(), String> {
+    fn index_file(&mut self, index: usize, file: &mut SegmentFile) -> Result<(), String> {
         let held: Vec<usize> = (0..file.groups.len())
             .filter(|&g| self.catalog.holds(&file.groups[g].track))
             .collect();
-        let labels = |g: usize| &file.groups[g].track;
-        let key = |g: usize| TrackKey::encode(labels(g)).map_err(|e| e.to_string());
+        let key = |labels: &[String]| TrackKey::encode(labels).map_err(|e| e.to_string());
         // Label tuples sort as their keys do (each label is followed by U+001F, below every
         // character a label may hold), so the walk compares labels and encodes a key only
-        // for the range's ends and the tracks it brings in.
-        let ordered = held.windows(2).all(|w| labels(w[0]) <= labels(w[1]));
+        // for the range's ends and the tracks it brings in. Labels already shared (a barrier
+        // this handle sealed names its tracks by the catalog's own) compare by address.
+        let ordered = held.windows(2).all(|w| {
+            let (a, b) = (&file.groups[w[0]].track, &file.groups[w[1]].track);
+            Labels::ptr_eq(a, b) || a <= b
+        });
         let (Some(&first), Some(&last)) = (held.first(), held.last()) else {
             return Ok(());
         };
         if !ordered || held.len() * JOIN_SHARE < self.tracks.len() {
             for g in held {
-                let track = self.tracks.entry(key(g)?).or_insert_with(|| TrackState {
-                    labels: labels(g).clone(),
-                    ..TrackState::default()
-                });
+                let labels = &file.groups[g].track;
+                let track = self
+                    .tracks
+                    .entry(key(labels)?)
+                    .or_insert_with(|| TrackState {
+                        labels: labels.clone(),
+                        ..TrackState::default()
+                    });
                 catalog_group(track, index, file, g)?;
+                share(&track.labels, &mut file.groups[g].track);
             }
             return Ok(());
         }
@@ -377,25 +395,43 @@ impl StreamState {
         // brings into the catalog are the entries the walk does not meet, cataloged after it
         // (a track's pieces stay in file order: they are adjacent, all new or all known).
         let mut new: Vec<usize> = Vec::new();
-        let mut walk = self.tracks.range_mut(key(first)?..=key(last)?);
+        let range = key(&file.groups[first].track)?..=key(&file.groups[last].track)?;
+        let mut walk = self.tracks.range_mut(range);
         let mut at = walk.next();
         for g in held {
-            while at.as_ref().is_some_and(|(_, t)| t.labels < *labels(g)) {
-                at = walk.next();
-            }
-            match at.as_mut() {
-                Some((_, track)) if track.labels == *labels(g) => {
-                    catalog_group(track, index, file, g)?
+            let found = loop {
+                let Some((_, track)) = at.as_mut() else {
+                    break None;
+                };
+                let labels = &file.groups[g].track;
+                if Labels::ptr_eq(&track.labels, labels) {
+                    break Some(track);
                 }
-                _ => new.push(g),
+                match track.labels[..].cmp(&labels[..]) {
+                    std::cmp::Ordering::Less => at = walk.next(),
+                    std::cmp::Ordering::Equal => break Some(track),
+                    std::cmp::Ordering::Greater => break None,
+                }
+            };
+            match found {
+                Some(track) => {
+                    catalog_group(track, index, file, g)?;
+                    share(&track.labels, &mut file.groups[g].track);
+                }
+                None => new.push(g),
             }
         }
         for g in new {
-            let track = self.tracks.entry(key(g)?).or_insert_with(|| TrackState {
-                labels: labels(g).clone(),
-                ..TrackState::default()
-            });
+            let labels = &file.groups[g].track;
+            let track = self
+                .tracks
+                .entry(key(labels)?)
+                .or_insert_with(|| TrackState {
+                    labels: labels.clone(),
+                    ..TrackState::default()
+                });
             catalog_group(track, index, file, g)?;
+            share(&track.labels, &mut file.groups[g].track);
         }
         Ok(())
     }
@@ -411,8 +447,8 @@ impl StreamState {
             track.last_axis = None;
             track.last_seq = None;
         }
-        let files = std::mem::take(&mut self.files);
-        for (i, file) in files.iter().enumerate() {
+        let mut files = std::mem::take(&mut self.files);
+        for (i, file) in files.iter_mut().enumerate() {
             self.index_file(i, file)?;
         }
         self.files = files;
@@ -500,12 +536,12 @@ impl StreamState {
         let removed: BTreeSet<u64> = compact.removed.iter().copied().collect();
         // Per track: (its file's first `_seq`, entry index, entry `_seq` range, file path).
         type Place<'a> = (u64, usize, [u64; 2], &'a str);
-        let mut touched: BTreeMap<&Vec<String>, Vec<Place<'_>>> = BTreeMap::new();
+        let mut touched: BTreeMap<&[String], Vec<Place<'_>>> = BTreeMap::new();
         for file in &compact.added {
             let first = file.first_seq();
             for (i, g) in file.groups.iter().enumerate() {
                 touched
-                    .entry(&g.track)
+                    .entry(&g.track[..])
                     .or_default()
                     .push((first, i, g.seq, &file.path));
             }
@@ -808,7 +844,7 @@ impl State {
             for t in s.tracks.iter().filter(|t| stream.catalog.holds(&t.track)) {
                 let key = TrackKey::encode(&t.track).map_err(|e| e.to_string())?;
                 let track = stream.tracks.entry(key).or_insert_with(|| TrackState {
-                    labels: t.track.clone(),
+                    labels: t.track.as_slice().into(),
                     ..TrackState::default()
                 });
                 track.raw = t.raw;
@@ -988,7 +1024,7 @@ mod tests {
             .map(|(i, &(h, m))| {
                 let lo = seq + i as u64 * rows;
                 GroupEntry {
-                    track: vec![format!("h{h:03}"), format!("m{m:02}")],
+                    track: vec![format!("h{h:03}"), format!("m{m:02}")].into(),
                     rows,
                     position: [lo, lo + rows - 1],
                     axis: Some([name * 1_000 + i as u64, name * 1_000 + i as u64]),
@@ -1069,6 +1105,45 @@ mod tests {
     }
 
     #[test]
+    fn every_cataloged_entry_shares_its_tracks_labels_walked_or_searched() {
+        let all: Vec<(usize, usize)> = (0..40).flat_map(|h| (0..5).map(move |m| (h, m))).collect();
+        let mut dense: Vec<(usize, usize)> =
+            (10..30).flat_map(|h| (0..7).map(move |m| (h, m))).collect();
+        dense.insert(3, dense[3]);
+        // Each file decoded on its own holds its own copy of every label tuple.
+        let mut s = stream();
+        for f in [
+            file(0, &all, 0, 2),
+            file(1, &dense, 1_000, 1),
+            file(2, &[(5, 1), (39, 4)], 2_000, 3),
+            file(3, &[(7, 2), (2, 0), (45, 1)], 3_000, 1),
+        ] {
+            s.add_file(f).expect("in order");
+        }
+        let mut entries = 0;
+        for f in &s.files {
+            for g in &f.groups {
+                let key = TrackKey::encode(&g.track).expect("labels");
+                let track = &s.tracks[&key];
+                assert!(
+                    Labels::ptr_eq(&g.track, &track.labels),
+                    "file {} names {:?} by a copy of its own",
+                    f.path,
+                    g.track
+                );
+                entries += 1;
+            }
+        }
+        assert_eq!(entries, 200 + 141 + 2 + 3);
+        // A retirement's reindex keeps them shared.
+        s.reindex().expect("reindex");
+        assert!(s.files.iter().all(|f| f.groups.iter().all(|g| {
+            let key = TrackKey::encode(&g.track).expect("labels");
+            Labels::ptr_eq(&g.track, &s.tracks[&key].labels)
+        })));
+    }
+
+    #[test]
     fn a_joined_file_that_moves_a_track_back_is_refused_naming_it() {
         let all: Vec<(usize, usize)> = (0..20).map(|h| (h, 0)).collect();
         let mut s = stream();
@@ -1113,7 +1188,7 @@ mod tests {
         let mut s = stream();
         s.add_file(file(0, &all, 0, 1)).expect("first");
         let mut bad = file(1, &all, 100, 1);
-        bad.groups[7].track[1] = "m\u{7}".into();
+        bad.groups[7].track = vec![bad.groups[7].track[0].clone(), "m\u{7}".into()].into();
         let err = s.add_file(bad).expect_err("a control character");
         assert!(err.contains("control character U+0007"), "{err}");
     }
