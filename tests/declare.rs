@@ -223,5 +223,12 @@ fn untracked_and_axis_less() {
 
 #[test]
 fn refusals() {
+    // The refusals are compiled as a user's crate is, by plain rustc. `.ci/run` builds the
+    // tests with clippy as the workspace's compiler (RUSTC_WORKSPACE_WRAPPER), and trybuild's
+    // cargo inherits the environment: under clippy-driver rustc prints some paths in the
+    // messages differently (`std::string::String` for `String`). (Edition 2021: std's own
+    // lock guards the environment against the other tests' reads.)
+    std::env::remove_var("RUSTC_WORKSPACE_WRAPPER");
+    std::env::remove_var("CLIPPY_ARGS");
     trybuild::TestCases::new().compile_fail("tests/ui/*.rs");
 }

@@ -396,14 +396,25 @@ impl StreamState {
         // (a track's pieces stay in file order: they are adjacent, all new or all known).
         let mut new: Vec<usize> = Vec::new();
         let range = key(&file.groups[first].track)?..=key(&file.groups[last].track)?;
-        let mut walk = self.tracks.range_mut(range);
+        let mut walk = self.tracks.range_mut(range).peekable();
         let mut at = walk.next();
         for g in held {
+            let labels = &file.groups[g].track;
+            // A barrier this handle sealed names the track after the one the walk stands on
+            // by the catalog's own labels: a step, no comparison.
+            if walk
+                .peek()
+                .is_some_and(|(_, next)| Labels::ptr_eq(&next.labels, labels))
+                && !at
+                    .as_ref()
+                    .is_some_and(|(_, t)| Labels::ptr_eq(&t.labels, labels))
+            {
+                at = walk.next();
+            }
             let found = loop {
                 let Some((_, track)) = at.as_mut() else {
                     break None;
                 };
-                let labels = &file.groups[g].track;
                 if Labels::ptr_eq(&track.labels, labels) {
                     break Some(track);
                 }
