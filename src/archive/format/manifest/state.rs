@@ -378,16 +378,7 @@ impl StreamState {
         };
         if !ordered || held.len() * JOIN_SHARE < self.tracks.len() {
             for g in held {
-                let labels = &file.groups[g].track;
-                let track = self
-                    .tracks
-                    .entry(key(labels)?)
-                    .or_insert_with(|| TrackState {
-                        labels: labels.clone(),
-                        ..TrackState::default()
-                    });
-                catalog_group(track, index, file, g)?;
-                share(&track.labels, &mut file.groups[g].track);
+                self.catalog_searched(index, file, g)?;
             }
             return Ok(());
         }
@@ -433,17 +424,27 @@ impl StreamState {
             }
         }
         for g in new {
-            let labels = &file.groups[g].track;
-            let track = self
-                .tracks
-                .entry(key(labels)?)
-                .or_insert_with(|| TrackState {
-                    labels: labels.clone(),
-                    ..TrackState::default()
-                });
-            catalog_group(track, index, file, g)?;
-            share(&track.labels, &mut file.groups[g].track);
+            self.catalog_searched(index, file, g)?;
         }
+        Ok(())
+    }
+
+    /// Catalogs entry `g` of the file at `index` by a search of the catalog, bringing its
+    /// track in when it is new.
+    fn catalog_searched(
+        &mut self,
+        index: usize,
+        file: &mut SegmentFile,
+        g: usize,
+    ) -> Result<(), String> {
+        let labels = &file.groups[g].track;
+        let key = TrackKey::encode(labels).map_err(|e| e.to_string())?;
+        let track = self.tracks.entry(key).or_insert_with(|| TrackState {
+            labels: labels.clone(),
+            ..TrackState::default()
+        });
+        catalog_group(track, index, file, g)?;
+        share(&track.labels, &mut file.groups[g].track);
         Ok(())
     }
 
@@ -1086,20 +1087,26 @@ mod tests {
         tracks
     }
 
-    #[test]
-    fn a_file_joined_with_the_catalog_catalogs_what_a_search_would() {
+    /// A barrier of every track of 40 hosts x 5 metrics; one of a dense part with new tracks
+    /// among known ones and a track cut in two pieces (joined); a small one (searched); one
+    /// out of key order (searched). Each made on its own, as decoding makes them: every file
+    /// holds its own copy of every label tuple.
+    fn mixed_files() -> Vec<SegmentFile> {
         let all: Vec<(usize, usize)> = (0..40).flat_map(|h| (0..5).map(move |m| (h, m))).collect();
-        // A barrier of every track; one of a dense part with new tracks among known ones and
-        // a track cut in two pieces; a small one (searched); one out of key order (searched).
         let mut dense: Vec<(usize, usize)> =
             (10..30).flat_map(|h| (0..7).map(move |m| (h, m))).collect();
         dense.insert(3, dense[3]);
-        let files = vec![
+        vec![
             file(0, &all, 0, 2),
             file(1, &dense, 1_000, 1),
             file(2, &[(5, 1), (39, 4)], 2_000, 3),
             file(3, &[(7, 2), (2, 0), (45, 1)], 3_000, 1),
-        ];
+        ]
+    }
+
+    #[test]
+    fn a_file_joined_with_the_catalog_catalogs_what_a_search_would() {
+        let files = mixed_files();
         let mut joined = stream();
         for f in &files {
             joined.add_file(f.clone()).expect("in order");
@@ -1117,18 +1124,8 @@ mod tests {
 
     #[test]
     fn every_cataloged_entry_shares_its_tracks_labels_walked_or_searched() {
-        let all: Vec<(usize, usize)> = (0..40).flat_map(|h| (0..5).map(move |m| (h, m))).collect();
-        let mut dense: Vec<(usize, usize)> =
-            (10..30).flat_map(|h| (0..7).map(move |m| (h, m))).collect();
-        dense.insert(3, dense[3]);
-        // Each file decoded on its own holds its own copy of every label tuple.
         let mut s = stream();
-        for f in [
-            file(0, &all, 0, 2),
-            file(1, &dense, 1_000, 1),
-            file(2, &[(5, 1), (39, 4)], 2_000, 3),
-            file(3, &[(7, 2), (2, 0), (45, 1)], 3_000, 1),
-        ] {
+        for f in mixed_files() {
             s.add_file(f).expect("in order");
         }
         let mut entries = 0;
