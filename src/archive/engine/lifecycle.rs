@@ -839,7 +839,7 @@ struct Gather {
     /// The pending rows: (source, row).
     indices: Vec<(usize, usize)>,
     /// The pending pieces: labels and rows, in order.
-    pieces: Vec<(Vec<String>, usize)>,
+    pieces: Vec<(crate::contract::Labels, usize)>,
     /// The sources of the track being added.
     pinned: Vec<usize>,
 }
@@ -884,7 +884,7 @@ impl Gather {
     /// Adds a track: its rows are `(source, first row, rows)` ranges, in publish order.
     fn track(
         &mut self,
-        labels: &[String],
+        labels: &crate::contract::Labels,
         ranges: &[(usize, usize, usize)],
         writer: &mut crate::archive::io::segment::Writer,
     ) -> Result<()> {
@@ -901,7 +901,7 @@ impl Gather {
                 self.flush(writer)?;
             }
             self.indices.extend(rows.by_ref().take(piece));
-            self.pieces.push((labels.to_vec(), piece));
+            self.pieces.push((labels.clone(), piece));
             left -= piece;
         }
         Ok(())
@@ -945,7 +945,7 @@ impl Gather {
         let mut pieces = Vec::with_capacity(self.pieces.len());
         for (labels, len) in self.pieces.drain(..) {
             pieces.push(TrackRows {
-                labels: labels.into(),
+                labels,
                 position: range(&position, offset, len),
                 seq: range(&seq, offset, len),
                 axis: axis.as_ref().map(|a| range(a, offset, len)),

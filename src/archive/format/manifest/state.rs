@@ -391,23 +391,21 @@ impl StreamState {
         let mut at = walk.next();
         for g in held {
             let labels = &file.groups[g].track;
-            // A barrier this handle sealed names the track after the one the walk stands on
-            // by the catalog's own labels: a step, no comparison.
-            if walk
-                .peek()
-                .is_some_and(|(_, next)| Labels::ptr_eq(&next.labels, labels))
-                && !at
-                    .as_ref()
-                    .is_some_and(|(_, t)| Labels::ptr_eq(&t.labels, labels))
-            {
-                at = walk.next();
-            }
             let found = loop {
                 let Some((_, track)) = at.as_mut() else {
                     break None;
                 };
                 if Labels::ptr_eq(&track.labels, labels) {
                     break Some(track);
+                }
+                // A barrier this handle sealed names its tracks by the catalog's own labels,
+                // so the next track is found by address, with no comparison.
+                if walk
+                    .peek()
+                    .is_some_and(|(_, next)| Labels::ptr_eq(&next.labels, labels))
+                {
+                    at = walk.next();
+                    continue;
                 }
                 match track.labels[..].cmp(&labels[..]) {
                     std::cmp::Ordering::Less => at = walk.next(),
