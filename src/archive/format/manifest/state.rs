@@ -421,9 +421,36 @@ impl StreamState {
                 None => new.push(g),
             }
         }
-        for g in new {
-            self.catalog_searched(index, file, g)?;
+        // Many tracks new to the catalog (a fleet's first barrier, an open's first record)
+        // join it in one merge of two key-ordered runs, not a search each: the walk has met
+        // none of them, and they come in key order, each track's pieces adjacent.
+        if new.len() * JOIN_SHARE < self.tracks.len() {
+            for g in new {
+                self.catalog_searched(index, file, g)?;
+            }
+            return Ok(());
         }
+        let mut fresh: Vec<(TrackKey, TrackState)> = Vec::new();
+        for g in new {
+            let labels = &file.groups[g].track;
+            let piece_of_last = fresh
+                .last()
+                .is_some_and(|(_, last)| last.labels[..] == labels[..]);
+            if !piece_of_last {
+                let track = TrackState {
+                    labels: labels.clone(),
+                    ..TrackState::default()
+                };
+                fresh.push((key(labels)?, track));
+            }
+            let (_, track) = fresh
+                .last_mut()
+                .ok_or_else(|| "a track joining the catalog was lost".to_string())?;
+            catalog_group(track, index, file, g)?;
+            share(&track.labels, &mut file.groups[g].track);
+        }
+        let mut fresh: BTreeMap<TrackKey, TrackState> = fresh.into_iter().collect();
+        self.tracks.append(&mut fresh);
         Ok(())
     }
 
@@ -1093,7 +1120,9 @@ mod tests {
         let all: Vec<(usize, usize)> = (0..40).flat_map(|h| (0..5).map(move |m| (h, m))).collect();
         let mut dense: Vec<(usize, usize)> =
             (10..30).flat_map(|h| (0..7).map(move |m| (h, m))).collect();
+        // A known track cut in two, and a track new to the catalog cut in two.
         dense.insert(3, dense[3]);
+        dense.insert(6, dense[6]);
         vec![
             file(0, &all, 0, 2),
             file(1, &dense, 1_000, 1),
@@ -1118,6 +1147,12 @@ mod tests {
             3,
             "the piece cut in two counts twice"
         );
+        let key = TrackKey::encode(&["h010", "m05"]).expect("labels");
+        assert_eq!(
+            joined.tracks[&key].groups.len(),
+            2,
+            "a new track's piece cut in two counts twice"
+        );
     }
 
     #[test]
@@ -1140,7 +1175,7 @@ mod tests {
                 entries += 1;
             }
         }
-        assert_eq!(entries, 200 + 141 + 2 + 3);
+        assert_eq!(entries, 200 + 142 + 2 + 3);
         // A retirement's reindex keeps them shared.
         s.reindex().expect("reindex");
         assert!(s.files.iter().all(|f| f.groups.iter().all(|g| {
