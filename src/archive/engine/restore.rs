@@ -203,8 +203,9 @@ fn rebuild(
         .iter()
         .flat_map(|t| segment::bounded(&t.labels, &t.batch, group_rows, decl.axis.as_deref()))
         .collect();
-    let (again, footer, entries) = segment::encode_packed(id, &schema, name, &bounded, group_rows)
-        .map_err(|e| e.to_string())?;
+    let (again, footer, entries) =
+        segment::encode_packed(id, &schema, name, &bounded, group_rows, 1)
+            .map_err(|e| e.to_string())?;
     if again[..] != shared[..] {
         return Err(
             "encoded again from its rows it is not the same bytes (damaged, or written by another build or row-group bound)"

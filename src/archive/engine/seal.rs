@@ -187,16 +187,25 @@ impl Archive {
             let tracks_written = tracks.len();
             // One packed file: row groups of at most `cap` rows, consecutive tracks sharing
             // one, each track's rows a slice of it (format version 6).
-            let data = || segment::encode_packed(&id, &selected.full_schema, name, groups, cap);
             let choice = stored_levels(&self.commit.state().streams[&id], tracks);
+            let rows: usize = tracks.iter().map(|t| t.batch.num_rows()).sum();
+            // A barrier that computes no level partials (a stream without a ladder, or rows too
+            // sparse to summarise yet: a fleet's tracks) encodes its columns on both cores.
+            let cores = if rows >= PARALLEL_SEAL_ROWS && (choice.deferred || decl.ladder.is_none())
+            {
+                2
+            } else {
+                1
+            };
+            let data =
+                || segment::encode_packed(&id, &selected.full_schema, name, groups, cap, cores);
             let partials = || {
                 if choice.deferred {
                     return Ok(None);
                 }
                 levels::barrier_partials(decl, tracks, name + 1, choice.first)
             };
-            let rows: usize = tracks.iter().map(|t| t.batch.num_rows()).sum();
-            let (data, partials) = if rows >= PARALLEL_SEAL_ROWS {
+            let (data, partials) = if rows >= PARALLEL_SEAL_ROWS && cores == 1 {
                 std::thread::scope(|scope| {
                     let partials = scope.spawn(partials);
                     let data = data();

@@ -9,6 +9,9 @@ use crate::contract::Labels;
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, SchemaRef};
 use bytes::Bytes;
+use parquet::arrow::arrow_writer::{
+    compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowLeafColumn,
+};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -220,7 +223,7 @@ pub(crate) fn encode(
     tracks: &[TrackRows],
 ) -> Result<Encoded> {
     let batches = tracks.iter().map(|t| Ok(t.batch.get().into_owned()));
-    let (bytes, metadata) = write_groups(stream, schema, physical::FILE_FORMAT, batches)?;
+    let (bytes, metadata) = write_groups(stream, schema, physical::FILE_FORMAT, batches, 1)?;
     let (spans, footer) = regions(stream, name, &bytes, &metadata, tracks.len())?;
     let groups = tracks
         .iter()
@@ -266,13 +269,15 @@ pub(crate) fn pack(pieces: &[TrackRows], rows: usize) -> Vec<std::ops::Range<usi
 /// path/barrier).
 ///
 /// Pieces that are consecutive ranges of one shared batch ([`TrackBatch::Range`], a
-/// barrier's tracks) make their row group as a slice of it, not a copy.
+/// barrier's tracks) make their row group as a slice of it, not a copy. With `cores` 2 each
+/// row group's columns are encoded on two threads; the bytes are the same.
 pub(crate) fn encode_packed(
     stream: &str,
     schema: &SchemaRef,
     name: u64,
     pieces: &[TrackRows],
     rows: usize,
+    cores: usize,
 ) -> Result<Encoded> {
     let packs = pack(pieces, rows);
     // One batch per row group: its pieces joined, converted to the stored types once; a
@@ -293,7 +298,8 @@ pub(crate) fn encode_packed(
             ),
         }
     });
-    let (bytes, metadata) = write_groups(stream, schema, physical::PACKED_FILE_FORMAT, batches)?;
+    let (bytes, metadata) =
+        write_groups(stream, schema, physical::PACKED_FILE_FORMAT, batches, cores)?;
     let (spans, footer) = regions(stream, name, &bytes, &metadata, packs.len())?;
     let mut groups = Vec::with_capacity(pieces.len());
     for (g, range) in packs.iter().enumerate() {
@@ -319,29 +325,107 @@ pub(crate) fn encode_packed(
 }
 
 /// Writes `batches` (of the rows' `schema`) as a file of layout `format`, one row group each,
-/// converted to the stored types; answers its bytes and Parquet metadata.
+/// converted to the stored types; answers its bytes and Parquet metadata. With `cores` above
+/// 1, a row group's columns are encoded on that many threads (each column's chunk alone, as
+/// `ArrowWriter` encodes it) and appended in schema order: the same bytes as on one.
 fn write_groups(
     stream: &str,
     schema: &SchemaRef,
     format: &str,
     batches: impl Iterator<Item = Result<RecordBatch>>,
+    cores: usize,
 ) -> Result<(Vec<u8>, parquet::file::metadata::ParquetMetaData)> {
     let fail = |e: parquet::errors::ParquetError| encode_error(stream, e);
     let disk = physical::disk_schema(schema);
     let mut bytes = Vec::new();
-    let mut writer =
-        ArrowWriter::try_new(&mut bytes, disk.clone(), Some(properties(&disk, format)))
-            .map_err(fail)?;
+    let writer = ArrowWriter::try_new(&mut bytes, disk.clone(), Some(properties(&disk, format)))
+        .map_err(fail)?;
+    let (mut file, columns) = writer.into_serialized_writer().map_err(fail)?;
     for batch in batches {
         let batch = physical::to_disk(&batch?, &disk).map_err(|message| ArchiveError::Encode {
             stream: stream.to_owned(),
             message,
         })?;
-        writer.write(&batch).map_err(fail)?;
-        writer.flush().map_err(fail)?;
+        // As `ArrowWriter::write` does: an empty batch makes no row group.
+        if batch.num_rows() == 0 {
+            continue;
+        }
+        let index = file.flushed_row_groups().len();
+        let mut leaves = Vec::with_capacity(disk.fields().len());
+        for (field, column) in disk.fields().iter().zip(batch.columns()) {
+            leaves.extend(compute_leaves(field, column).map_err(fail)?);
+        }
+        let writers = columns.create_column_writers(index).map_err(fail)?;
+        if writers.len() != leaves.len() {
+            return Err(ArchiveError::Encode {
+                stream: stream.to_owned(),
+                message: format!(
+                    "{} column writers for {} leaves",
+                    writers.len(),
+                    leaves.len()
+                ),
+            });
+        }
+        let jobs: Vec<(ArrowColumnWriter, ArrowLeafColumn)> =
+            writers.into_iter().zip(leaves).collect();
+        let chunks = encode_columns(jobs, cores).map_err(fail)?;
+        let mut row_group = file.next_row_group().map_err(fail)?;
+        for chunk in chunks {
+            chunk.append_to_row_group(&mut row_group).map_err(fail)?;
+        }
+        row_group.close().map_err(fail)?;
     }
-    let metadata = writer.close().map_err(fail)?;
+    let metadata = file.close().map_err(fail)?;
     Ok((bytes, metadata))
+}
+
+/// Encodes each column's leaf with its writer, on up to `cores` threads (column `i` on thread
+/// `i % cores`), answering the chunks in column order.
+fn encode_columns(
+    jobs: Vec<(ArrowColumnWriter, ArrowLeafColumn)>,
+    cores: usize,
+) -> parquet::errors::Result<Vec<ArrowColumnChunk>> {
+    let encode = |(mut writer, leaf): (ArrowColumnWriter, ArrowLeafColumn)| {
+        writer.write(&leaf)?;
+        writer.close()
+    };
+    let cores = cores.clamp(1, jobs.len().max(1));
+    if cores == 1 {
+        return jobs.into_iter().map(encode).collect();
+    }
+    let mut shares: Vec<Vec<(usize, (ArrowColumnWriter, ArrowLeafColumn))>> =
+        (0..cores).map(|_| Vec::new()).collect();
+    for (i, job) in jobs.into_iter().enumerate() {
+        shares[i % cores].push((i, job));
+    }
+    let mut mine = shares.remove(0);
+    let mut chunks: Vec<(usize, ArrowColumnChunk)> = std::thread::scope(|scope| {
+        let others: Vec<_> = shares
+            .into_iter()
+            .map(|share| {
+                scope.spawn(move || {
+                    share
+                        .into_iter()
+                        .map(|(i, job)| encode(job).map(|chunk| (i, chunk)))
+                        .collect::<parquet::errors::Result<Vec<_>>>()
+                })
+            })
+            .collect();
+        let mut chunks = mine
+            .drain(..)
+            .map(|(i, job)| encode(job).map(|chunk| (i, chunk)))
+            .collect::<parquet::errors::Result<Vec<_>>>()?;
+        for other in others {
+            // A panic stays a panic.
+            let theirs = other
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))?;
+            chunks.extend(theirs);
+        }
+        Ok::<_, parquet::errors::ParquetError>(chunks)
+    })?;
+    chunks.sort_by_key(|(i, _)| *i);
+    Ok(chunks.into_iter().map(|(_, chunk)| chunk).collect())
 }
 
 /// The spans (bytes and digests) of a written file's `groups` row groups and its footer.
@@ -602,7 +686,12 @@ mod tests {
         });
         assert!(TrackBatch::shared(&gapped).is_none());
         let encoded =
-            |pieces: &[TrackRows]| encode_packed("s", &schema, 7, pieces, 6).expect("encode");
+            |pieces: &[TrackRows]| encode_packed("s", &schema, 7, pieces, 6, 1).expect("encode");
         assert_eq!(encoded(&shared), encoded(&own));
+        // Columns encoded on two or three threads: the same bytes and entries.
+        for cores in [2, 3] {
+            let parallel = encode_packed("s", &schema, 7, &shared, 6, cores).expect("encode");
+            assert_eq!(parallel, encoded(&shared), "on {cores} threads");
+        }
     }
 }
