@@ -54,14 +54,20 @@ impl Archive {
         // Field by field, so the staged map can be borrowed mutably beside them.
         let (selected, durable) = selected_in(&self.selected, self.commit.state(), stream)?;
         let staged = self.staged.entry(stream.to_owned()).or_default();
-        let n = stage::stage(
+        let n = match stage::stage(
             &durable.decl,
             &selected.full_schema,
             durable,
             staged,
             batch,
             positions,
-        )?;
+        ) {
+            Ok(n) => n,
+            // Staging that broke its own invariants cannot be trusted to serve or seal what it
+            // holds: the handle refuses both until a reopen.
+            Err(e @ ArchiveError::Internal(_)) => return Err(self.poison(e)),
+            Err(e) => return Err(e),
+        };
         if let Some(&p) = positions.last() {
             self.cursor = self.cursor.max(Position(p));
         }

@@ -264,20 +264,39 @@ impl Staged {
     /// in one by one when they are few beside the slots already ordered, else sorted and
     /// merged in one pass (a fleet's first delivery brings 100,000 tracks at once, and a
     /// search each was a seventh of an ingest's instructions).
-    fn order_new(&mut self, first: usize) {
+    /// Refuses (as an internal error, changing nothing) a new slot whose key is already
+    /// ordered: the older slot's rows would no longer be found by key, and a read would miss
+    /// them.
+    fn order_new(&mut self, first: usize) -> std::result::Result<(), String> {
         let new = self.slots.get(first..).unwrap_or_default();
+        let staged = |key: &TrackKey| format!("a new track slot names {key}, already staged");
         if new.len() * JOIN_SHARE < self.by_key.len() {
+            if let Some(track) = new.iter().find(|t| self.by_key.contains_key(&t.key)) {
+                return Err(staged(&track.key));
+            }
             for (slot, track) in (first..).zip(new) {
                 self.by_key.insert(track.key.clone(), slot as u32);
             }
-            return;
+            return Ok(());
         }
-        // Collecting sorts them (stably, in one pass when they came in key order).
+        // Collecting sorts them (stably, in one pass when they came in key order); one walk
+        // beside the order finds a key in both.
         let mut fresh: BTreeMap<TrackKey, u32> = (first..)
             .zip(new)
             .map(|(slot, track)| (track.key.clone(), slot as u32))
             .collect();
+        let mut ordered = self.by_key.keys().peekable();
+        for key in fresh.keys() {
+            while ordered.next_if(|k| *k < key).is_some() {}
+            if ordered.peek() == Some(&key) {
+                return Err(staged(key));
+            }
+        }
+        if fresh.len() != new.len() {
+            return Err("a delivery made two slots for one track".into());
+        }
         self.by_key.append(&mut fresh);
+        Ok(())
     }
 
     /// Forgets the slots from `first` on (a refused delivery added them), newest first: each
@@ -287,7 +306,11 @@ impl Staged {
             let Some(track) = self.slots.pop() else {
                 break;
             };
-            self.by_key.remove(&track.key);
+            // Only its own entry: a key ordered under another slot stays.
+            let slot = self.slots.len() as u32;
+            if self.by_key.get(&track.key) == Some(&slot) {
+                self.by_key.remove(&track.key);
+            }
             match track.same_hash {
                 Some(next) => self.by_hash.insert(track.hash, next),
                 None => self.by_hash.remove(&track.hash),
@@ -569,7 +592,10 @@ pub(crate) fn stage(
         *mark = slot;
         previous = Some(slot);
     }
-    staged.order_new(first_new);
+    if let Err(e) = staged.order_new(first_new) {
+        staged.truncate(first_new);
+        return Err(ArchiveError::Internal(format!("stream {id:?}: {e}")));
+    }
     // The axis never goes backwards within a track: each row is checked against the track's
     // staged rows, else what is durable (its last axis, or what a retirement passed).
     if let Some(axis) = &axis {
@@ -701,7 +727,7 @@ mod tests {
             }
             staged.add(i as u64, key(label), vec![label.clone()].into());
         }
-        staged.order_new(0);
+        staged.order_new(0).expect("distinct tracks");
         staged.slots[4].sealed = Some(99);
         assert_eq!(
             stood(&mut staged, &durable, &["t04", "t05"]),
@@ -844,6 +870,49 @@ mod tests {
         assert!(err.to_string().contains("goes backwards"), "{err}");
         assert_eq!(ordered(&staged), before);
         assert_eq!(staged.slots.len(), before);
+        Ok(())
+    }
+
+    /// A delivery whose new slot names a track already staged (here a slot filed under the
+    /// wrong hash, so the search cannot find it) is refused as an internal error and leaves
+    /// the order and the slots as they were, whether its new tracks are merged or searched in.
+    #[test]
+    fn a_new_slot_naming_a_staged_track_is_refused_and_leaves_staging_as_it_was(
+    ) -> Result<(), Failed> {
+        let schema = Arc::new(Schema::new(vec![Field::new("t", DataType::Utf8, false)]));
+        let spec = StreamSpec::dynamic("s", schema.clone(), vec!["t".into()], None)?;
+        let decl = spec.decl()?;
+        let full = crate::archive::format::spec::stored_schema(&decl)?;
+        let durable = StreamState::new(decl.clone());
+        for others in [0usize, 200] {
+            let mut staged = Staged::default();
+            for i in 0..20 {
+                let label = format!("k{i:02}");
+                staged.add(i, key(&label), vec![label.clone()].into());
+            }
+            staged.order_new(0).expect("distinct tracks");
+            let mut labels: Vec<String> = (0..others).map(|i| format!("n{i:03}")).collect();
+            labels.push("k07".into());
+            let batch = RecordBatch::try_new(
+                schema.clone(),
+                vec![Arc::new(StringArray::from_iter_values(&labels))],
+            )?;
+            let positions: Vec<u64> = (1..=labels.len() as u64).collect();
+            let err = stage(&decl, &full, &durable, &mut staged, &batch, &positions)
+                .expect_err("a second slot for k07");
+            assert!(
+                matches!(err, ArchiveError::Internal(_))
+                    && err.to_string().contains("names k07, already staged"),
+                "{err}"
+            );
+            assert_eq!(staged.slots.len(), 20);
+            let order: Vec<u32> = staged.by_key.values().copied().collect();
+            assert_eq!(
+                order,
+                (0..20).collect::<Vec<u32>>(),
+                "beside {others} new tracks"
+            );
+        }
         Ok(())
     }
 }

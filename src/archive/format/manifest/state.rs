@@ -449,8 +449,18 @@ impl StreamState {
             catalog_group(track, index, file, g)?;
             share(&track.labels, &mut file.groups[g].track);
         }
+        let (before, joining) = (self.tracks.len(), fresh.len());
         let mut fresh: BTreeMap<TrackKey, TrackState> = fresh.into_iter().collect();
         self.tracks.append(&mut fresh);
+        // A track the walk missed would have been replaced, its groups lost: a read would then
+        // answer less than the archive holds. The counts tell, at no cost.
+        if self.tracks.len() != before + joining {
+            return Err(format!(
+                "file {}: {} of its tracks new to the catalog were already in it (an internal error: nothing is served from this state)",
+                file.path,
+                before + joining - self.tracks.len()
+            ));
+        }
         Ok(())
     }
 
@@ -1182,6 +1192,28 @@ mod tests {
             let key = TrackKey::encode(&g.track).expect("labels");
             Labels::ptr_eq(&g.track, &s.tracks[&key].labels)
         })));
+    }
+
+    /// Tracks a file brings into the catalog in one merge never replace a track already in
+    /// it: a catalog whose labels disagree with its keys (so the walk cannot meet the track)
+    /// is refused, not quietly overwritten.
+    #[test]
+    fn a_merge_that_would_replace_a_cataloged_track_is_refused() {
+        let all: Vec<(usize, usize)> = (0..20).map(|h| (h, 0)).collect();
+        let mut s = stream();
+        let key = TrackKey::encode(&["h005", "m00"]).expect("labels");
+        s.tracks.insert(
+            key,
+            TrackState {
+                labels: vec!["zz".to_string()].into(),
+                ..TrackState::default()
+            },
+        );
+        let err = s.add_file(file(0, &all, 0, 1)).expect_err("replaced");
+        assert!(
+            err.contains("1 of its tracks new to the catalog were already in it"),
+            "{err}"
+        );
     }
 
     #[test]
