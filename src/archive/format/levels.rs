@@ -297,22 +297,22 @@ pub const MIN_ROWS_PER_CELL: u64 = 16;
 
 /// The first level worth storing, judged on a barrier's rows (`None` when they are too few
 /// to judge): with `rate` the rows per axis unit of the barrier's tracks (their gaps between
-/// consecutive rows, each track's first row counted from `previous(track)`, its last stored
-/// axis value, over the axis span they cover), the finest level whose cells hold at least
+/// consecutive rows, each track's first row counted from `previous[i]`, track `i`'s last
+/// stored axis value, over the axis span they cover), the finest level whose cells hold at least
 /// [`MIN_ROWS_PER_CELL`] rows at that rate, else the coarsest. Levels only coarsen
 /// upwards, so every level above it is worth it too.
 pub(crate) fn first_worth_storing(
     ladder: &Ladder,
     tracks: &[TrackRows],
-    previous: impl Fn(&[String]) -> Option<u64>,
+    previous: &[Option<u64>],
 ) -> Option<u8> {
     let (mut gaps, mut span) = (0u64, 0u128);
-    for track in tracks {
+    for (track, &previous) in tracks.iter().zip(previous) {
         let Some([lo, hi]) = track.axis else {
             continue;
         };
         let rows = track.batch.num_rows() as u64;
-        let (from, counted) = match previous(&track.labels) {
+        let (from, counted) = match previous {
             Some(last) if last <= lo => (last, rows),
             _ => (lo, rows.saturating_sub(1)),
         };
