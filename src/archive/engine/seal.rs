@@ -428,9 +428,9 @@ impl Validator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::archive::format::manifest::{StreamDecl, TrackState};
+    use crate::archive::format::manifest::TrackState;
     use crate::contract::TrackKey;
-    use arrow::datatypes::Schema;
+    use arrow::datatypes::{DataType, Field, Schema};
     use std::sync::Arc;
 
     fn labels(h: usize, m: usize) -> Vec<String> {
@@ -443,14 +443,22 @@ mod tests {
     /// after its own.
     #[test]
     fn a_barriers_tracks_stand_where_the_catalog_says_walked_or_searched() {
-        let mut stream = StreamState::new(StreamDecl {
-            id: "m".into(),
-            columns: Vec::new(),
-            track: vec!["host".into(), "metric".into()],
-            axis: Some("ts".into()),
-            measured: Vec::new(),
-            ladder: None,
+        let columns = ["host", "metric", "ts"].map(|name| {
+            let kind = if name == "ts" {
+                DataType::UInt64
+            } else {
+                DataType::Utf8
+            };
+            Field::new(name, kind, false)
         });
+        let spec = StreamSpec::dynamic(
+            "m",
+            Arc::new(Schema::new(columns.to_vec())),
+            vec!["host".into(), "metric".into()],
+            Some("ts".into()),
+        )
+        .expect("a stream");
+        let mut stream = StreamState::new(spec.decl().expect("declared"));
         for h in (10..40).step_by(3) {
             for m in 0..3 {
                 let track = TrackState {
