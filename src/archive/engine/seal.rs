@@ -195,23 +195,21 @@ impl Archive {
             // one, each track's rows a slice of it (format version 6).
             let choice = stored_levels(&self.commit.state().streams[&id], tracks);
             let rows: usize = tracks.iter().map(|t| t.batch.num_rows()).sum();
-            // A barrier that computes no level partials (a stream without a ladder, or rows too
-            // sparse to summarise yet: a fleet's tracks) encodes its columns on both cores.
-            let cores = if rows >= PARALLEL_SEAL_ROWS && (choice.deferred || decl.ladder.is_none())
-            {
-                2
-            } else {
-                1
-            };
+            let two_cores = rows >= PARALLEL_SEAL_ROWS;
+            let partials_due = !choice.deferred && levels::summarised(decl);
+            // Both cores: the data file beside its level partials, or, when the barrier
+            // computes none (a stream without summaries, or rows too sparse to summarise yet:
+            // a fleet's tracks), the data file's columns.
+            let cores = if two_cores && !partials_due { 2 } else { 1 };
             let data =
                 || segment::encode_packed(&id, &selected.full_schema, name, groups, cap, cores);
             let partials = || {
-                if choice.deferred {
+                if !partials_due {
                     return Ok(None);
                 }
                 levels::barrier_partials(decl, tracks, name + 1, choice.first)
             };
-            let (data, partials) = if rows >= PARALLEL_SEAL_ROWS && cores == 1 {
+            let (data, partials) = if two_cores && partials_due {
                 std::thread::scope(|scope| {
                     let partials = scope.spawn(partials);
                     let data = data();
@@ -316,13 +314,19 @@ impl Archive {
 pub(crate) fn stored_levels(stream: &StreamState, tracks: &[segment::TrackRows]) -> LevelChoice {
     let decided = match (stream.levels_from, stream.decl.ladder) {
         (None, Some(ladder)) => {
-            levels::first_worth_storing(&ladder, tracks, &last_stored_axes(stream, tracks))
+            let names: Vec<&[String]> = tracks.iter().map(|t| &t.labels[..]).collect();
+            let previous: Vec<Option<u64>> = stream
+                .cataloged(&names)
+                .into_iter()
+                .map(|t| t.and_then(|t| t.last_axis))
+                .collect();
+            levels::first_worth_storing(&ladder, tracks, &previous)
         }
         _ => None,
     };
     let first = stream.levels_from.or(decided).map_or(0, usize::from);
     let deferred = match stream.decl.ladder {
-        Some(ladder) if !stream.decl.measured.is_empty() => {
+        Some(ladder) if levels::summarised(&stream.decl) => {
             let rows: u64 = tracks.iter().map(|t| t.batch.num_rows() as u64).sum();
             stream.levels_deferred_from.is_some()
                 || (rows >= levels::DECIDE_GAPS
@@ -341,42 +345,6 @@ pub(crate) fn stored_levels(stream: &StreamState, tracks: &[segment::TrackRows])
         decided,
         deferred,
     }
-}
-
-/// Tracks of a barrier naming at least one in this many of the stream's cataloged tracks
-/// find where they stand in one walk beside the catalog ([`last_stored_axes`]).
-const WALK_SHARE: usize = 8;
-
-/// Each of `tracks`' last stored axis value (`None` for a track the stream does not store).
-/// A barrier's tracks come in key order, as the catalog lists its own (label tuples sort as
-/// their keys do), so when they are many they are found in one walk beside the catalog,
-/// comparing labels; otherwise (few, or not in key order) by a search each, which encodes a
-/// key per track (at 100,000 tracks a twentieth of a fleet's first barriers).
-fn last_stored_axes(stream: &StreamState, tracks: &[segment::TrackRows]) -> Vec<Option<u64>> {
-    let walk = tracks.len() * WALK_SHARE >= stream.tracks.len()
-        && tracks
-            .windows(2)
-            .all(|w| w[0].labels[..] <= w[1].labels[..]);
-    if !walk {
-        return tracks
-            .iter()
-            .map(|t| {
-                let key = crate::contract::TrackKey::encode(&t.labels).ok()?;
-                stream.tracks.get(&key).and_then(|t| t.last_axis)
-            })
-            .collect();
-    }
-    let mut catalog = stream.tracks.values().peekable();
-    tracks
-        .iter()
-        .map(|t| {
-            while catalog.next_if(|c| c.labels[..] < t.labels[..]).is_some() {}
-            catalog
-                .peek()
-                .filter(|c| c.labels[..] == t.labels[..])
-                .and_then(|c| c.last_axis)
-        })
-        .collect()
 }
 
 /// What [`stored_levels`] judged for one barrier of one stream.
@@ -422,88 +390,5 @@ impl Validator {
         )?;
         self.staged.forget_rows();
         Ok(n)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::archive::format::manifest::TrackState;
-    use crate::contract::TrackKey;
-    use arrow::datatypes::{DataType, Field, Schema};
-    use std::sync::Arc;
-
-    fn labels(h: usize, m: usize) -> Vec<String> {
-        vec![format!("h{h:03}"), format!("m{m}")]
-    }
-
-    /// Where a barrier's tracks stand is the same found by the walk beside the catalog (many
-    /// tracks in key order) as by a search each (few, or out of order): tracks the catalog
-    /// stores with and without an axis, and tracks it does not store, before, between and
-    /// after its own.
-    #[test]
-    fn a_barriers_tracks_stand_where_the_catalog_says_walked_or_searched() {
-        let columns = ["host", "metric", "ts"].map(|name| {
-            let kind = if name == "ts" {
-                DataType::UInt64
-            } else {
-                DataType::Utf8
-            };
-            Field::new(name, kind, false)
-        });
-        let spec = StreamSpec::dynamic(
-            "m",
-            Arc::new(Schema::new(columns.to_vec())),
-            vec!["host".into(), "metric".into()],
-            Some("ts".into()),
-        )
-        .expect("a stream");
-        let mut stream = StreamState::new(spec.decl().expect("declared"));
-        for h in (10..40).step_by(3) {
-            for m in 0..3 {
-                let track = TrackState {
-                    labels: labels(h, m).into(),
-                    last_axis: (m != 1).then_some(100 * h as u64 + m as u64),
-                    ..TrackState::default()
-                };
-                stream
-                    .tracks
-                    .insert(TrackKey::encode(&labels(h, m)).expect("labels"), track);
-            }
-        }
-        let empty = RecordBatch::new_empty(Arc::new(Schema::empty()));
-        let rows = |h: usize, m: usize| segment::TrackRows {
-            labels: labels(h, m).into(),
-            batch: segment::TrackBatch::Own(empty.clone()),
-            position: [0, 0],
-            axis: Some([0, 0]),
-            seq: [0, 0],
-        };
-        let tracks: Vec<segment::TrackRows> = (0..45)
-            .flat_map(|h| (0..4).map(move |m| (h, m)))
-            .map(|(h, m)| rows(h, m))
-            .collect();
-        let expected = |tracks: &[segment::TrackRows]| -> Vec<Option<u64>> {
-            tracks
-                .iter()
-                .map(|t| {
-                    let key = TrackKey::encode(&t.labels).expect("labels");
-                    stream.tracks.get(&key).and_then(|t| t.last_axis)
-                })
-                .collect()
-        };
-        let walked = last_stored_axes(&stream, &tracks);
-        assert_eq!(walked, expected(&tracks));
-        assert_eq!(walked.iter().flatten().count(), 20);
-        assert_eq!(walked[13 * 4 + 2], Some(1_302));
-        // Out of key order, and few: searched.
-        let reversed: Vec<segment::TrackRows> = (0..45)
-            .rev()
-            .flat_map(|h| (0..4).map(move |m| (h, m)))
-            .map(|(h, m)| rows(h, m))
-            .collect();
-        assert_eq!(last_stored_axes(&stream, &reversed), expected(&reversed));
-        let few = [rows(13, 0), rows(13, 1), rows(14, 0)];
-        assert_eq!(last_stored_axes(&stream, &few), [Some(1_300), None, None]);
     }
 }

@@ -264,6 +264,7 @@ impl Staged {
     /// in one by one when they are few beside the slots already ordered, else sorted and
     /// merged in one pass (a fleet's first delivery brings 100,000 tracks at once, and a
     /// search each was a seventh of an ingest's instructions).
+    ///
     /// Refuses (as an internal error, changing nothing) a new slot whose key is already
     /// ordered: the older slot's rows would no longer be found by key, and a read would miss
     /// them.

@@ -157,6 +157,11 @@ pub(crate) fn fold_into(cells: &mut Cells, key: (u32, u64), later: Bucket) {
         .or_insert(later);
 }
 
+/// Whether `decl` keeps level summaries at all: it declares a ladder and measures a field.
+pub(crate) fn summarised(decl: &StreamDecl) -> bool {
+    decl.ladder.is_some() && !decl.measured.is_empty()
+}
+
 /// The level file a barrier writes for one stream's tracks (named `name`): row group k holds
 /// level k's partial cells of every track, in track-key order, then by field and cell.
 /// `None` when the stream has no ladder or measured field, or every measured value is null
@@ -167,7 +172,7 @@ pub(crate) fn barrier_partials(
     name: u64,
     first: usize,
 ) -> Result<Option<Partials>> {
-    if decl.ladder.is_none() || decl.measured.is_empty() {
+    if !summarised(decl) {
         return Ok(None);
     }
     let mut per_track = Vec::with_capacity(tracks.len());

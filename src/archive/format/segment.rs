@@ -380,52 +380,54 @@ fn write_groups(
 }
 
 /// Encodes each column's leaf with its writer, on up to `cores` threads (column `i` on thread
-/// `i % cores`), answering the chunks in column order.
+/// `i % cores`, in column order), answering the chunks in column order: chunk `i` is the
+/// `i / cores`-th of thread `i % cores`.
 fn encode_columns(
     jobs: Vec<(ArrowColumnWriter, ArrowLeafColumn)>,
     cores: usize,
 ) -> parquet::errors::Result<Vec<ArrowColumnChunk>> {
-    let encode = |(mut writer, leaf): (ArrowColumnWriter, ArrowLeafColumn)| {
-        writer.write(&leaf)?;
-        writer.close()
-    };
-    let cores = cores.clamp(1, jobs.len().max(1));
+    fn encode(
+        share: Vec<(ArrowColumnWriter, ArrowLeafColumn)>,
+    ) -> parquet::errors::Result<Vec<ArrowColumnChunk>> {
+        share
+            .into_iter()
+            .map(|(mut writer, leaf)| {
+                writer.write(&leaf)?;
+                writer.close()
+            })
+            .collect()
+    }
+    let (columns, cores) = (jobs.len(), cores.clamp(1, jobs.len().max(1)));
     if cores == 1 {
-        return jobs.into_iter().map(encode).collect();
+        return encode(jobs);
     }
-    let mut shares: Vec<Vec<(usize, (ArrowColumnWriter, ArrowLeafColumn))>> =
-        (0..cores).map(|_| Vec::new()).collect();
+    let mut shares: Vec<Vec<_>> = (0..cores).map(|_| Vec::new()).collect();
     for (i, job) in jobs.into_iter().enumerate() {
-        shares[i % cores].push((i, job));
+        shares[i % cores].push(job);
     }
-    let mut mine = shares.remove(0);
-    let mut chunks: Vec<(usize, ArrowColumnChunk)> = std::thread::scope(|scope| {
+    let mine = shares.remove(0);
+    let mut encoded = std::thread::scope(|scope| {
         let others: Vec<_> = shares
             .into_iter()
-            .map(|share| {
-                scope.spawn(move || {
-                    share
-                        .into_iter()
-                        .map(|(i, job)| encode(job).map(|chunk| (i, chunk)))
-                        .collect::<parquet::errors::Result<Vec<_>>>()
-                })
-            })
+            .map(|share| scope.spawn(move || encode(share)))
             .collect();
-        let mut chunks = mine
-            .drain(..)
-            .map(|(i, job)| encode(job).map(|chunk| (i, chunk)))
-            .collect::<parquet::errors::Result<Vec<_>>>()?;
+        let mut encoded = vec![encode(mine)?.into_iter()];
         for other in others {
             // A panic stays a panic.
             let theirs = other
                 .join()
                 .unwrap_or_else(|p| std::panic::resume_unwind(p))?;
-            chunks.extend(theirs);
+            encoded.push(theirs.into_iter());
         }
-        Ok::<_, parquet::errors::ParquetError>(chunks)
+        Ok::<_, parquet::errors::ParquetError>(encoded)
     })?;
-    chunks.sort_by_key(|(i, _)| *i);
-    Ok(chunks.into_iter().map(|(_, chunk)| chunk).collect())
+    (0..columns)
+        .map(|i| {
+            encoded[i % cores].next().ok_or_else(|| {
+                parquet::errors::ParquetError::General(format!("column {i} was not encoded"))
+            })
+        })
+        .collect()
 }
 
 /// The spans (bytes and digests) of a written file's `groups` row groups and its footer.
