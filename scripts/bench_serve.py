@@ -73,7 +73,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from benchlib import ROOT, Cli, check_m4, m4_query, sql_text, target_dir
+from benchlib import CLK_TCK, ROOT, Cli, Server, check_m4, m4_query, sql_text, target_dir
 
 STREAM = "capture"
 FIELDS = 2
@@ -109,7 +109,6 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 KINDS = ("stream", "run", "track")
 MODES = ("at once", "statistics running", "idle")
 PLAN_RE = re.compile(rb'"plan":\{"level":(\d+),"merge":(\d+),"cell_width":(\d+)')
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def note(msg: str) -> None:
@@ -132,48 +131,6 @@ def ensure_archive(archive: Path, rows: int) -> None:
     note(f"building {archive} ({rows:,} rows) with {scale} ...")
     env = dict(os.environ, CARGO_TARGET_DIR=str(archive.parent.parent))
     subprocess.run([str(scale), str(rows)], check=True, env=env, stdout=subprocess.DEVNULL)
-
-
-class Server:
-    """`series-archive serve ARCHIVE --listen 127.0.0.1:0`, its URL from the first stdout line."""
-
-    def __init__(self, cli: Path, archive: Path, log: Path, extra: list[str] = ()):
-        self.log_path = log
-        self.log = open(log, "wb")
-        self.proc = subprocess.Popen(
-            [str(cli), "serve", str(archive), "--listen", "127.0.0.1:0", *extra],
-            stdout=subprocess.PIPE, stderr=self.log)
-        line = self.proc.stdout.readline().decode()
-        m = re.search(r" at (http://[^ ]+/)", line)
-        if not m:
-            self.stop()
-            sys.exit(f"bench_serve: serve did not say where it listens: {line!r} "
-                     f"({log.read_text()[-500:]})")
-        self.url = m.group(1)
-        u = urllib.parse.urlparse(self.url)
-        self.host, self.port = u.hostname, u.port
-        # Drain stdout so the server can never block on it.
-        threading.Thread(target=self.proc.stdout.read, daemon=True).start()
-
-    def cpu(self) -> float:
-        """The server process's CPU seconds (user + system, all threads)."""
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            parts = f.read().rsplit(")", 1)[1].split()
-        return (int(parts[11]) + int(parts[12])) / CLK_TCK
-
-    def threads(self) -> int:
-        return len(os.listdir(f"/proc/{self.proc.pid}/task"))
-
-    def stop(self) -> int | None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        return self.proc.returncode
 
 
 # ------------------------------------------------------------------------- the request mix
@@ -899,7 +856,7 @@ def main() -> int:
     began = time.perf_counter()
 
     log = Path(tempfile.mkstemp(prefix="bench-serve-", suffix=".log")[1])
-    server = Server(cli_path, archive, log, args.serve_arg)
+    server = Server(cli_path, archive, log, args.serve_arg, prog="bench_serve")
     note(f"serving {archive} at {server.url} (pid {server.proc.pid})")
     failures: list[str] = []
     ctx: dict = {}

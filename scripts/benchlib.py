@@ -1,19 +1,24 @@
-"""Shared by the benchmark scripts (`bench_survey.py`, `compare.py`, `bench_cardinality.py`): timing, formatting,
-the CLI runner, and DuckDB's M4 query with its check against the archive's survey buckets."""
+"""Shared by the benchmark scripts (`bench_survey.py`, `compare.py`, `bench_cardinality.py`, `bench_serve.py`): timing,
+formatting, the CLI runner, a `serve` process, and DuckDB's M4 query with its check against the archive's survey buckets."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 AXIS = "ordinal"
 RUNS = 5
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 REL = 1e-9
 
 
@@ -197,3 +202,45 @@ def reusable(path: Path, rows: int, key: bytes, generator: str) -> bool:
     meta = pq.read_metadata(path)
     kv = meta.schema.to_arrow_schema().metadata or {}
     return meta.num_rows == rows and kv.get(key) == generator.encode()
+
+
+class Server:
+    """`series-archive serve ARCHIVE --listen 127.0.0.1:0`, its URL from the first stdout line."""
+
+    def __init__(self, cli: Path, archive: Path, log: Path, extra: list[str] = (), prog: str = "bench"):
+        self.log_path = log
+        self.log = open(log, "wb")
+        self.proc = subprocess.Popen(
+            [str(cli), "serve", str(archive), "--listen", "127.0.0.1:0", *extra],
+            stdout=subprocess.PIPE, stderr=self.log)
+        line = self.proc.stdout.readline().decode()
+        m = re.search(r" at (http://[^ ]+/)", line)
+        if not m:
+            self.stop()
+            sys.exit(f"{prog}: serve did not say where it listens: {line!r} "
+                     f"({log.read_text()[-500:]})")
+        self.url = m.group(1)
+        u = urllib.parse.urlparse(self.url)
+        self.host, self.port = u.hostname, u.port
+        # Drain stdout so the server can never block on it.
+        threading.Thread(target=self.proc.stdout.read, daemon=True).start()
+
+    def cpu(self) -> float:
+        """The server process's CPU seconds (user + system, all threads)."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            parts = f.read().rsplit(")", 1)[1].split()
+        return (int(parts[11]) + int(parts[12])) / CLK_TCK
+
+    def threads(self) -> int:
+        return len(os.listdir(f"/proc/{self.proc.pid}/task"))
+
+    def stop(self) -> int | None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode

@@ -254,6 +254,13 @@ pub(super) async fn serve(
         match accepted {
             Ok((stream, _peer)) => match connections.admit() {
                 Some(admitted) => {
+                    // A streamed answer ends in small writes (the last chunk, its
+                    // terminator): with Nagle's algorithm on, the last waits for the
+                    // client's delayed ACK of the one before it, 40 ms on Linux, on every
+                    // kept-alive download. Every write is one hyper means to send now.
+                    if let Err(e) = stream.set_nodelay(true) {
+                        tracing::debug!("TCP_NODELAY could not be set on a connection: {e}");
+                    }
                     tasks.spawn(connection(
                         stream,
                         service.clone(),

@@ -4,9 +4,10 @@
 
 use super::request::{blocking, Abandon, ApiError, Params, Wanted};
 use super::shared::Shared;
+use crate::archive::plan::select::select;
 use crate::archive::{Archive, ReadError, POSITION_COLUMN, SEQ_COLUMN};
 use crate::render;
-use crate::Position;
+use crate::{Position, TrackKey};
 use arrow::array::{Array, RecordBatch, UInt64Array};
 use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, State};
@@ -40,12 +41,12 @@ fn windows(
     to: Option<u64>,
 ) -> Vec<(u64, Option<u64>)> {
     let mut groups: Vec<[u64; 3]> = Vec::new();
-    if let Some(state) = archive.state().streams.get(stream) {
-        for t in state
-            .tracks
-            .values()
-            .filter(|t| t.labels.starts_with(track))
-        {
+    // A selection that does not encode is refused by the read itself; one window lets it.
+    let prefix = TrackKey::encode(track).ok();
+    if let (Some(state), Some(prefix)) = (archive.state().streams.get(stream), prefix) {
+        // A key-range scan of the catalog, as the read's own selection: a track's request
+        // costs what its groups cost, not a walk of every track of the stream.
+        for (_, t) in select(state, &prefix) {
             for g in &t.groups {
                 let Some(entry) = state.files.get(g.file).and_then(|f| f.groups.get(g.group))
                 else {
@@ -441,5 +442,105 @@ fn stream_all(
         Err(e) => {
             let _ = tx.blocking_send(Err(std::io::Error::other(e.message().to_owned())));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::{Config, StreamSpec};
+    use arrow::array::StringArray;
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    type Failed = Box<dyn std::error::Error>;
+
+    /// The windows of a selection, planned as before the catalog's key-range scan: every
+    /// track of the stream walked, those whose labels start with the selection kept.
+    fn walked(archive: &Archive, track: &[String], from: u64) -> Vec<(u64, Option<u64>)> {
+        let state = &archive.state().streams["s"];
+        let mut groups: Vec<[u64; 3]> = state
+            .tracks
+            .values()
+            .filter(|t| t.labels.starts_with(track))
+            .flat_map(|t| &t.groups)
+            .map(|g| &state.files[g.file].groups[g.group])
+            .filter(|e| e.position[1] >= from)
+            .map(|e| [e.position[0], e.position[1], e.rows])
+            .collect();
+        groups.sort_unstable();
+        let (mut out, mut start, mut covered, mut reach) = (Vec::new(), from, 0, from);
+        for [_, hi, rows] in groups {
+            covered += rows;
+            reach = reach.max(hi + 1);
+            if covered >= WINDOW_ROWS {
+                out.push((start, Some(reach)));
+                (start, covered) = (reach, 0);
+            }
+        }
+        out.push((start, None));
+        out
+    }
+
+    #[test]
+    fn windows_pace_only_the_selected_tracks_rows() -> Result<(), Failed> {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("host", DataType::Utf8, false),
+            Field::new("metric", DataType::Utf8, false),
+            Field::new("v", DataType::UInt64, false),
+        ]));
+        let spec = StreamSpec::dynamic(
+            "s",
+            schema.clone(),
+            vec!["host".into(), "metric".into()],
+            None,
+        )?;
+        let dir = tempfile::tempdir()?;
+        let mut archive = Archive::open(dir.path(), Config::new().stream(spec))?;
+        // `h1` is a prefix of `h10`'s label but not of its track: a selection of `h1` takes
+        // `h1/*` only. Big tracks span several windows, the small one none of its own.
+        let mut position = 0u64;
+        for (host, metric, rows) in [
+            ("h1", "m1", 140_000),
+            ("h1", "m2", 5),
+            ("h10", "m1", 150_000),
+        ] {
+            let batch = RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(StringArray::from(vec![host; rows])),
+                    Arc::new(StringArray::from(vec![metric; rows])),
+                    Arc::new(UInt64Array::from_iter_values(0..rows as u64)),
+                ],
+            )?;
+            let positions: Vec<u64> = (position..position + rows as u64).collect();
+            position += rows as u64;
+            archive.stage_batch("s", &batch, &positions)?;
+            archive.seal_all()?;
+        }
+        let label = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        for selection in [
+            &[][..],
+            &["h1"],
+            &["h1", "m2"],
+            &["h10"],
+            &["h2"],
+            &["h1", "m1"],
+        ] {
+            let track = label(selection);
+            for from in [0, 100_000, 140_002, 1 << 40] {
+                assert_eq!(
+                    windows(&archive, "s", &track, from, None),
+                    walked(&archive, &track, from),
+                    "{selection:?} from {from}"
+                );
+            }
+        }
+        assert_eq!(windows(&archive, "s", &label(&["h1"]), 0, None).len(), 2);
+        assert_eq!(
+            windows(&archive, "s", &label(&["h1", "m2"]), 0, None),
+            [(0, None)]
+        );
+        assert_eq!(windows(&archive, "s", &label(&[]), 0, None).len(), 3);
+        Ok(())
     }
 }
