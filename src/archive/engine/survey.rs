@@ -823,8 +823,24 @@ impl Archive {
         mut visit: impl FnMut(usize, &UInt64Array, &[arrow::array::Float64Array]),
     ) -> Result<(), ReadError> {
         let axis_name = state.decl.axis.as_deref().unwrap_or_default();
-        let schema = crate::archive::format::spec::stored_schema(&state.decl)
+        let stored = crate::archive::format::spec::stored_schema(&state.decl)
             .map_err(|e| StoredError::corrupt(format!("stream {:?}: {e}", state.decl.id)))?;
+        // Only the columns the scan hands on or filters by are decoded: the track's label
+        // columns and `_position` are a fleet's widest (their dictionaries) and every column
+        // chunk read costs a codec of its own.
+        let scanned: Vec<usize> = (0..stored.fields().len())
+            .filter(|&i| {
+                let name = stored.field(i).name();
+                name == axis_name
+                    || name == crate::archive::format::spec::SEQ_COLUMN
+                    || state.decl.measured.contains(name)
+            })
+            .collect();
+        let schema = std::sync::Arc::new(
+            stored
+                .project(&scanned)
+                .map_err(|e| StoredError::internal(e.to_string()))?,
+        );
         let mut open = crate::archive::io::segment::Opened::new(&self.store, schema);
         for (t, (_, track)) in tracks.iter().enumerate() {
             for g in &track.groups {

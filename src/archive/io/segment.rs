@@ -338,6 +338,11 @@ fn read_from(
     }
 }
 
+/// The names of `schema`'s columns, in its order.
+fn names(schema: &SchemaRef) -> impl Iterator<Item = &str> {
+    schema.fields().iter().map(|f| f.name().as_str())
+}
+
 /// Where an open file's bytes come from.
 enum Source {
     /// The local copy under the root.
@@ -779,13 +784,7 @@ impl<'a> OpenSegment<'a> {
         let decode = |e: &dyn std::fmt::Display| self.damaged(index, e);
         let options = ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Optional);
         let builder = self.reader(index, span, options)?;
-        let at = builder
-            .parquet_schema()
-            .columns()
-            .iter()
-            .position(|c| c.path().parts() == [axis])
-            .ok_or_else(|| decode(&format!("no {axis} column")))?;
-        let mask = parquet::arrow::ProjectionMask::leaves(builder.parquet_schema(), [at]);
+        let mask = self.columns(index, &builder, [axis])?;
         let reader = builder
             .with_projection(mask)
             .with_row_groups(vec![index])
@@ -865,6 +864,30 @@ impl<'a> OpenSegment<'a> {
         arrow::compute::concat_batches(&stored, &batches).map_err(|e| self.damaged(index, &e))
     }
 
+    /// The projection of the columns `wanted` names (each a top-level column of the file,
+    /// taken in the file's order whatever the order asked), or damage naming the first the
+    /// file lacks.
+    fn columns<'n>(
+        &self,
+        index: usize,
+        builder: &ParquetRecordBatchReaderBuilder<Verified>,
+        wanted: impl IntoIterator<Item = &'n str>,
+    ) -> std::result::Result<parquet::arrow::ProjectionMask, StoredError> {
+        let stored = builder.schema();
+        let roots = wanted
+            .into_iter()
+            .map(|name| {
+                stored
+                    .index_of(name)
+                    .map_err(|_| self.damaged(index, &format!("no {name} column")))
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(parquet::arrow::ProjectionMask::roots(
+            builder.parquet_schema(),
+            roots,
+        ))
+    }
+
     /// Row group `index` failed to decode: damage, named by file and row group.
     fn damaged(&self, index: usize, e: &dyn std::fmt::Display) -> StoredError {
         StoredError::corrupt(format!("{}: row group {index}: {e}", self.shown))
@@ -888,10 +911,18 @@ impl<'a> OpenSegment<'a> {
             }
             None => ArrowReaderOptions::new(),
         };
-        let mut builder = self
-            .reader(index, span, options)?
-            .with_row_groups(vec![index])
-            .with_batch_size(expected.max(1) as usize);
+        let builder = self.reader(index, span, options)?;
+        // A read of some of the columns (a survey's axis, fields and `_seq`) decodes only
+        // those: each column chunk decoded costs its pages and a codec of its own.
+        let mut builder = match schema.fields().len() < builder.schema().fields().len() {
+            true => {
+                let mask = self.columns(index, &builder, names(schema))?;
+                builder.with_projection(mask)
+            }
+            false => builder,
+        }
+        .with_row_groups(vec![index])
+        .with_batch_size(expected.max(1) as usize);
         if let Some(ranges) = select {
             builder = builder.with_row_selection(selection(ranges));
         }
@@ -918,17 +949,7 @@ impl<'a> OpenSegment<'a> {
         let group = self.own_group(index)?;
         let decode = |e: &dyn std::fmt::Display| self.damaged(index, e);
         let builder = self.reader(index, &group.span, ArrowReaderOptions::new())?;
-        let mut leaves = Vec::with_capacity(schema.fields().len());
-        for field in schema.fields() {
-            let at = builder
-                .parquet_schema()
-                .columns()
-                .iter()
-                .position(|c| c.path().parts() == [field.name().as_str()])
-                .ok_or_else(|| decode(&format!("no {} column", field.name())))?;
-            leaves.push(at);
-        }
-        let mask = parquet::arrow::ProjectionMask::leaves(builder.parquet_schema(), leaves);
+        let mask = self.columns(index, &builder, names(schema))?;
         let reader = builder
             .with_projection(mask)
             .with_row_groups(vec![index])
