@@ -357,6 +357,10 @@ pub(crate) struct Opened<'a, K> {
     store: &'a Store,
     /// The rows as the archive holds them in memory (what a stored group converts back to).
     schema: SchemaRef,
+    /// Whether `schema` is a projection of the stored schema ([`Opened::projected`]): its
+    /// reads decode only the columns it names. Otherwise a file's columns must be exactly
+    /// the schema's, and a file holding others is damage.
+    projects: bool,
     files: std::collections::BTreeMap<K, OpenSegment<'a>>,
 }
 
@@ -367,7 +371,18 @@ impl<'a, K: Ord> Opened<'a, K> {
         Opened {
             store,
             schema,
+            projects: false,
             files: std::collections::BTreeMap::new(),
+        }
+    }
+
+    /// A read of only the columns of `schema`, a projection of the files' stored schema (its
+    /// columns in the stored order): a survey's or a fold's axis, fields and `_seq`. Each file
+    /// must hold every column it names; the file's other columns are not decoded.
+    pub fn projected(store: &'a Store, schema: SchemaRef) -> Self {
+        Opened {
+            projects: true,
+            ..Opened::new(store, schema)
         }
     }
 
@@ -380,7 +395,9 @@ impl<'a, K: Ord> Opened<'a, K> {
         Ok(match self.files.entry(key) {
             std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
             std::collections::btree_map::Entry::Vacant(v) => {
-                v.insert(OpenSegment::open(self.store, file)?)
+                let mut segment = OpenSegment::open(self.store, file)?;
+                segment.projects = self.projects;
+                v.insert(segment)
             }
         })
     }
@@ -467,6 +484,8 @@ pub(crate) struct OpenSegment<'a> {
     magic: Bytes,
     footer: Bytes,
     store: &'a Store,
+    /// Whether reads decode only the columns their schema names ([`Opened::projected`]).
+    projects: bool,
     /// What reads of a packed file's shared row groups keep: see [`OpenSegment::read_group`].
     kept: std::sync::Mutex<Kept>,
 }
@@ -578,6 +597,7 @@ impl<'a> OpenSegment<'a> {
             magic,
             footer,
             store,
+            projects: false,
             kept: std::sync::Mutex::new(Kept::default()),
         })
     }
@@ -864,9 +884,10 @@ impl<'a> OpenSegment<'a> {
         arrow::compute::concat_batches(&stored, &batches).map_err(|e| self.damaged(index, &e))
     }
 
-    /// The projection of the columns `wanted` names (each a top-level column of the file,
-    /// taken in the file's order whatever the order asked), or damage naming the first the
-    /// file lacks.
+    /// The projection of the columns `wanted` names, each a top-level column of the file, in
+    /// the file's order: damage naming the first the file lacks, or an internal error when
+    /// `wanted` does not follow the file's order (the projection would hand the columns back
+    /// in another order than the caller's schema, and that is no fault of the file).
     fn columns<'n>(
         &self,
         index: usize,
@@ -882,6 +903,12 @@ impl<'a> OpenSegment<'a> {
                     .map_err(|_| self.damaged(index, &format!("no {name} column")))
             })
             .collect::<std::result::Result<Vec<_>, _>>()?;
+        if roots.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(StoredError::internal(format!(
+                "{}: row group {index}: a read asked for columns out of the file's order",
+                self.shown
+            )));
+        }
         Ok(parquet::arrow::ProjectionMask::roots(
             builder.parquet_schema(),
             roots,
@@ -912,9 +939,10 @@ impl<'a> OpenSegment<'a> {
             None => ArrowReaderOptions::new(),
         };
         let builder = self.reader(index, span, options)?;
-        // A read of some of the columns (a survey's axis, fields and `_seq`) decodes only
-        // those: each column chunk decoded costs its pages and a codec of its own.
-        let mut builder = match schema.fields().len() < builder.schema().fields().len() {
+        // A projected read (a survey's axis, fields and `_seq`) decodes only those columns:
+        // each column chunk decoded costs its pages and a codec of its own. Any other read
+        // decodes every column, and a file holding more than its schema is refused.
+        let mut builder = match self.projects {
             true => {
                 let mask = self.columns(index, &builder, names(schema))?;
                 builder.with_projection(mask)
@@ -1083,4 +1111,93 @@ fn cut(
         )));
     }
     Ok(batch.slice(row, rows))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::format::segment::{encode, TrackRows};
+    use crate::archive::io::store::RequestLog;
+    use arrow::array::{StringArray, UInt64Array};
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    /// Only a read opened as a projection decodes part of a file: any other read of a file
+    /// holding a column its schema does not name is refused as damage (a full read never
+    /// drops a column it was not told of), and a projection asked for in another order than
+    /// the file's is an internal error, not damage.
+    #[test]
+    fn only_a_projected_read_decodes_part_of_a_file() {
+        let field = |name: &str, t: DataType| Field::new(name, t, false);
+        let file_schema: SchemaRef = Arc::new(Schema::new(vec![
+            field("probe", DataType::Utf8),
+            field("v", DataType::UInt64),
+            field("w", DataType::UInt64),
+        ]));
+        let rows = RecordBatch::try_new(
+            file_schema.clone(),
+            vec![
+                Arc::new(StringArray::from(vec!["a"; 4])),
+                Arc::new(UInt64Array::from_iter_values(0..4)),
+                Arc::new(UInt64Array::from_iter_values(10..14)),
+            ],
+        )
+        .expect("batch");
+        let track = TrackRows {
+            labels: vec!["a".to_owned()].into(),
+            batch: rows.clone().into(),
+            position: [1, 4],
+            axis: None,
+            seq: [0, 3],
+        };
+        let (bytes, footer, groups) = encode("s", &file_schema, 7, &[track]).expect("encode");
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("f.parquet"), &bytes).expect("write");
+        let entry = SegmentFile {
+            name: 7,
+            path: "f.parquet".into(),
+            bytes: bytes.len() as u64,
+            barrier: 1,
+            sealed_at_ns: 0,
+            footer,
+            groups,
+            cold: None,
+            run: None,
+            format: Some(5),
+            first_level: None,
+            elided: None,
+        };
+        let disk: Disk = Arc::new(crate::archive::io::storage::LocalDisk);
+        let store = Store::new(dir.path(), disk, None, RequestLog::new());
+        let part = |names: &[usize]| Arc::new(file_schema.project(names).expect("project"));
+
+        // The whole schema: every column, as stored.
+        let mut whole = Opened::new(&store, file_schema.clone());
+        assert_eq!(whole.read_group(0, &entry, 0).expect("whole read"), rows);
+        // A projection: only its columns.
+        let mut projected = Opened::projected(&store, part(&[0, 2]));
+        let got = projected.read_group(0, &entry, 0).expect("projected read");
+        assert_eq!(got, rows.project(&[0, 2]).expect("project"));
+        // A read of fewer columns that is not a projection: the file holds one more than the
+        // schema says, and that is damage.
+        let mut short = Opened::new(&store, part(&[0, 1]));
+        let refused = short.read_group(0, &entry, 0).expect_err("an extra column");
+        assert_eq!(refused.kind, StoredErrorKind::Corrupt, "{refused}");
+        assert!(
+            refused.to_string().contains("3 columns stored, 2 declared"),
+            "{refused}"
+        );
+        // A projection out of the file's order is the caller's fault.
+        let mut misordered = Opened::projected(&store, part(&[2, 0]));
+        let refused = misordered
+            .read_group(0, &entry, 0)
+            .expect_err("out of order");
+        assert_eq!(refused.kind, StoredErrorKind::Internal, "{refused}");
+        // A projection naming a column the file lacks is damage, named.
+        let lacking: SchemaRef = Arc::new(Schema::new(vec![field("x", DataType::UInt64)]));
+        let refused = Opened::projected(&store, lacking)
+            .read_group(0, &entry, 0)
+            .expect_err("no such column");
+        assert_eq!(refused.kind, StoredErrorKind::Corrupt, "{refused}");
+        assert!(refused.to_string().contains("no x column"), "{refused}");
+    }
 }
