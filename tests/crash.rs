@@ -282,10 +282,13 @@ fn crash_and_recover(point: FaultPoint) {
         | FaultPoint::AfterSnapshotRename
         | FaultPoint::AfterUpload
         | FaultPoint::AfterDeltaCommit
-        | FaultPoint::AfterDeltaCheckpoint => {
+        | FaultPoint::AfterDeltaCheckpoint
+        | FaultPoint::AfterReplicaFile
+        | FaultPoint::AfterReplicaDelta
+        | FaultPoint::AfterReplicaPart => {
             unreachable!(
-                "a barrier does not pass the checkpoint's or the offload's points \
-                 (tests/lifecycle_crash.rs, tests/tiers.rs)"
+                "a barrier does not pass the checkpoint's, the offload's or a replication's \
+                 points (tests/lifecycle_crash.rs, tests/tiers.rs, tests/replicate.rs)"
             )
         }
     };

@@ -648,6 +648,11 @@ fn crash_case(op: Op, point: FaultPoint) {
         FaultPoint::AfterDeltaCommit | FaultPoint::AfterDeltaCheckpoint => {
             unreachable!("not a point of this suite (tests/delta_log.rs)")
         }
+        FaultPoint::AfterReplicaFile
+        | FaultPoint::AfterReplicaDelta
+        | FaultPoint::AfterReplicaPart => {
+            unreachable!("not a point of this suite (tests/replicate.rs)")
+        }
     }
     assert!(
         point != FaultPoint::AfterRecord || !deleted.is_empty(),

@@ -4,6 +4,7 @@
 //! ```text
 //! <root>/LOCK                         held by the one writer
 //! <root>/OWNER                        the token that claims a cold tier's prefix
+//! <root>/REPLICA                      the bucket prefix the archive replicates to
 //! <root>/manifest/gen-NNNNNNNNNNNN.log the manifest's generations (the commit point)
 //! <root>/streams/<id>/rows/NNNNNNNNNNNN.parquet   data files
 //! <root>/streams/<id>/levels/NNNNNNNNNNNN.parquet level files
@@ -27,6 +28,9 @@ pub const LOCK_FILE: &str = "LOCK";
 /// The token that claims a cold tier's prefix: kept at the root, and as an object at the
 /// prefix (see `docs/format.md`, "Who owns a cold prefix").
 pub const OWNER_FILE: &str = "OWNER";
+/// The URL of the bucket prefix the archive replicates to (one line), once declared (see
+/// `docs/format.md`, "Replicas").
+pub const REPLICA_FILE: &str = "REPLICA";
 /// The directory of a table's Delta log.
 pub const LOG_DIR: &str = "_delta_log";
 

@@ -41,9 +41,9 @@ pub(crate) mod plan;
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use config::Config;
 pub use engine::{
-    beyond, delta, reader, restore, Archive, BarrierReport, DeltaDescription, Description,
-    Evidence, Floors, Folded, LostRecord, QuarantinedFile, Recovery, RepairPlan, SealedStream,
-    StreamDescription, Survey, TrackDescription, Validator,
+    beyond, delta, reader, replicate, restore, Archive, BarrierReport, DeltaDescription,
+    Description, Evidence, Floors, Folded, LostRecord, QuarantinedFile, Recovery, RepairPlan,
+    SealedStream, StreamDescription, Survey, TrackDescription, Validator,
 };
 pub use error::{
     ArchiveError, ColdError, Invalid, ReadError, Result, StoredError, StoredErrorKind,

@@ -21,6 +21,7 @@ mod open;
 pub(crate) mod read;
 pub mod reader;
 mod repair;
+pub mod replicate;
 pub mod restore;
 mod seal;
 mod series;

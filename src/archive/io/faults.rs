@@ -46,6 +46,14 @@ impl Faults {
         }
     }
 
+    /// Calls the point hook, if one is set, at `point`: for write paths that do not go
+    /// through the storage seam (a replication pass's uploads).
+    pub fn reach(&self, point: FaultPoint) {
+        if let Some(hook) = &self.point {
+            hook(point);
+        }
+    }
+
     /// `base` with these faults on it: a [`Failing`] backend when a failure hook is set,
     /// inside a [`Crashing`] one when a point hook is.
     pub fn over(&self, base: Disk) -> Disk {

@@ -47,11 +47,20 @@ pub enum FaultPoint {
     AfterDeltaCommit,
     /// A Delta checkpoint that follows the manifest's is written and synced.
     AfterDeltaCheckpoint,
+    /// A replication pass uploaded one data or level file (and confirmed it whole); more
+    /// may follow, and no manifest part names it yet.
+    AfterReplicaFile,
+    /// A replication pass uploaded its files and the Delta logs' new objects; the manifest
+    /// part naming them is not written.
+    AfterReplicaDelta,
+    /// A replication pass wrote its manifest part (the bucket's commit); the objects the
+    /// part proves unnamed are not deleted yet.
+    AfterReplicaPart,
 }
 
 impl FaultPoint {
     /// Every point, in write-path order.
-    pub const ALL: [FaultPoint; 9] = [
+    pub const ALL: [FaultPoint; 12] = [
         FaultPoint::AfterDataWrite,
         FaultPoint::AfterDataRename,
         FaultPoint::MidRecord,
@@ -61,6 +70,9 @@ impl FaultPoint {
         FaultPoint::AfterUpload,
         FaultPoint::AfterDeltaCommit,
         FaultPoint::AfterDeltaCheckpoint,
+        FaultPoint::AfterReplicaFile,
+        FaultPoint::AfterReplicaDelta,
+        FaultPoint::AfterReplicaPart,
     ];
 
     /// The points a barrier (or a compaction swap) passes, in write-path order.
@@ -83,6 +95,9 @@ impl FaultPoint {
             FaultPoint::AfterUpload => "after-upload",
             FaultPoint::AfterDeltaCommit => "after-delta-commit",
             FaultPoint::AfterDeltaCheckpoint => "after-delta-checkpoint",
+            FaultPoint::AfterReplicaFile => "after-replica-file",
+            FaultPoint::AfterReplicaDelta => "after-replica-delta",
+            FaultPoint::AfterReplicaPart => "after-replica-part",
         }
     }
 

@@ -27,6 +27,7 @@ mod eventd;
 mod input;
 mod lifecycle;
 mod output;
+mod replica;
 mod serve;
 mod spool;
 mod survey;
@@ -341,6 +342,46 @@ enum Command {
         #[arg(long)]
         now: Option<u64>,
     },
+    /// Replicate the archive to a bucket prefix that becomes a whole archive: every committed
+    /// data and level file, the Delta logs and the manifest, in an order that keeps the bucket
+    /// consistent as of some commit.
+    ///
+    /// With URL (s3://bucket/prefix or file:///dir), declares the replica once (recorded in
+    /// ARCHIVE/REPLICA; the prefix is claimed by the archive's OWNER token), then every command
+    /// that commits (ingest, compact, sweep, retire, offload, checkpoint, repair) replicates
+    /// at its end without a flag. Without URL, one pass to the declared replica. Runs beside a
+    /// writer (it reads as a reader does); `restore` brings the bucket back as an archive.
+    Replicate {
+        /// The archive directory.
+        archive: PathBuf,
+        /// The bucket prefix to declare (only the first time).
+        url: Option<String>,
+        /// Say how far behind the replica is; upload nothing.
+        #[arg(long, conflicts_with = "follow")]
+        status: bool,
+        /// Keep replicating each new commit until stopped (beside a long-running writer).
+        #[arg(long)]
+        follow: bool,
+        /// With --follow: seconds between looks at the manifest.
+        #[arg(long, default_value_t = 1.0, value_parser = positive_seconds)]
+        every: f64,
+        /// One JSON object per pass (or the status) instead of a line of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make a writable archive in DIR from a replica in a bucket (after a lost disk, or to
+    /// move the archive): the manifest as of the bucket's last commit, every file it names,
+    /// the Delta logs; then opened and verified. The restored archive replicates to the same
+    /// prefix, and the archive it came from is fenced (its next replication is refused).
+    Restore {
+        /// The replica's prefix (s3://bucket/prefix or file:///dir).
+        url: String,
+        /// A new, empty directory.
+        dir: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Start a new manifest generation from a snapshot of the live state.
     Checkpoint {
         /// The archive directory.
@@ -433,6 +474,14 @@ pub(crate) fn refused(e: ReadError) -> Failure {
 static REQUESTS: std::sync::LazyLock<series_archive::archive::RequestLog> =
     std::sync::LazyLock::new(series_archive::archive::RequestLog::new);
 
+/// A positive, finite number of seconds.
+fn positive_seconds(text: &str) -> Result<f64, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .ok_or_else(|| format!("{text:?} is not a positive number of seconds"))
+}
+
 /// A configuration for one of this command's archive handles.
 pub(crate) fn config() -> Config {
     Config::new().requests(REQUESTS.clone())
@@ -461,22 +510,25 @@ fn main() -> ExitCode {
             types,
             memory,
             files,
-        } => ingest(
+        } => replica::after_commit(
             &archive,
-            &stream,
-            input::Columns {
-                track,
-                axis,
-                position,
-                types: types.into_iter().flat_map(|t| t.0).collect(),
-            },
-            ladder.as_deref(),
-            Cadence {
-                seal_rows,
-                compact: !no_compact,
-                memory: usize::try_from(memory).unwrap_or(usize::MAX),
-            },
-            &files,
+            ingest(
+                &archive,
+                &stream,
+                input::Columns {
+                    track,
+                    axis,
+                    position,
+                    types: types.into_iter().flat_map(|t| t.0).collect(),
+                },
+                ladder.as_deref(),
+                Cadence {
+                    seal_rows,
+                    compact: !no_compact,
+                    memory: usize::try_from(memory).unwrap_or(usize::MAX),
+                },
+                &files,
+            ),
         ),
         Command::ImportEventd {
             database,
@@ -484,13 +536,16 @@ fn main() -> ExitCode {
             seal_rows,
             ladder,
             no_compact,
-        } => eventd::import(eventd::Request {
-            database: &database,
-            archive: &archive,
-            seal_rows,
-            compact: !no_compact,
-            ladder,
-        }),
+        } => replica::after_commit(
+            &archive,
+            eventd::import(eventd::Request {
+                database: &database,
+                archive: &archive,
+                seal_rows,
+                compact: !no_compact,
+                ladder,
+            }),
+        ),
         Command::Survey {
             range,
             budget,
@@ -555,37 +610,68 @@ fn main() -> ExitCode {
             lifetimes,
             now,
             dry_run,
-        } => lifecycle::sweep(&archive, &stream, &lifetimes, now, dry_run),
+        } => replica::after_commit(
+            &archive,
+            lifecycle::sweep(&archive, &stream, &lifetimes, now, dry_run),
+        ),
         Command::Retire {
             archive,
             stream,
             track,
             all_tracks,
-        } => lifecycle::retire(&archive, &stream, &track, all_tracks),
+        } => replica::after_commit(
+            &archive,
+            lifecycle::retire(&archive, &stream, &track, all_tracks),
+        ),
         Command::Compact {
             archive,
             stream,
             target_size,
             group_rows,
             auto,
-        } => lifecycle::compact(&archive, &stream, target_size, group_rows as usize, auto),
+        } => replica::after_commit(
+            &archive,
+            lifecycle::compact(&archive, &stream, target_size, group_rows as usize, auto),
+        ),
         Command::Offload {
             archive,
             older_than,
             local_budget,
             dry_run,
             now,
-        } => lifecycle::offload(
+        } => replica::after_commit(
             &archive,
-            series_archive::archive::lifecycle::OffloadPolicy {
-                older_than,
-                local_budget,
-            },
-            dry_run,
-            now,
+            lifecycle::offload(
+                &archive,
+                series_archive::archive::lifecycle::OffloadPolicy {
+                    older_than,
+                    local_budget,
+                },
+                dry_run,
+                now,
+            ),
         ),
-        Command::Checkpoint { archive } => lifecycle::checkpoint(&archive),
-        Command::Repair { archive, yes } => lifecycle::repair(&archive, yes),
+        Command::Checkpoint { archive } => {
+            replica::after_commit(&archive, lifecycle::checkpoint(&archive))
+        }
+        Command::Repair { archive, yes } => {
+            replica::after_commit(&archive, lifecycle::repair(&archive, yes))
+        }
+        Command::Replicate {
+            archive,
+            url,
+            status,
+            follow,
+            every,
+            json,
+        } => replica::run(replica::Request {
+            archive: &archive,
+            url: url.as_deref(),
+            status,
+            follow: follow.then(|| std::time::Duration::from_secs_f64(every)),
+            json,
+        }),
+        Command::Restore { url, dir, json } => replica::restore(&url, &dir, json),
         Command::Quarantine {
             archive,
             purge_older_than,

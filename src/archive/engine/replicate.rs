@@ -1,0 +1,688 @@
+//! Replication: the bucket as a whole archive, and a restore from it.
+//!
+//! ```text
+//! the local manifest's durable prefix ─► replay it (the state it proves)
+//!   ─► upload every live data and level file the bucket lacks, each confirmed whole
+//!   ─► upload the Delta logs' new commits (then `_last_checkpoint`)
+//!   ─► upload the manifest bytes past what the bucket holds as ONE part object
+//!      (the bucket's commit point)
+//!   ─► delete the objects that state proves no record can name again
+//! ```
+//!
+//! A pass reads the archive as a read-only reader does, so it runs beside a writer, off the
+//! delivery path, and a crash anywhere in it leaves the bucket a whole archive as of the last
+//! part it wrote: nothing a part names is written after it. A pass that cannot reach the
+//! bucket changes nothing locally; the next pass works the lag off. See `docs/format.md`,
+//! "Replicas".
+
+use crate::archive::error::{ArchiveError, ColdError, Result};
+use crate::archive::format::manifest::frame::{self, Decoded};
+use crate::archive::format::manifest::log::replay_bytes;
+use crate::archive::format::manifest::State;
+use crate::archive::io::cold::ColdTier;
+use crate::archive::io::faults::{FaultPoint, Faults};
+use crate::archive::io::storage::Disk;
+use crate::archive::io::{durable, local};
+use crate::archive::layout::{
+    self, generation_of, parse_data_file_name, LOG_DIR, MANIFEST_DIR, OWNER_FILE, REPLICA_FILE,
+    STREAMS_DIR, TMP_DIR,
+};
+use bytes::Bytes;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// How many times a pass starts again when a checkpoint replaced the generation it was
+/// reading.
+const ATTEMPTS: usize = 4;
+
+/// Where a replica stands against its archive.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ReplicaStatus {
+    /// The bucket prefix (`s3://bucket/prefix`).
+    pub url: String,
+    /// The archive's current manifest generation, its durable bytes and its records.
+    pub local_generation: u64,
+    /// Bytes of the local generation's durable prefix.
+    pub local_bytes: u64,
+    /// Records in it.
+    pub local_records: usize,
+    /// The generation the bucket holds, if any.
+    pub generation: Option<u64>,
+    /// Bytes of the local generation the bucket holds (0 while it holds an older one).
+    pub bytes: u64,
+    /// Records of the local generation the bucket does not hold yet.
+    pub records_behind: usize,
+    /// Their bytes.
+    pub bytes_behind: u64,
+}
+
+impl ReplicaStatus {
+    /// Whether the bucket holds every record the archive holds.
+    pub fn caught_up(&self) -> bool {
+        self.generation == Some(self.local_generation) && self.bytes_behind == 0
+    }
+}
+
+/// What one replication pass did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ReplicationReport {
+    /// Where the replica stands after the pass.
+    pub status: ReplicaStatus,
+    /// Data and level files uploaded, and their bytes.
+    pub files: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Delta log objects uploaded.
+    pub delta_objects: usize,
+    /// Manifest part objects written (0 or 1).
+    pub parts: usize,
+    /// Objects deleted: files the replicated state proves unnamed, older generations' parts.
+    pub deleted: usize,
+}
+
+/// What a restore made.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RestoreReport {
+    /// The bucket prefix restored from.
+    pub url: String,
+    /// The generation restored, its bytes and records.
+    pub generation: u64,
+    /// Bytes of the manifest restored.
+    pub manifest_bytes: u64,
+    /// Records in it.
+    pub records: usize,
+    /// Data and level files downloaded (cold files stay in their tier).
+    pub files: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Delta log objects downloaded.
+    pub delta_objects: usize,
+}
+
+/// The archive-relative name of generation `generation`'s part starting at byte `offset`.
+fn part_name(generation: u64, offset: u64) -> String {
+    format!(
+        "{MANIFEST_DIR}/gen-{generation:012}/{offset:020}.part",
+        generation = generation,
+        offset = offset
+    )
+}
+
+/// The generation and offset a part's archive-relative name carries.
+fn parse_part(relative: &str) -> Option<(u64, u64)> {
+    let rest = relative.strip_prefix(MANIFEST_DIR)?.strip_prefix("/gen-")?;
+    let (generation, file) = rest.split_once('/')?;
+    let offset = file.strip_suffix(".part")?;
+    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(generation, 12) && digits(offset, 20))
+        .then(|| Some((generation.parse().ok()?, offset.parse().ok()?)))
+        .flatten()
+}
+
+/// The bucket's manifest: each generation's parts, `(offset, length)` in offset order.
+type Parts = BTreeMap<u64, Vec<(u64, u64)>>;
+
+fn cold(e: ColdError) -> ArchiveError {
+    ArchiveError::Cold(e.to_string())
+}
+
+fn bucket_parts(tier: &ColdTier) -> Result<Parts> {
+    let mut parts = Parts::new();
+    for (relative, size) in tier.list(MANIFEST_DIR).map_err(cold)? {
+        if let Some((generation, offset)) = parse_part(&relative) {
+            parts.entry(generation).or_default().push((offset, size));
+        }
+    }
+    for list in parts.values_mut() {
+        list.sort_unstable();
+    }
+    Ok(parts)
+}
+
+/// The bytes of a generation the bucket holds: the run of parts from offset 0, each
+/// starting where the one before ends. A part past a gap is not part of the replica.
+fn held(parts: &[(u64, u64)]) -> u64 {
+    let mut end = 0;
+    for &(offset, len) in parts {
+        if offset != end {
+            break;
+        }
+        end += len;
+    }
+    end
+}
+
+/// The generation the bucket serves: the highest one with a part at offset 0, and its
+/// bytes.
+fn bucket_current(parts: &Parts) -> Option<(u64, u64)> {
+    parts
+        .iter()
+        .rev()
+        .find(|(_, list)| list.first().is_some_and(|&(offset, _)| offset == 0))
+        .map(|(&generation, list)| (generation, held(list)))
+}
+
+/// Counts the records of `bytes` from `from` (a record boundary) to the end.
+fn records_from(bytes: &[u8], from: usize) -> usize {
+    let mut at = from;
+    let mut n = 0;
+    while let Decoded::Record { next, .. } = frame::decode(bytes, at) {
+        n += 1;
+        at = next;
+    }
+    n
+}
+
+/// The archive's manifest as a reader sees it: the current generation's durable prefix
+/// (a torn or in-flight tail left out) and the state it proves.
+struct LocalLog {
+    generation: u64,
+    bytes: Vec<u8>,
+    records: usize,
+    state: State,
+}
+
+fn local_log(root: &Path) -> Result<LocalLog> {
+    let dir = root.join(MANIFEST_DIR);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let newest = durable::list_files(&dir)?
+            .into_iter()
+            .filter_map(|p| generation_of(&p).map(|g| (g, p)))
+            .max_by_key(|(g, _)| *g);
+        let Some((generation, path)) = newest else {
+            return Err(ArchiveError::NoManifest {
+                path: root.to_path_buf(),
+            });
+        };
+        let mut bytes = match local::read(&path) {
+            Ok(bytes) => bytes,
+            // A checkpoint replaced the generation between the listing and the read.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && attempt < ATTEMPTS => continue,
+            Err(e) => return Err(ArchiveError::io("read", &path)(e)),
+        };
+        let replayed = replay_bytes(&path, &bytes, generation)?;
+        bytes.truncate(replayed.trusted_len as usize);
+        return Ok(LocalLog {
+            generation,
+            bytes,
+            records: replayed.records,
+            state: replayed.state,
+        });
+    }
+}
+
+/// The token this archive claims prefixes with (its `OWNER` file), if it has one.
+fn local_token(root: &Path) -> Result<Option<String>> {
+    Ok(local::read_if_present(&root.join(OWNER_FILE))?.map(|t| t.trim().to_owned()))
+}
+
+fn bucket_token(tier: &ColdTier) -> Result<Option<String>> {
+    match tier.get(OWNER_FILE) {
+        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).trim().to_owned())),
+        Err(e) if e.missing => Ok(None),
+        Err(e) => Err(cold(e)),
+    }
+}
+
+/// The bucket prefix recorded for the archive at `root` (its `REPLICA` file), if any.
+pub fn recorded(root: &Path) -> Result<Option<String>> {
+    Ok(local::read_if_present(&root.join(REPLICA_FILE))?
+        .map(|u| u.trim().to_owned())
+        .filter(|u| !u.is_empty()))
+}
+
+/// Writes `text` as the file `name` at `root`, durably: staged under `.tmp/`, synced,
+/// renamed into place, the root synced.
+fn write_root_file(disk: &Disk, root: &Path, name: &str, text: &str) -> Result<()> {
+    let tmp = root.join(TMP_DIR);
+    durable::create_dir(disk, &tmp)?;
+    let staged = tmp.join(name);
+    durable::write_synced(disk, &staged, text.as_bytes())?;
+    durable::rename(disk, &staged, &root.join(name))?;
+    durable::sync_dir(disk, root)
+}
+
+/// Declares `tier` the replica of the archive at `root`: claims its prefix for the archive
+/// (the `OWNER` token, created when the archive has none) and records its URL in `REPLICA`,
+/// so that every later command replicates to it without being told. Refuses a prefix another
+/// archive owns, or one that holds objects and no owner; changes nothing then. Does not
+/// upload anything: [`replicate`] does.
+///
+/// The caller holds the archive's writer lock (the command line opens it writable first).
+pub fn declare(root: &Path, disk: &Disk, tier: &ColdTier, now_ns: u64) -> Result<()> {
+    if let Some(url) = recorded(root)? {
+        if url != tier.url() {
+            return Err(ArchiveError::declaration(
+                "",
+                format!(
+                    "this archive already replicates to {url}; it has one replica (remove {} by hand to move it)",
+                    root.join(REPLICA_FILE).display()
+                ),
+            ));
+        }
+    }
+    let mine = local_token(root)?;
+    match (bucket_token(tier)?, &mine) {
+        (Some(theirs), Some(mine)) if &theirs == mine => {}
+        (Some(theirs), _) => {
+            return Err(ArchiveError::Cold(format!(
+                "{} belongs to another archive (its {OWNER_FILE} object holds {theirs:?}); give this archive a prefix of its own",
+                tier.url()
+            )))
+        }
+        (None, _) => {
+            let listed = tier.list("").map_err(cold)?;
+            if !listed.is_empty() {
+                return Err(ArchiveError::Cold(format!(
+                    "{} holds {} object(s) and no {OWNER_FILE} object: it may be another archive's; give this archive a prefix of its own",
+                    tier.url(),
+                    listed.len()
+                )));
+            }
+            let token = match mine {
+                Some(token) => token,
+                None => {
+                    let token = format!("series-archive-{now_ns:x}-{:x}", std::process::id());
+                    write_root_file(disk, root, OWNER_FILE, &format!("{token}\n"))?;
+                    token
+                }
+            };
+            if !tier
+                .put_if_absent(OWNER_FILE, Bytes::from(format!("{token}\n")))
+                .map_err(cold)?
+                && bucket_token(tier)?.as_deref() != Some(token.as_str())
+            {
+                return Err(ArchiveError::Cold(format!(
+                    "{}: another archive claimed the prefix at the same time",
+                    tier.url()
+                )));
+            }
+        }
+    }
+    write_root_file(disk, root, REPLICA_FILE, &format!("{}\n", tier.url()))
+}
+
+/// Where the replica in `tier` of the archive at `root` stands, without changing anything.
+pub fn status(root: &Path, tier: &ColdTier) -> Result<ReplicaStatus> {
+    let log = local_log(root)?;
+    Ok(standing(tier, &log, bucket_current(&bucket_parts(tier)?)))
+}
+
+fn standing(tier: &ColdTier, log: &LocalLog, bucket: Option<(u64, u64)>) -> ReplicaStatus {
+    let local_bytes = log.bytes.len() as u64;
+    let bytes = match bucket {
+        Some((g, held)) if g == log.generation => held.min(local_bytes),
+        _ => 0,
+    };
+    ReplicaStatus {
+        url: tier.url().to_owned(),
+        local_generation: log.generation,
+        local_bytes,
+        local_records: log.records,
+        generation: bucket.map(|(g, _)| g),
+        bytes,
+        records_behind: records_from(&log.bytes, bytes as usize),
+        bytes_behind: local_bytes - bytes,
+    }
+}
+
+/// One replication pass: brings the replica in `tier` of the archive at `root` up to the
+/// archive's durable manifest, in an order that keeps the bucket a whole archive as of some
+/// commit at every moment (see the module's documentation). `progress(done, total, bytes)`
+/// after each file uploaded. Safe to run beside the archive's writer and to run again after a
+/// crash or a failure: it starts from what the bucket holds.
+///
+/// Refuses a prefix whose `OWNER` object is not this archive's token (another archive, or a
+/// restore that took the prefix over: this archive is fenced), and a bucket whose manifest is
+/// ahead of the archive's or is not a prefix of it.
+pub fn replicate(
+    root: &Path,
+    tier: &ColdTier,
+    faults: &Faults,
+    mut progress: impl FnMut(usize, usize, u64),
+) -> Result<ReplicationReport> {
+    let mine = local_token(root)?;
+    let theirs = bucket_token(tier)?;
+    if mine.is_none() || mine != theirs {
+        return Err(ArchiveError::Cold(format!(
+            "{} is not this archive's replica: its {OWNER_FILE} object holds {}, this archive's token is {} — another archive owns it, or a restore took it over (this archive is fenced); declare a replica with `series-archive replicate ARCHIVE URL`",
+            tier.url(),
+            theirs.map_or("nothing".to_owned(), |t| format!("{t:?}")),
+            mine.map_or("absent".to_owned(), |t| format!("{t:?}")),
+        )));
+    }
+    let log = local_log(root)?;
+    let parts = bucket_parts(tier)?;
+    let bucket = bucket_current(&parts);
+    let mut report = ReplicationReport::default();
+    match bucket {
+        Some((g, _)) if g > log.generation => {
+            return Err(ArchiveError::Cold(format!(
+                "{} holds manifest generation {g}, newer than this archive's {}: the bucket is not this archive's past",
+                tier.url(),
+                log.generation
+            )))
+        }
+        Some((g, end)) if g == log.generation => {
+            if end > log.bytes.len() as u64 {
+                return Err(ArchiveError::Cold(format!(
+                    "{} holds {end} bytes of manifest generation {g}, more than this archive's {}: the bucket is not this archive's past",
+                    tier.url(),
+                    log.bytes.len()
+                )));
+            }
+            // The last part must be what the archive holds there: a bucket that took another
+            // history is refused, not extended.
+            if let Some(&(offset, len)) = parts[&g].iter().take_while(|(o, _)| *o < end).last() {
+                let theirs = tier.get(&part_name(g, offset)).map_err(cold)?;
+                if theirs[..] != log.bytes[offset as usize..(offset + len) as usize] {
+                    return Err(ArchiveError::Cold(format!(
+                        "{}: the manifest part at byte {offset} of generation {g} differs from this archive's: the bucket holds another history",
+                        tier.url()
+                    )));
+                }
+            }
+        }
+        _ => {}
+    }
+    let from = match bucket {
+        Some((g, end)) if g == log.generation => end,
+        _ => 0,
+    };
+    let listed: BTreeMap<String, u64> = tier.list(STREAMS_DIR).map_err(cold)?.into_iter().collect();
+    if from == log.bytes.len() as u64 {
+        // Caught up: what a pass cut short before its deletions left is deleted now.
+        report.deleted = delete_unnamed(tier, &log, &parts, &listed)?;
+        report.status = standing(tier, &log, bucket);
+        return Ok(report);
+    }
+
+    // Every live local file the bucket lacks, whole. Cold files live in their own tier.
+    let live: Vec<(&str, u64)> = log
+        .state
+        .live_files()
+        .filter(|f| f.cold.is_none())
+        .map(|f| (f.path.as_str(), f.bytes))
+        .collect();
+    let missing: Vec<(&str, u64)> = live
+        .iter()
+        .copied()
+        .filter(|(path, bytes)| listed.get(*path) != Some(bytes))
+        .collect();
+    for (done, (path, bytes)) in missing.iter().enumerate() {
+        upload_file(root, tier, path, *bytes)?;
+        report.files += 1;
+        report.bytes += bytes;
+        faults.reach(FaultPoint::AfterReplicaFile);
+        progress(done + 1, missing.len(), report.bytes);
+    }
+
+    // The Delta logs: commits in version order, `_last_checkpoint` (rewritten in place) last.
+    for id in log.state.streams.keys() {
+        for table in ["rows", "levels"] {
+            let dir = root.join(STREAMS_DIR).join(id).join(table).join(LOG_DIR);
+            let mut files = durable::list_files(&dir)?;
+            files.sort_by_key(|p| p.file_name().is_some_and(|n| n == "_last_checkpoint"));
+            for path in files {
+                let relative = layout::relative(root, &path);
+                if relative.contains("/.") || relative.ends_with(".tmp") {
+                    continue;
+                }
+                let bytes =
+                    Bytes::from(local::read(&path).map_err(ArchiveError::io("read", &path))?);
+                let fixed = !relative.ends_with("_last_checkpoint");
+                if fixed && listed.get(&relative) == Some(&(bytes.len() as u64)) {
+                    continue;
+                }
+                tier.put(&relative, bytes).map_err(cold)?;
+                report.delta_objects += 1;
+            }
+        }
+    }
+
+    faults.reach(FaultPoint::AfterReplicaDelta);
+
+    // The commit point: the manifest's bytes past what the bucket holds, as one object.
+    let part = Bytes::copy_from_slice(&log.bytes[from as usize..]);
+    if !tier
+        .put_if_absent(&part_name(log.generation, from), part)
+        .map_err(cold)?
+    {
+        return Err(ArchiveError::Cold(format!(
+            "{}: a manifest part at byte {from} of generation {} appeared meanwhile: another replicator writes this prefix",
+            tier.url(),
+            log.generation
+        )));
+    }
+    report.parts = 1;
+    faults.reach(FaultPoint::AfterReplicaPart);
+
+    report.deleted = delete_unnamed(tier, &log, &parts, &listed)?;
+    report.status = standing(tier, &log, Some((log.generation, log.bytes.len() as u64)));
+    Ok(report)
+}
+
+/// Deletes what the state `log` proves unnamed, once the bucket holds it: older generations'
+/// parts, and numbered files below its next name that it does not hold (a file once dropped
+/// never returns, and files of later commits take names from the next name on). Answers how
+/// many objects went.
+fn delete_unnamed(
+    tier: &ColdTier,
+    log: &LocalLog,
+    parts: &Parts,
+    listed: &BTreeMap<String, u64>,
+) -> Result<usize> {
+    let mut deleted = 0;
+    for (&g, list) in parts {
+        if g < log.generation {
+            for &(offset, _) in list {
+                tier.delete(&part_name(g, offset)).map_err(cold)?;
+                deleted += 1;
+            }
+        }
+    }
+    let named: BTreeSet<&str> = log.state.live_files().map(|f| f.path.as_str()).collect();
+    for relative in listed.keys() {
+        let numbered = relative
+            .rsplit('/')
+            .next()
+            .and_then(parse_data_file_name)
+            .filter(|_| !relative.contains(&format!("/{LOG_DIR}/")));
+        if numbered.is_some_and(|n| n < log.state.next_name) && !named.contains(relative.as_str()) {
+            tier.delete(relative).map_err(cold)?;
+            deleted += 1;
+        }
+    }
+    Ok(deleted)
+}
+
+/// Uploads the local file `relative` (of `bytes` bytes, as the manifest records) and confirms
+/// the object whole by its size.
+fn upload_file(root: &Path, tier: &ColdTier, relative: &str, bytes: u64) -> Result<()> {
+    let path = root.join(relative);
+    let data = local::read(&path).map_err(ArchiveError::io("read", &path))?;
+    if data.len() as u64 != bytes {
+        return Err(ArchiveError::Cold(format!(
+            "{}: {} bytes on disk, the manifest records {bytes}; not replicated (run verify)",
+            path.display(),
+            data.len()
+        )));
+    }
+    tier.put(relative, Bytes::from(data)).map_err(cold)?;
+    let size = tier.size(relative).map_err(cold)?;
+    if size != bytes {
+        return Err(ArchiveError::Cold(format!(
+            "{}: the object holds {size} bytes after the upload, the file {bytes}",
+            tier.object_url(relative)
+        )));
+    }
+    Ok(())
+}
+
+/// Makes a writable archive at `dir` (absent or empty) from the replica in `tier`, as of the
+/// last manifest part the bucket holds: the manifest, every local file it names and the Delta
+/// logs are downloaded (files it names in a cold tier stay there). The restored archive
+/// records `tier` as its replica and takes the prefix over with a token of its own, so the
+/// archive it was replicated from is fenced: its next replication pass is refused.
+///
+/// Files are written before the manifest, which is renamed into place last: a restore cut
+/// short leaves no manifest, and the directory is then refused by every open (remove it and
+/// restore again). The caller opens the result to verify it.
+pub fn restore(
+    tier: &ColdTier,
+    dir: &Path,
+    disk: &Disk,
+    now_ns: u64,
+    mut progress: impl FnMut(usize, usize, u64),
+) -> Result<RestoreReport> {
+    if local::holds_anything(dir) {
+        return Err(ArchiveError::declaration(
+            "",
+            format!(
+                "{} is not empty: restore makes a new archive in an empty directory",
+                dir.display()
+            ),
+        ));
+    }
+    let parts = bucket_parts(tier)?;
+    let Some((generation, end)) = bucket_current(&parts) else {
+        return Err(ArchiveError::Cold(format!(
+            "{} holds no replicated manifest (no {MANIFEST_DIR}/gen-…/…part object at offset 0): nothing to restore",
+            tier.url()
+        )));
+    };
+    let mut manifest = Vec::with_capacity(end as usize);
+    for &(offset, len) in &parts[&generation] {
+        if offset >= end {
+            break;
+        }
+        let bytes = tier.get(&part_name(generation, offset)).map_err(cold)?;
+        if bytes.len() as u64 != len {
+            return Err(ArchiveError::Cold(format!(
+                "{}: part {offset} of generation {generation} read back {} bytes, listed {len}",
+                tier.url(),
+                bytes.len()
+            )));
+        }
+        manifest.extend_from_slice(&bytes);
+    }
+    let shown = format!("{}/{}", tier.url(), part_name(generation, 0));
+    let replayed = replay_bytes(Path::new(&shown), &manifest, generation)?;
+    if replayed.trusted_len != manifest.len() as u64 {
+        return Err(ArchiveError::Cold(format!(
+            "{shown}: the replicated manifest's records end at byte {}, its parts at {}: the bucket's manifest is damaged",
+            replayed.trusted_len,
+            manifest.len()
+        )));
+    }
+    durable::create_dir(disk, dir)?;
+    let mut report = RestoreReport {
+        url: tier.url().to_owned(),
+        generation,
+        manifest_bytes: end,
+        records: replayed.records,
+        ..RestoreReport::default()
+    };
+    let wanted: Vec<(&str, u64)> = replayed
+        .state
+        .live_files()
+        .filter(|f| f.cold.is_none())
+        .map(|f| (f.path.as_str(), f.bytes))
+        .collect();
+    let listed = tier.list(STREAMS_DIR).map_err(cold)?;
+    let download = |relative: &str| -> Result<Bytes> {
+        let bytes = tier.get(relative).map_err(cold)?;
+        let target = dir.join(relative);
+        if let Some(parent) = target.parent() {
+            durable::create_dir(disk, parent)?;
+        }
+        durable::write_synced(disk, &target, &bytes)?;
+        Ok(bytes)
+    };
+    for (done, &(relative, bytes)) in wanted.iter().enumerate() {
+        let got = download(relative)?;
+        if got.len() as u64 != bytes {
+            return Err(ArchiveError::Cold(format!(
+                "{}: {} bytes, the manifest records {bytes}",
+                tier.object_url(relative),
+                got.len()
+            )));
+        }
+        report.files += 1;
+        report.bytes += bytes;
+        progress(done + 1, wanted.len(), report.bytes);
+    }
+    for (relative, _) in &listed {
+        if relative.contains(&format!("/{LOG_DIR}/")) {
+            download(relative)?;
+            report.delta_objects += 1;
+        }
+    }
+    // Every directory a file was written into, synced once.
+    let dirs: BTreeSet<&Path> = wanted
+        .iter()
+        .map(|(relative, _)| *relative)
+        .chain(listed.iter().map(|(relative, _)| relative.as_str()))
+        .filter_map(|relative| Path::new(relative).parent())
+        .collect();
+    for parent in dirs {
+        let full = dir.join(parent);
+        if local::holds_anything(&full) {
+            durable::sync_dir(disk, &full)?;
+        }
+    }
+    // The prefix is this archive's now: a token of its own, in the bucket and beside it.
+    let token = format!("series-archive-{now_ns:x}-{:x}", std::process::id());
+    tier.put(OWNER_FILE, Bytes::from(format!("{token}\n")))
+        .map_err(cold)?;
+    write_root_file(disk, dir, OWNER_FILE, &format!("{token}\n"))?;
+    write_root_file(disk, dir, REPLICA_FILE, &format!("{}\n", tier.url()))?;
+    // The commit point last.
+    let manifest_dir = dir.join(MANIFEST_DIR);
+    durable::create_dir(disk, &manifest_dir)?;
+    let staged = dir.join(TMP_DIR).join(layout::generation_name(generation));
+    durable::write_synced(disk, &staged, &manifest)?;
+    durable::rename(
+        disk,
+        &staged,
+        &manifest_dir.join(layout::generation_name(generation)),
+    )?;
+    durable::sync_dir(disk, &manifest_dir)?;
+    durable::sync_dir(disk, dir)?;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn part_names_round_trip_and_others_are_not_parts() {
+        assert_eq!(
+            part_name(3, 1234),
+            "manifest/gen-000000000003/00000000000000001234.part"
+        );
+        assert_eq!(parse_part(&part_name(3, 1234)), Some((3, 1234)));
+        for other in [
+            "manifest/gen-3/00000000000000001234.part",
+            "manifest/gen-000000000003/1234.part",
+            "manifest/gen-000000000003.log",
+            "streams/x/rows/000000000001.parquet",
+        ] {
+            assert_eq!(parse_part(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn the_bucket_holds_the_run_of_parts_from_zero() {
+        let mut parts = Parts::new();
+        parts.insert(1, vec![(0, 10), (10, 5)]);
+        parts.insert(2, vec![(0, 7), (7, 3), (20, 4)]);
+        parts.insert(3, vec![(5, 4)]);
+        assert_eq!(bucket_current(&parts), Some((2, 10)));
+        assert_eq!(held(&[]), 0);
+    }
+}

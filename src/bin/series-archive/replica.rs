@@ -1,0 +1,210 @@
+//! `replicate` and `restore`: the bucket as a whole archive, from the command line; and the
+//! pass every committing command runs once a replica is declared.
+
+use crate::Failure;
+use series_archive::archive::cold::ColdTier;
+use series_archive::archive::replicate::{self, ReplicaStatus, ReplicationReport};
+use series_archive::archive::{Archive, Clock, LocalDisk, SystemClock};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What `replicate` was asked.
+pub(crate) struct Request<'a> {
+    pub archive: &'a Path,
+    pub url: Option<&'a str>,
+    pub status: bool,
+    pub follow: Option<Duration>,
+    pub json: bool,
+}
+
+fn tier_of(archive: &Path, url: Option<&str>) -> Result<ColdTier, Failure> {
+    let url = match url {
+        Some(url) => url.to_owned(),
+        None => replicate::recorded(archive)?.ok_or_else(|| Failure {
+            code: 2,
+            message: format!(
+                "{} has no replica: declare one with `series-archive replicate {} s3://bucket/prefix`",
+                archive.display(),
+                archive.display()
+            ),
+        })?,
+    };
+    Ok(ColdTier::from_url(&url)?)
+}
+
+fn show_status(s: &ReplicaStatus) -> String {
+    if s.caught_up() {
+        format!(
+            "{}: caught up (generation {}, {} record(s), {} bytes of manifest)",
+            s.url, s.local_generation, s.local_records, s.local_bytes
+        )
+    } else {
+        format!(
+            "{}: {} record(s) ({} bytes of manifest) behind generation {}{}",
+            s.url,
+            s.records_behind,
+            s.bytes_behind,
+            s.local_generation,
+            match s.generation {
+                Some(g) if g != s.local_generation => format!(" (the bucket holds generation {g})"),
+                Some(_) => String::new(),
+                None => " (the bucket holds no manifest yet)".into(),
+            }
+        )
+    }
+}
+
+fn show_pass(r: &ReplicationReport, secs: f64) -> String {
+    format!(
+        "replicated to {}: {} file(s), {} bytes, {} Delta object(s), {} manifest part(s), {} object(s) deleted in {secs:.2} s; {}",
+        r.status.url,
+        r.files,
+        r.bytes,
+        r.delta_objects,
+        r.parts,
+        r.deleted,
+        if r.status.caught_up() { "caught up".to_owned() } else { show_status(&r.status) }
+    )
+}
+
+/// One pass, with a progress bar over the files it uploads.
+fn pass(archive: &Path, tier: &ColdTier) -> Result<(ReplicationReport, f64), Failure> {
+    let began = Instant::now();
+    let bar = crate::progress(0, "replicating", "files");
+    let report = replicate::replicate(archive, tier, &Default::default(), |done, total, _| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    })?;
+    bar.finish_and_clear();
+    Ok((report, began.elapsed().as_secs_f64()))
+}
+
+/// `replicate ARCHIVE [URL]`.
+pub(crate) fn run(req: Request<'_>) -> Result<(), Failure> {
+    if let Some(url) = req.url {
+        // Declaring takes the writer's lock: no other writer commits meanwhile.
+        let tier = ColdTier::from_url(url)?;
+        let open = Archive::open(req.archive, crate::config())?;
+        replicate::declare(
+            req.archive,
+            &(Arc::new(LocalDisk) as series_archive::archive::Disk),
+            &tier,
+            SystemClock.now_ns(),
+        )?;
+        drop(open);
+        eprintln!("{} replicates to {url} from now on", req.archive.display());
+    }
+    let tier = tier_of(req.archive, req.url)?;
+    if req.status {
+        let status = replicate::status(req.archive, &tier)?;
+        if req.json {
+            out!("{}", serde_json::to_string(&status)?);
+        } else {
+            out!("{}", show_status(&status));
+        }
+        return Ok(());
+    }
+    let (report, secs) = pass(req.archive, &tier)?;
+    if req.json {
+        out!("{}", serde_json::to_string(&report)?);
+    } else {
+        out!("{}", show_pass(&report, secs));
+    }
+    let Some(every) = req.follow else {
+        return Ok(());
+    };
+    // Following: a pass whenever the manifest moved, until the process is stopped. A pass
+    // that fails (the bucket down, throttling) is reported and tried again.
+    loop {
+        std::thread::sleep(every);
+        match pass(req.archive, &tier) {
+            Ok((report, _)) if report.parts == 0 => {}
+            Ok((report, secs)) => {
+                if req.json {
+                    out!("{}", serde_json::to_string(&report)?);
+                } else {
+                    out!("{}", show_pass(&report, secs));
+                }
+            }
+            Err(f) => eprintln!(
+                "series-archive: replication pass failed, retrying: {}",
+                f.message
+            ),
+        }
+    }
+}
+
+/// The pass a command that committed runs when the archive has a replica: the commit stands
+/// whatever the bucket answers; a pass that fails says so (the lag is worked off by the next
+/// pass) and the command still succeeds.
+pub(crate) fn after_commit(archive: &Path, result: Result<(), Failure>) -> Result<(), Failure> {
+    result?;
+    let Ok(Some(url)) = replicate::recorded(archive) else {
+        return Ok(());
+    };
+    let outcome = ColdTier::from_url(&url)
+        .map_err(Failure::from)
+        .and_then(|tier| pass(archive, &tier));
+    match outcome {
+        Ok((report, secs)) if report.parts > 0 => eprintln!("{}", show_pass(&report, secs)),
+        Ok(_) => {}
+        Err(f) => eprintln!(
+            "series-archive: WARNING: replication to {url} failed: {}; what this command committed is durable locally, and `series-archive replicate {}` works the lag off",
+            f.message,
+            archive.display()
+        ),
+    }
+    Ok(())
+}
+
+/// `restore URL DIR`.
+pub(crate) fn restore(url: &str, dir: &Path, json: bool) -> Result<(), Failure> {
+    let tier = ColdTier::from_url(url)?;
+    let began = Instant::now();
+    let bar = crate::progress(0, "restoring", "files");
+    let report = replicate::restore(
+        &tier,
+        dir,
+        &(Arc::new(LocalDisk) as series_archive::archive::Disk),
+        SystemClock.now_ns(),
+        |done, total, _| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        },
+    )?;
+    bar.finish_and_clear();
+    // The restored archive opens as its own writer (recovery checks it), then every file it
+    // names is verified.
+    let archive = Archive::open(dir, crate::config())?;
+    let damaged = archive.verify(|_, _| {});
+    drop(archive);
+    if !damaged.is_empty() {
+        for d in &damaged {
+            out!("DAMAGED {d}");
+        }
+        return Err(Failure {
+            code: 4,
+            message: format!(
+                "the restored archive at {} does not verify ({} problem(s))",
+                dir.display(),
+                damaged.len()
+            ),
+        });
+    }
+    let secs = began.elapsed().as_secs_f64();
+    if json {
+        out!("{}", serde_json::to_string(&report)?);
+    } else {
+        out!(
+            "restored {url} (generation {}, {} record(s)) into {}: {} file(s), {} bytes, {} Delta object(s) in {secs:.2} s; verified; it replicates to {url} and the archive it came from is fenced",
+            report.generation,
+            report.records,
+            dir.display(),
+            report.files,
+            report.bytes,
+            report.delta_objects
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,387 @@
+//! The bucket as a whole archive (issue 26), against a real S3-compatible server on loopback
+//! (moto, started here): `replicate ARCHIVE s3://…` declares a replica once and every later
+//! command that commits replicates to it; `restore` makes an archive from the bucket alone that
+//! answers every read exactly as the original; each engine's default reader reads the bucket's
+//! Delta tables exactly; a bucket that is down never stops a commit; a restore fences the
+//! archive it came from; and a replication process killed at each of its steps leaves the
+//! bucket a whole archive as of some commit, which the next pass brings up to date.
+
+#[path = "common/process.rs"]
+mod process;
+#[path = "common/s3.rs"]
+mod s3;
+
+use series_archive::archive::cold::ColdTier;
+use series_archive::archive::replicate;
+use series_archive::archive::{FaultPoint, Faults};
+use std::path::Path;
+use std::process::{Command, Output};
+
+const BUCKET: &str = "replica";
+const CHECK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/s3/replica_check.py");
+
+fn sa_env(env: &[(&'static str, String)], args: &[&str]) -> Output {
+    Command::new(process::BIN)
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .env_remove("SERIES_ARCHIVE_LOG")
+        .output()
+        .expect("run series-archive")
+}
+
+fn ok_env(env: &[(&'static str, String)], args: &[&str]) -> Output {
+    let out = sa_env(env, args);
+    assert!(
+        out.status.success(),
+        "{}",
+        process::show(&format!("series-archive {}", args.join(" ")), &out)
+    );
+    out
+}
+
+fn ok(moto: &s3::Moto, args: &[&str]) -> String {
+    String::from_utf8(ok_env(&moto.env(), args).stdout).expect("utf-8")
+}
+
+/// The environment of a bucket that does not answer (nothing listens on port 9), with a
+/// short request deadline.
+fn down(moto: &s3::Moto) -> Vec<(&'static str, String)> {
+    let mut env = moto.env();
+    for (k, v) in &mut env {
+        if *k == "AWS_ENDPOINT" {
+            *v = "http://127.0.0.1:9".into();
+        }
+    }
+    env.push(("SERIES_ARCHIVE_COLD_TIMEOUT", "2".into()));
+    env
+}
+
+/// Rows `t0..t1` of ordinal time for 3 runs × 3 probes, as CSV.
+fn csv(dir: &Path, name: &str, t0: u64, t1: u64) -> String {
+    let mut text = String::from("run,probe,ordinal,value,noise\n");
+    for t in t0..t1 {
+        for r in 0..3u64 {
+            for p in 0..3u64 {
+                text.push_str(&format!(
+                    "run_{r},p{p},{t},{},{}\n",
+                    (t * 31 + r * 7 + p * 3) % 997,
+                    (t as f64).sqrt() + r as f64 / 3.0
+                ));
+            }
+        }
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write csv");
+    path.to_str().expect("utf-8").to_owned()
+}
+
+fn ingest(env: &[(&'static str, String)], archive: &str, input: &str) -> Output {
+    ok_env(
+        env,
+        &[
+            "ingest",
+            archive,
+            "--stream",
+            "capture",
+            "--track",
+            "run,probe",
+            "--axis",
+            "ordinal",
+            "--seal-rows",
+            "300",
+            input,
+        ],
+    )
+}
+
+/// What a reader is served: every row, a survey, a fold, one track's rows.
+fn reads(moto: &s3::Moto, archive: &str) -> Vec<String> {
+    [
+        vec!["rows", archive, "--stream", "capture", "--format", "csv"],
+        vec![
+            "survey", archive, "--stream", "capture", "--budget", "200", "--json",
+        ],
+        vec![
+            "fold",
+            archive,
+            "--stream",
+            "capture",
+            "--aggregate",
+            "sum",
+            "--json",
+        ],
+        vec![
+            "rows", archive, "--stream", "capture", "--track", "run_1", "p2", "--format", "csv",
+        ],
+    ]
+    .iter()
+    .map(|args| ok(moto, args))
+    .collect()
+}
+
+/// Copies the objects under `from` to `to` (a snapshot of the replica to restore from
+/// without taking `from` over).
+fn copy_prefix(moto: &s3::Moto, from: &str, to: &str) {
+    let python = process::python("boto3");
+    let out = Command::new(python)
+        .args([CHECK, "copy", &moto.endpoint, BUCKET, from, to])
+        .output()
+        .expect("run the copy");
+    assert!(out.status.success(), "{}", process::show("copy", &out));
+}
+
+/// Restores `prefix` into a fresh directory under `dir` named `name`, and answers its reads.
+fn restored_reads(moto: &s3::Moto, dir: &Path, prefix: &str, name: &str) -> Vec<String> {
+    let target = dir.join(name);
+    let t = target.to_str().expect("utf-8");
+    let said = ok(moto, &["restore", &format!("s3://{BUCKET}/{prefix}"), t]);
+    assert!(said.contains("verified"), "{said}");
+    let verify = ok(moto, &["verify", t]);
+    assert!(verify.starts_with("ok:"), "{verify}");
+    reads(moto, t)
+}
+
+#[test]
+fn the_bucket_is_a_whole_archive_any_machine_restores() {
+    let dir = process::scratch("replicate");
+    let moto = s3::Moto::start(&[BUCKET]);
+    let archive = dir.path().join("a");
+    let a = archive.to_str().expect("utf-8");
+    let url = format!("s3://{BUCKET}/site-a");
+    ingest(&moto.env(), a, &csv(dir.path(), "first.csv", 0, 400));
+
+    // Declared once: the first pass uploads everything; the status says caught up.
+    let said = ok(&moto, &["replicate", a, &url]);
+    assert!(said.contains("caught up"), "{said}");
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&moto, &["replicate", a, "--status", "--json"])).expect("json");
+    assert_eq!(status["records_behind"], 0, "{status}");
+    assert_eq!(status["url"], url.as_str());
+
+    // Every later commit replicates without a flag (ingest, compact).
+    let out = ingest(&moto.env(), a, &csv(dir.path(), "second.csv", 400, 700));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("replicated to {url}")), "{stderr}");
+    let out = ok_env(&moto.env(), &["compact", a]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("replicated to {url}")) && stderr.contains("caught up"),
+        "{stderr}"
+    );
+    let want = reads(&moto, a);
+
+    // Each engine's default reader, over the bucket's Delta table alone.
+    let expected = dir.path().join("expected.csv");
+    std::fs::write(&expected, &want[0]).expect("write");
+    let python = process::python("duckdb, polars, deltalake, boto3");
+    let engines = Command::new(&python)
+        .args([
+            CHECK,
+            "engines",
+            &moto.endpoint,
+            &format!("{url}/streams/capture/rows"),
+            expected.to_str().expect("utf-8"),
+        ])
+        .output()
+        .expect("run the engines");
+    assert!(
+        engines.status.success(),
+        "{}",
+        process::show("engines", &engines)
+    );
+    let engines_said = String::from_utf8_lossy(&engines.stdout);
+    for engine in ["duckdb ok", "deltalake ok", "polars ok"] {
+        assert!(engines_said.contains(engine), "{engines_said}");
+    }
+
+    // A bucket that is down never stops a commit: the lag is reported and worked off.
+    let out = ingest(&down(&moto), a, &csv(dir.path(), "third.csv", 700, 900));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("WARNING: replication"), "{stderr}");
+    let behind = ok(&moto, &["replicate", a, "--status"]);
+    assert!(behind.contains("behind"), "{behind}");
+    let said = ok(&moto, &["replicate", a]);
+    assert!(said.contains("caught up"), "{said}");
+    let want = reads(&moto, a);
+
+    // A restore from the bucket alone answers exactly what the archive does.
+    let got = restored_reads(&moto, dir.path(), "site-a", "b");
+    assert_eq!(got, want);
+
+    // The restore took the prefix over: the original is fenced, and a second archive may
+    // not declare the same prefix.
+    let fenced = sa_env(&moto.env(), &["replicate", a]);
+    assert_eq!(
+        fenced.status.code(),
+        Some(1),
+        "{}",
+        process::show("fenced", &fenced)
+    );
+    assert!(
+        String::from_utf8_lossy(&fenced.stderr).contains("fenced"),
+        "{}",
+        process::show("fenced", &fenced)
+    );
+    let other = dir.path().join("other");
+    let o = other.to_str().expect("utf-8");
+    ingest(&moto.env(), o, &csv(dir.path(), "other.csv", 0, 50));
+    let refused = sa_env(&moto.env(), &["replicate", o, &url]);
+    assert_eq!(
+        refused.status.code(),
+        Some(1),
+        "{}",
+        process::show("second", &refused)
+    );
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("belongs to another archive"),
+        "{}",
+        process::show("second", &refused)
+    );
+    assert!(!other.join("REPLICA").exists());
+
+    // The restored archive carries on: a commit there replicates to the same prefix.
+    let b = dir.path().join("b");
+    let out = ingest(
+        &moto.env(),
+        b.to_str().expect("utf-8"),
+        &csv(dir.path(), "fourth.csv", 900, 950),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("replicated to {url}")), "{stderr}");
+
+    // Bad input: restore into a directory that holds something, from a prefix that holds
+    // no replica; each refused with what and where, nothing written.
+    let refused = sa_env(&moto.env(), &["restore", &url, a]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("is not empty"));
+    let empty = dir.path().join("empty");
+    let refused = sa_env(
+        &moto.env(),
+        &[
+            "restore",
+            &format!("s3://{BUCKET}/nothing-here"),
+            empty.to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("no replicated manifest"),
+        "{}",
+        process::show("restore nothing", &refused)
+    );
+    assert!(!empty.exists());
+    let none = sa_env(&moto.env(), &["replicate", o]);
+    assert_eq!(none.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&none.stderr).contains("has no replica"));
+}
+
+const DIR_VAR: &str = "REPLICA_CRASH_DIR";
+const AT_VAR: &str = "REPLICA_CRASH_AT";
+const URL_VAR: &str = "REPLICA_CRASH_URL";
+const CHILD: &str = "replication_crash_child";
+
+/// The child: one replication pass of the archive at `DIR_VAR` to `URL_VAR`, aborting the
+/// process at `AT_VAR`. Returns at once in a normal run.
+#[test]
+fn replication_crash_child() {
+    let (Ok(dir), Ok(at), Ok(url)) = (
+        std::env::var(DIR_VAR),
+        std::env::var(AT_VAR),
+        std::env::var(URL_VAR),
+    ) else {
+        return;
+    };
+    let point = FaultPoint::parse(&at).unwrap_or_else(|| panic!("unknown fault point {at:?}"));
+    let tier = ColdTier::from_url(&url).expect("the tier");
+    let outcome = replicate::replicate(
+        Path::new(&dir),
+        &tier,
+        &Faults::abort_at(point),
+        |_, _, _| {},
+    );
+    eprintln!("the pass returned instead of crashing at {at}: {outcome:?}");
+    std::process::exit(3);
+}
+
+/// A replication killed at each of its steps: the bucket is a whole archive as of the commit
+/// it held before (files and Delta objects uploaded, no part) or as of the new one (the part
+/// written, deletions pending), never anything between; the next pass resumes and leaves
+/// exactly the archive's state.
+#[test]
+fn a_replication_killed_at_each_step_leaves_a_whole_archive_and_resumes() {
+    let dir = process::scratch("replicate-crash");
+    let moto = s3::Moto::start(&[BUCKET]);
+    for point in [
+        FaultPoint::AfterReplicaFile,
+        FaultPoint::AfterReplicaDelta,
+        FaultPoint::AfterReplicaPart,
+    ] {
+        let name = point.name();
+        let archive = dir.path().join(name);
+        let a = archive.to_str().expect("utf-8");
+        let prefix = format!("crash-{name}");
+        let url = format!("s3://{BUCKET}/{prefix}");
+        ingest(&moto.env(), a, &csv(dir.path(), "first.csv", 0, 400));
+        ok(&moto, &["replicate", a, &url]);
+        let old = reads(&moto, a);
+        // Commits while the bucket is down: the lag a pass then works off, with files to
+        // upload and (after the compaction) objects to delete.
+        ingest(&down(&moto), a, &csv(dir.path(), "second.csv", 400, 800));
+        ok_env(&down(&moto), &["compact", a]);
+        let new = reads(&moto, a);
+        assert_ne!(old, new);
+
+        let exe = std::env::current_exe().expect("current exe");
+        let out = Command::new(exe)
+            .args(["--exact", CHILD, "--nocapture", "--test-threads=1"])
+            .env(DIR_VAR, &archive)
+            .env(AT_VAR, name)
+            .env(URL_VAR, &url)
+            .envs(moto.env())
+            .output()
+            .expect("run the child");
+        {
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(
+                out.status.signal(),
+                Some(6),
+                "{}",
+                process::show(&format!("child at {name}"), &out)
+            );
+        }
+        // What the bucket holds right after the crash, restored from a copy.
+        copy_prefix(&moto, &prefix, &format!("{prefix}-snapshot"));
+        let got = restored_reads(
+            &moto,
+            dir.path(),
+            &format!("{prefix}-snapshot"),
+            &format!("{name}-after-crash"),
+        );
+        let expected = if point == FaultPoint::AfterReplicaPart {
+            &new
+        } else {
+            &old
+        };
+        assert_eq!(&got, expected, "{name}: the bucket after the crash");
+
+        // The next pass resumes: caught up, and the bucket restores to the archive's state.
+        let said: serde_json::Value =
+            serde_json::from_str(&ok(&moto, &["replicate", a, "--json"])).expect("json");
+        assert_eq!(said["status"]["records_behind"], 0, "{name}: {said}");
+        if point == FaultPoint::AfterReplicaPart {
+            assert_eq!(said["parts"], 0, "{name}: {said}");
+            assert!(
+                said["deleted"].as_u64() > Some(0),
+                "{name}: the pending deletions: {said}"
+            );
+        }
+        copy_prefix(&moto, &prefix, &format!("{prefix}-resumed"));
+        let got = restored_reads(
+            &moto,
+            dir.path(),
+            &format!("{prefix}-resumed"),
+            &format!("{name}-resumed"),
+        );
+        assert_eq!(got, new, "{name}: the bucket after the resumed pass");
+    }
+}
