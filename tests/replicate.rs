@@ -273,6 +273,45 @@ fn the_bucket_is_a_whole_archive_any_machine_restores() {
     let none = sa_env(&moto.env(), &["replicate", o]);
     assert_eq!(none.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&none.stderr).contains("has no replica"));
+
+    // A replica and a cold tier never share a prefix (the cold tier's sweep would take the
+    // replica's objects for orphans), whichever is declared first.
+    let cold = format!("s3://{BUCKET}/cold-other");
+    ok(
+        &moto,
+        &["--cold", &cold, "offload", o, "--local-budget", "0B"],
+    );
+    for inside in [cold.clone(), format!("{cold}/replica")] {
+        let refused = sa_env(&moto.env(), &["replicate", o, &inside]);
+        assert_eq!(
+            refused.status.code(),
+            Some(1),
+            "{}",
+            process::show("shared", &refused)
+        );
+        assert!(
+            String::from_utf8_lossy(&refused.stderr).contains("shares a prefix"),
+            "{}",
+            process::show("shared", &refused)
+        );
+    }
+    assert!(!other.join("REPLICA").exists());
+    let b = b.to_str().expect("utf-8");
+    let refused = sa_env(
+        &moto.env(),
+        &["--cold", &url, "offload", b, "--local-budget", "0B"],
+    );
+    assert_eq!(
+        refused.status.code(),
+        Some(1),
+        "{}",
+        process::show("shared", &refused)
+    );
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("share a prefix"),
+        "{}",
+        process::show("shared", &refused)
+    );
 }
 
 const DIR_VAR: &str = "REPLICA_CRASH_DIR";

@@ -123,6 +123,11 @@ pub enum ArchiveError {
         /// help).
         kind: StoredErrorKind,
     },
+    /// The bucket replica refused or failed: another archive owns its prefix, this archive
+    /// is fenced, the bucket did not answer, a restore target is not empty (see
+    /// [`crate::archive::replicate`]). Nothing local was changed by the refusal.
+    #[error("replica: {0}")]
+    Replica(String),
     /// A bug or an exhausted resource inside the archive (a worker thread that panicked,
     /// reserved names that ran out): nothing is recorded; report it.
     #[error("internal: {0}")]

@@ -193,6 +193,16 @@ impl Archive {
     /// Answers the listing of `streams/` when it made one (the sweep reuses it).
     fn claim_cold_prefix(&mut self, tier: &ColdTier) -> Result<Option<Vec<(String, u64)>>> {
         let cold = |e: ColdError| ArchiveError::Cold(e.to_string());
+        // A replica's prefix holds objects the cold tier's sweep would take for orphans (the
+        // replicated local files, the Delta logs, the manifest's parts).
+        if let Some(replica) = super::replicate::recorded(&self.root)? {
+            if super::replicate::overlaps(&replica, tier.url()) {
+                return Err(ArchiveError::Cold(format!(
+                    "the cold tier {} and this archive's replica {replica} share a prefix: give the cold tier a prefix of its own (each removes objects the other holds)",
+                    tier.url()
+                )));
+            }
+        }
         let local_path = self.root.join(OWNER_FILE);
         let local = crate::archive::io::local::read_if_present(&local_path)?
             .map(|token| token.trim().to_owned());

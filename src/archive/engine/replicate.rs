@@ -124,7 +124,7 @@ fn parse_part(relative: &str) -> Option<(u64, u64)> {
 type Parts = BTreeMap<u64, Vec<(u64, u64)>>;
 
 fn cold(e: ColdError) -> ArchiveError {
-    ArchiveError::Cold(e.to_string())
+    ArchiveError::Replica(e.to_string())
 }
 
 fn bucket_parts(tier: &ColdTier) -> Result<Parts> {
@@ -214,6 +214,24 @@ fn local_log(root: &Path) -> Result<LocalLog> {
     }
 }
 
+/// The cold tiers the archive's manifest names files in: each cold file's URL, less its
+/// archive-relative path.
+fn cold_prefixes(root: &Path) -> Result<BTreeSet<String>> {
+    let log = match local_log(root) {
+        Ok(log) => log,
+        Err(ArchiveError::NoManifest { .. }) => return Ok(BTreeSet::new()),
+        Err(e) => return Err(e),
+    };
+    Ok(log
+        .state
+        .live_files()
+        .filter_map(|f| {
+            let url = f.cold.as_deref()?;
+            Some(url.strip_suffix(&f.path)?.trim_end_matches('/').to_owned())
+        })
+        .collect())
+}
+
 /// The token this archive claims prefixes with (its `OWNER` file), if it has one.
 fn local_token(root: &Path) -> Result<Option<String>> {
     Ok(local::read_if_present(&root.join(OWNER_FILE))?.map(|t| t.trim().to_owned()))
@@ -232,6 +250,18 @@ pub fn recorded(root: &Path) -> Result<Option<String>> {
     Ok(local::read_if_present(&root.join(REPLICA_FILE))?
         .map(|u| u.trim().to_owned())
         .filter(|u| !u.is_empty()))
+}
+
+/// Whether the prefixes `a` and `b` (URLs) are one, or one holds the other.
+pub fn overlaps(a: &str, b: &str) -> bool {
+    let (a, b) = (a.trim_end_matches('/'), b.trim_end_matches('/'));
+    let within = |inner: &str, outer: &str| {
+        inner == outer
+            || inner
+                .strip_prefix(outer)
+                .is_some_and(|rest| rest.starts_with('/'))
+    };
+    within(a, b) || within(b, a)
 }
 
 /// Writes `text` as the file `name` at `root`, durably: staged under `.tmp/`, synced,
@@ -255,20 +285,28 @@ fn write_root_file(disk: &Disk, root: &Path, name: &str, text: &str) -> Result<(
 pub fn declare(root: &Path, disk: &Disk, tier: &ColdTier, now_ns: u64) -> Result<()> {
     if let Some(url) = recorded(root)? {
         if url != tier.url() {
-            return Err(ArchiveError::declaration(
-                "",
-                format!(
+            return Err(ArchiveError::Replica(format!(
                     "this archive already replicates to {url}; it has one replica (remove {} by hand to move it)",
                     root.join(REPLICA_FILE).display()
                 ),
             ));
         }
     }
+    if let Some(shared) = cold_prefixes(root)?
+        .into_iter()
+        .find(|url| overlaps(url, tier.url()))
+    {
+        return Err(ArchiveError::Replica(format!(
+                "{} shares a prefix with this archive's cold tier {shared}: give the replica a prefix of its own (each removes objects the other holds)",
+                tier.url()
+            ),
+        ));
+    }
     let mine = local_token(root)?;
     match (bucket_token(tier)?, &mine) {
         (Some(theirs), Some(mine)) if &theirs == mine => {}
         (Some(theirs), _) => {
-            return Err(ArchiveError::Cold(format!(
+            return Err(ArchiveError::Replica(format!(
                 "{} belongs to another archive (its {OWNER_FILE} object holds {theirs:?}); give this archive a prefix of its own",
                 tier.url()
             )))
@@ -276,7 +314,7 @@ pub fn declare(root: &Path, disk: &Disk, tier: &ColdTier, now_ns: u64) -> Result
         (None, _) => {
             let listed = tier.list("").map_err(cold)?;
             if !listed.is_empty() {
-                return Err(ArchiveError::Cold(format!(
+                return Err(ArchiveError::Replica(format!(
                     "{} holds {} object(s) and no {OWNER_FILE} object: it may be another archive's; give this archive a prefix of its own",
                     tier.url(),
                     listed.len()
@@ -295,7 +333,7 @@ pub fn declare(root: &Path, disk: &Disk, tier: &ColdTier, now_ns: u64) -> Result
                 .map_err(cold)?
                 && bucket_token(tier)?.as_deref() != Some(token.as_str())
             {
-                return Err(ArchiveError::Cold(format!(
+                return Err(ArchiveError::Replica(format!(
                     "{}: another archive claimed the prefix at the same time",
                     tier.url()
                 )));
@@ -347,7 +385,7 @@ pub fn replicate(
     let mine = local_token(root)?;
     let theirs = bucket_token(tier)?;
     if mine.is_none() || mine != theirs {
-        return Err(ArchiveError::Cold(format!(
+        return Err(ArchiveError::Replica(format!(
             "{} is not this archive's replica: its {OWNER_FILE} object holds {}, this archive's token is {} — another archive owns it, or a restore took it over (this archive is fenced); declare a replica with `series-archive replicate ARCHIVE URL`",
             tier.url(),
             theirs.map_or("nothing".to_owned(), |t| format!("{t:?}")),
@@ -360,7 +398,7 @@ pub fn replicate(
     let mut report = ReplicationReport::default();
     match bucket {
         Some((g, _)) if g > log.generation => {
-            return Err(ArchiveError::Cold(format!(
+            return Err(ArchiveError::Replica(format!(
                 "{} holds manifest generation {g}, newer than this archive's {}: the bucket is not this archive's past",
                 tier.url(),
                 log.generation
@@ -368,7 +406,7 @@ pub fn replicate(
         }
         Some((g, end)) if g == log.generation => {
             if end > log.bytes.len() as u64 {
-                return Err(ArchiveError::Cold(format!(
+                return Err(ArchiveError::Replica(format!(
                     "{} holds {end} bytes of manifest generation {g}, more than this archive's {}: the bucket is not this archive's past",
                     tier.url(),
                     log.bytes.len()
@@ -379,7 +417,7 @@ pub fn replicate(
             if let Some(&(offset, len)) = parts[&g].iter().take_while(|(o, _)| *o < end).last() {
                 let theirs = tier.get(&part_name(g, offset)).map_err(cold)?;
                 if theirs[..] != log.bytes[offset as usize..(offset + len) as usize] {
-                    return Err(ArchiveError::Cold(format!(
+                    return Err(ArchiveError::Replica(format!(
                         "{}: the manifest part at byte {offset} of generation {g} differs from this archive's: the bucket holds another history",
                         tier.url()
                     )));
@@ -451,7 +489,7 @@ pub fn replicate(
         .put_if_absent(&part_name(log.generation, from), part)
         .map_err(cold)?
     {
-        return Err(ArchiveError::Cold(format!(
+        return Err(ArchiveError::Replica(format!(
             "{}: a manifest part at byte {from} of generation {} appeared meanwhile: another replicator writes this prefix",
             tier.url(),
             log.generation
@@ -505,7 +543,7 @@ fn upload_file(root: &Path, tier: &ColdTier, relative: &str, bytes: u64) -> Resu
     let path = root.join(relative);
     let data = local::read(&path).map_err(ArchiveError::io("read", &path))?;
     if data.len() as u64 != bytes {
-        return Err(ArchiveError::Cold(format!(
+        return Err(ArchiveError::Replica(format!(
             "{}: {} bytes on disk, the manifest records {bytes}; not replicated (run verify)",
             path.display(),
             data.len()
@@ -514,7 +552,7 @@ fn upload_file(root: &Path, tier: &ColdTier, relative: &str, bytes: u64) -> Resu
     tier.put(relative, Bytes::from(data)).map_err(cold)?;
     let size = tier.size(relative).map_err(cold)?;
     if size != bytes {
-        return Err(ArchiveError::Cold(format!(
+        return Err(ArchiveError::Replica(format!(
             "{}: the object holds {size} bytes after the upload, the file {bytes}",
             tier.object_url(relative)
         )));
@@ -539,17 +577,14 @@ pub fn restore(
     mut progress: impl FnMut(usize, usize, u64),
 ) -> Result<RestoreReport> {
     if local::holds_anything(dir) {
-        return Err(ArchiveError::declaration(
-            "",
-            format!(
-                "{} is not empty: restore makes a new archive in an empty directory",
-                dir.display()
-            ),
-        ));
+        return Err(ArchiveError::Replica(format!(
+            "{} is not empty: restore makes a new archive in an empty directory",
+            dir.display()
+        )));
     }
     let parts = bucket_parts(tier)?;
     let Some((generation, end)) = bucket_current(&parts) else {
-        return Err(ArchiveError::Cold(format!(
+        return Err(ArchiveError::Replica(format!(
             "{} holds no replicated manifest (no {MANIFEST_DIR}/gen-…/…part object at offset 0): nothing to restore",
             tier.url()
         )));
@@ -561,7 +596,7 @@ pub fn restore(
         }
         let bytes = tier.get(&part_name(generation, offset)).map_err(cold)?;
         if bytes.len() as u64 != len {
-            return Err(ArchiveError::Cold(format!(
+            return Err(ArchiveError::Replica(format!(
                 "{}: part {offset} of generation {generation} read back {} bytes, listed {len}",
                 tier.url(),
                 bytes.len()
@@ -572,7 +607,7 @@ pub fn restore(
     let shown = format!("{}/{}", tier.url(), part_name(generation, 0));
     let replayed = replay_bytes(Path::new(&shown), &manifest, generation)?;
     if replayed.trusted_len != manifest.len() as u64 {
-        return Err(ArchiveError::Cold(format!(
+        return Err(ArchiveError::Replica(format!(
             "{shown}: the replicated manifest's records end at byte {}, its parts at {}: the bucket's manifest is damaged",
             replayed.trusted_len,
             manifest.len()
@@ -605,7 +640,7 @@ pub fn restore(
     for (done, &(relative, bytes)) in wanted.iter().enumerate() {
         let got = download(relative)?;
         if got.len() as u64 != bytes {
-            return Err(ArchiveError::Cold(format!(
+            return Err(ArchiveError::Replica(format!(
                 "{}: {} bytes, the manifest records {bytes}",
                 tier.object_url(relative),
                 got.len()
@@ -674,6 +709,15 @@ mod tests {
         ] {
             assert_eq!(parse_part(other), None, "{other}");
         }
+    }
+
+    #[test]
+    fn prefixes_overlap_when_one_holds_the_other() {
+        assert!(overlaps("s3://b/p", "s3://b/p/"));
+        assert!(overlaps("s3://b/p/cold", "s3://b/p"));
+        assert!(overlaps("s3://b/p", "s3://b/p/cold"));
+        assert!(!overlaps("s3://b/p", "s3://b/p2"));
+        assert!(!overlaps("s3://b/p", "s3://c/p"));
     }
 
     #[test]

@@ -248,7 +248,7 @@ pub(crate) fn set_cold(url: Option<String>) {
     let _ = COLD.set(url);
 }
 
-fn cold_url() -> Option<&'static str> {
+pub(crate) fn cold_url() -> Option<&'static str> {
     COLD.get().and_then(|u| u.as_deref())
 }
 

@@ -84,6 +84,14 @@ fn pass(archive: &Path, tier: &ColdTier) -> Result<(ReplicationReport, f64), Fai
 pub(crate) fn run(req: Request<'_>) -> Result<(), Failure> {
     if let Some(url) = req.url {
         // Declaring takes the writer's lock: no other writer commits meanwhile.
+        if let Some(cold) = crate::lifecycle::cold_url() {
+            if replicate::overlaps(cold, url) {
+                return Err(Failure {
+                    code: 2,
+                    message: format!("--cold {cold} and the replica {url} share a prefix: give each a prefix of its own (each removes objects the other holds)"),
+                });
+            }
+        }
         let tier = ColdTier::from_url(url)?;
         let open = Archive::open(req.archive, crate::config())?;
         replicate::declare(
