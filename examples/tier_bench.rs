@@ -4,7 +4,10 @@
 //! - offload throughput against a plain `object_store` put of the same bytes to the same
 //!   server (target ≥ 0.8×);
 //! - cold `rows` of a track, a survey at budget 400 and a p95, against the same reads of the
-//!   same archive kept hot: median latency and requests per read.
+//!   same archive kept hot: median latency and requests per read;
+//! - a whole replication pass of the archive (`replicate`: every data and level file, the
+//!   Delta logs and the manifest, in commit order) against plain puts of the same files to the
+//!   same server (issue 26's target ≥ 0.9×), each the median of `--runs` into fresh prefixes.
 //!
 //! ```sh
 //! cargo run --release --example tier_bench -- --rows 1000000 --python .venv/bin/python
@@ -257,6 +260,74 @@ fn main() {
         mbps(plain),
         plain.as_secs_f64(),
         plain.as_secs_f64() / offload.as_secs_f64()
+    );
+    // Replication of the hot archive against plain puts of exactly the files it uploads.
+    let replicated: Vec<String> = {
+        let a = Archive::open(&hot, Config::new().read_only(true)).expect("open");
+        let mut files: Vec<String> = a.state().live_files().map(|f| f.path.clone()).collect();
+        for table in ["rows", "levels"] {
+            let log = hot.join("streams/capture").join(table).join("_delta_log");
+            for entry in std::fs::read_dir(&log).expect("delta log").flatten() {
+                if entry.path().is_file() {
+                    files.push(format!(
+                        "streams/capture/{table}/_delta_log/{}",
+                        entry.file_name().to_string_lossy()
+                    ));
+                }
+            }
+        }
+        for entry in std::fs::read_dir(hot.join("manifest"))
+            .expect("manifest")
+            .flatten()
+        {
+            files.push(format!("manifest/{}", entry.file_name().to_string_lossy()));
+        }
+        files
+    };
+    let replicated_bytes: u64 = replicated
+        .iter()
+        .map(|p| std::fs::metadata(hot.join(p)).expect("stat").len())
+        .sum();
+    let disk: series_archive::archive::Disk = Arc::new(series_archive::archive::LocalDisk);
+    let (mut plain_all, mut passes) = (Vec::new(), Vec::new());
+    for run in 0..runs {
+        let began = Instant::now();
+        for path in &replicated {
+            let bytes = std::fs::read(hot.join(path)).expect("read");
+            rt.block_on(s3.put(
+                &ObjectPath::from(format!("plain-{run}/{path}")),
+                PutPayload::from(bytes),
+            ))
+            .expect("put");
+        }
+        plain_all.push(began.elapsed());
+        let _ = std::fs::remove_file(hot.join("REPLICA"));
+        let prefix = format!("replica-{run}");
+        let replica =
+            ColdTier::new(s3.clone(), &prefix, format!("s3://{bucket}/{prefix}")).expect("tier");
+        series_archive::archive::replicate::declare(&hot, &disk, &replica, 1).expect("declare");
+        let began = Instant::now();
+        let pass = series_archive::archive::replicate::replicate(
+            &hot,
+            &replica,
+            &Default::default(),
+            |_, _, _| {},
+        )
+        .expect("replicate");
+        passes.push(began.elapsed());
+        assert!(pass.status.caught_up(), "{pass:?}");
+    }
+    let _ = std::fs::remove_file(hot.join("REPLICA"));
+    let (plain_all, pass) = (median(plain_all), median(passes));
+    let mb = |d: Duration| replicated_bytes as f64 / 1e6 / d.as_secs_f64();
+    println!(
+        "| replication pass vs plain puts of the same {} files ({replicated_bytes} bytes) | {:.1} MB/s ({:.3} s) | {:.1} MB/s ({:.3} s) | {:.2}× |",
+        replicated.len(),
+        mb(pass),
+        pass.as_secs_f64(),
+        mb(plain_all),
+        plain_all.as_secs_f64(),
+        plain_all.as_secs_f64() / pass.as_secs_f64()
     );
     for (name, read) in &reads {
         let mut hot_t = Vec::new();

@@ -1,7 +1,8 @@
 //! The bucket as a whole archive (issue 26), against a real S3-compatible server on loopback
 //! (moto, started here): `replicate ARCHIVE s3://…` declares a replica once and every later
 //! command that commits replicates to it; `restore` makes an archive from the bucket alone that
-//! answers every read exactly as the original; each engine's default reader reads the bucket's
+//! answers every read exactly as the original, and so does a read-only open of the URL itself
+//! (`rows s3://…`); each engine's default reader reads the bucket's
 //! Delta tables exactly; a bucket that is down never stops a commit; a restore fences the
 //! archive it came from; and a replication process killed at each of its steps leaves the
 //! bucket a whole archive as of some commit, which the next pass brings up to date.
@@ -203,6 +204,18 @@ fn the_bucket_is_a_whole_archive_any_machine_restores() {
     let said = ok(&moto, &["replicate", a]);
     assert!(said.contains("caught up"), "{said}");
     let want = reads(&moto, a);
+
+    // Read-only from the URL, with no local archive: the same answers, every file verified.
+    assert_eq!(reads(&moto, &url), want);
+    let verify = ok(&moto, &["verify", &url]);
+    assert!(verify.starts_with("ok:"), "{verify}");
+    let files = ok(&moto, &["files", &url, "--stream", "capture"]);
+    assert!(
+        files
+            .lines()
+            .all(|l| l.starts_with(&format!("{url}/streams/capture/rows/"))),
+        "{files}"
+    );
 
     // A restore from the bucket alone answers exactly what the archive does.
     let got = restored_reads(&moto, dir.path(), "site-a", "b");
@@ -423,4 +436,89 @@ fn a_replication_killed_at_each_step_leaves_a_whole_archive_and_resumes() {
         );
         assert_eq!(got, new, "{name}: the bucket after the resumed pass");
     }
+}
+
+/// Every regular file under `dir`, as `/`-separated paths relative to it, with its bytes.
+fn tree(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("list").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let relative = path
+                    .strip_prefix(dir)
+                    .expect("under")
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                out.insert(relative, std::fs::read(&path).expect("read"));
+            }
+        }
+    }
+    out
+}
+
+/// The replica's layout, locked (`docs/format.md`, "Replicas"), on a `file://` prefix: the
+/// archive's own paths for its files and Delta logs, `OWNER` as beside the archive, `REPLICA`
+/// naming the prefix, and the manifest as parts `manifest/gen-N/OFFSET.part` (12 and 20
+/// digits) whose bytes, concatenated, are the local generation's; a checkpoint's new
+/// generation replaces the old one's parts.
+#[test]
+fn the_replica_layout_is_the_archives_own_paths_and_manifest_parts() {
+    let dir = process::scratch("replicate-layout");
+    let archive = dir.path().join("a");
+    let a = archive.to_str().expect("utf-8");
+    let bucket = dir.path().join("bucket");
+    let url = format!("file://{}", bucket.display());
+    let env: Vec<(&'static str, String)> = Vec::new();
+    let part = |g: u64, o: u64| format!("manifest/gen-{g:012}/{o:020}.part");
+    let local_files = |archive: &Path| -> std::collections::BTreeMap<String, Vec<u8>> {
+        tree(&archive.join("streams"))
+            .into_iter()
+            .map(|(k, v)| (format!("streams/{k}"), v))
+            .collect()
+    };
+
+    ingest(&env, a, &csv(dir.path(), "first.csv", 0, 200));
+    ok_env(&env, &["replicate", a, &url]);
+    assert_eq!(
+        std::fs::read_to_string(archive.join("REPLICA")).expect("REPLICA"),
+        format!("{url}\n")
+    );
+    let first_log = std::fs::read(archive.join("manifest/gen-000000000001.log")).expect("log");
+    let mut want = local_files(&archive);
+    want.insert(
+        "OWNER".into(),
+        std::fs::read(archive.join("OWNER")).expect("OWNER"),
+    );
+    want.insert(part(1, 0), first_log.clone());
+    assert_eq!(tree(&bucket), want);
+
+    // A later commit: one more part, from where the first ends.
+    ingest(&env, a, &csv(dir.path(), "second.csv", 200, 300));
+    let log = std::fs::read(archive.join("manifest/gen-000000000001.log")).expect("log");
+    let mut want = local_files(&archive);
+    want.insert(
+        "OWNER".into(),
+        std::fs::read(archive.join("OWNER")).expect("OWNER"),
+    );
+    want.insert(part(1, 0), first_log.clone());
+    want.insert(
+        part(1, first_log.len() as u64),
+        log[first_log.len()..].to_vec(),
+    );
+    assert_eq!(tree(&bucket), want);
+
+    // A checkpoint: generation 2's part 0, generation 1's parts gone.
+    ok_env(&env, &["checkpoint", a]);
+    let log = std::fs::read(archive.join("manifest/gen-000000000002.log")).expect("log");
+    let mut want = local_files(&archive);
+    want.insert(
+        "OWNER".into(),
+        std::fs::read(archive.join("OWNER")).expect("OWNER"),
+    );
+    want.insert(part(2, 0), log);
+    assert_eq!(tree(&bucket), want);
 }

@@ -29,6 +29,7 @@ pub struct Config {
     pub(crate) delta: bool,
     pub(crate) level_cache_cells: usize,
     pub(crate) scope: Option<crate::archive::format::manifest::Scope>,
+    pub(crate) replica_cache: Option<std::path::PathBuf>,
 }
 
 /// The manifest size past which a new generation starts with a snapshot (the default).
@@ -52,6 +53,7 @@ impl Default for Config {
             delta: true,
             level_cache_cells: crate::archive::format::levels::LEVEL_CACHE_CELLS,
             scope: None,
+            replica_cache: None,
         }
     }
 }
@@ -60,6 +62,14 @@ impl Config {
     /// An empty configuration: no streams, the system clock, writable.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Where a read-only open of a replica by its URL ([`crate::archive::reader::open`] of
+    /// `s3://bucket/prefix`) keeps the bucket's manifest: a directory of its own per URL
+    /// beneath `dir`. Without it, beneath the system's temporary directory.
+    pub fn replica_cache(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.replica_cache = Some(dir.into());
+        self
     }
 
     /// Selects a stream by its row type.

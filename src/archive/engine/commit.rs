@@ -62,6 +62,12 @@ impl CommitPoint {
         &self.state
     }
 
+    /// The state, to change outside a record: only a read-only open of a replica does, to
+    /// read the files it names from the bucket ([`crate::archive::replicate::open_url`]).
+    pub(crate) fn state_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+
     /// Refuses when this handle cannot write a record: poisoned by an earlier failure, or
     /// opened read-only (`what` names the operation for the message).
     pub fn writable(&self, what: &'static str) -> Result<()> {

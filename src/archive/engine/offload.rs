@@ -393,7 +393,8 @@ impl Archive {
 }
 
 /// A token no other archive holds: the time, the process and two randomly keyed hashes.
-fn new_owner_token(now_ns: u64) -> String {
+/// (32 hex digits; `docs/format.md`, "Who owns a cold prefix".)
+pub(super) fn new_owner_token(now_ns: u64) -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut a = std::collections::hash_map::RandomState::new().build_hasher();
     a.write_u64(now_ns);

@@ -33,8 +33,14 @@ const MANIFEST: &str = "manifest";
 /// again when a checkpoint replaced the manifest generation between listing and reading it
 /// (the open fails with a file not found while the manifest directory is there), at most
 /// [`READ_ATTEMPTS`] times. Any other failure is answered as it is.
+///
+/// A `root` that is a URL (`s3://bucket/prefix`, `file:///dir`) opens the replica there,
+/// from the bucket alone ([`crate::archive::replicate::open_url`]).
 pub fn open(root: impl AsRef<Path>, config: &Config) -> Result<Archive, ArchiveError> {
     let root = root.as_ref();
+    if let Some(url) = super::replicate::as_url(root) {
+        return super::replicate::open_url(url, config);
+    }
     let mut attempt = 0;
     loop {
         attempt += 1;

@@ -15,6 +15,8 @@
 //! bucket changes nothing locally; the next pass works the lag off. See `docs/format.md`,
 //! "Replicas".
 
+use super::Archive;
+use crate::archive::config::Config;
 use crate::archive::error::{ArchiveError, ColdError, Result};
 use crate::archive::format::manifest::frame::{self, Decoded};
 use crate::archive::format::manifest::log::replay_bytes;
@@ -323,7 +325,7 @@ pub fn declare(root: &Path, disk: &Disk, tier: &ColdTier, now_ns: u64) -> Result
             let token = match mine {
                 Some(token) => token,
                 None => {
-                    let token = format!("series-archive-{now_ns:x}-{:x}", std::process::id());
+                    let token = super::offload::new_owner_token(now_ns);
                     write_root_file(disk, root, OWNER_FILE, &format!("{token}\n"))?;
                     token
                 }
@@ -560,32 +562,20 @@ fn upload_file(root: &Path, tier: &ColdTier, relative: &str, bytes: u64) -> Resu
     Ok(())
 }
 
-/// Makes a writable archive at `dir` (absent or empty) from the replica in `tier`, as of the
-/// last manifest part the bucket holds: the manifest, every local file it names and the Delta
-/// logs are downloaded (files it names in a cold tier stay there). The restored archive
-/// records `tier` as its replica and takes the prefix over with a token of its own, so the
-/// archive it was replicated from is fenced: its next replication pass is refused.
-///
-/// Files are written before the manifest, which is renamed into place last: a restore cut
-/// short leaves no manifest, and the directory is then refused by every open (remove it and
-/// restore again). The caller opens the result to verify it.
-pub fn restore(
+/// The replica's manifest: its current generation, that generation's bytes (its parts
+/// concatenated) and what they replay to. Refuses a bucket with no manifest, and one whose
+/// parts end inside a record.
+fn fetch_manifest(
     tier: &ColdTier,
-    dir: &Path,
-    disk: &Disk,
-    now_ns: u64,
-    mut progress: impl FnMut(usize, usize, u64),
-) -> Result<RestoreReport> {
-    if local::holds_anything(dir) {
-        return Err(ArchiveError::Replica(format!(
-            "{} is not empty: restore makes a new archive in an empty directory",
-            dir.display()
-        )));
-    }
+) -> Result<(
+    u64,
+    Vec<u8>,
+    crate::archive::format::manifest::log::Replayed,
+)> {
     let parts = bucket_parts(tier)?;
     let Some((generation, end)) = bucket_current(&parts) else {
         return Err(ArchiveError::Replica(format!(
-            "{} holds no replicated manifest (no {MANIFEST_DIR}/gen-…/…part object at offset 0): nothing to restore",
+            "{} holds no replicated manifest (no {MANIFEST_DIR}/gen-…/…part object at offset 0): nothing to restore or read",
             tier.url()
         )));
     };
@@ -613,6 +603,33 @@ pub fn restore(
             manifest.len()
         )));
     }
+    Ok((generation, manifest, replayed))
+}
+
+/// Makes a writable archive at `dir` (absent or empty) from the replica in `tier`, as of the
+/// last manifest part the bucket holds: the manifest, every local file it names and the Delta
+/// logs are downloaded (files it names in a cold tier stay there). The restored archive
+/// records `tier` as its replica and takes the prefix over with a token of its own, so the
+/// archive it was replicated from is fenced: its next replication pass is refused.
+///
+/// Files are written before the manifest, which is renamed into place last: a restore cut
+/// short leaves no manifest, and the directory is then refused by every open (remove it and
+/// restore again). The caller opens the result to verify it.
+pub fn restore(
+    tier: &ColdTier,
+    dir: &Path,
+    disk: &Disk,
+    now_ns: u64,
+    mut progress: impl FnMut(usize, usize, u64),
+) -> Result<RestoreReport> {
+    if local::holds_anything(dir) {
+        return Err(ArchiveError::Replica(format!(
+            "{} is not empty: restore makes a new archive in an empty directory",
+            dir.display()
+        )));
+    }
+    let (generation, manifest, replayed) = fetch_manifest(tier)?;
+    let end = manifest.len() as u64;
     durable::create_dir(disk, dir)?;
     let mut report = RestoreReport {
         url: tier.url().to_owned(),
@@ -670,7 +687,7 @@ pub fn restore(
         }
     }
     // The prefix is this archive's now: a token of its own, in the bucket and beside it.
-    let token = format!("series-archive-{now_ns:x}-{:x}", std::process::id());
+    let token = super::offload::new_owner_token(now_ns);
     tier.put(OWNER_FILE, Bytes::from(format!("{token}\n")))
         .map_err(cold)?;
     write_root_file(disk, dir, OWNER_FILE, &format!("{token}\n"))?;
@@ -688,6 +705,66 @@ pub fn restore(
     durable::sync_dir(disk, &manifest_dir)?;
     durable::sync_dir(disk, dir)?;
     Ok(report)
+}
+
+/// The URL `root` names, when it is one (`s3://…`, `s3a://…`, `file://…`, `memory://…`)
+/// rather than a directory.
+pub fn as_url(root: &Path) -> Option<&str> {
+    let text = root.to_str()?;
+    ["s3://", "s3a://", "file://", "memory://"]
+        .iter()
+        .any(|scheme| text.starts_with(scheme))
+        .then_some(text)
+}
+
+/// Opens the replica at `url` read-only, from the bucket alone: its manifest (the parts of its
+/// current generation) is kept in a cache directory of its own ([`Config::replica_cache`],
+/// else beneath the system's temporary directory) and replayed as a local archive's is, and
+/// every file it names is read from the bucket by ranged GETs checked against the same
+/// digests (files it names in a cold tier from there). Answers what the archive served as of
+/// the replica's last commit. A file the replica's next pass deleted is `Missing`, and a read
+/// beside the replicator starts again on a fresh open ([`crate::archive::reader::read`]).
+pub fn open_url(url: &str, config: &Config) -> Result<Archive> {
+    let tier = ColdTier::from_url(url).map_err(cold)?;
+    let (generation, manifest, _) = fetch_manifest(&tier)?;
+    let base = match &config.replica_cache {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join("series-archive-replicas"),
+    };
+    let cache = base.join(format!(
+        "{:08x}-{}",
+        crc32c::crc32c(tier.url().as_bytes()),
+        tier.url()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .take(80)
+            .collect::<String>()
+    ));
+    let disk: Disk = std::sync::Arc::new(crate::archive::io::storage::LocalDisk);
+    let dir = cache.join(MANIFEST_DIR);
+    durable::create_dir(&disk, &dir)?;
+    let tmp = cache.join(TMP_DIR);
+    durable::create_dir(&disk, &tmp)?;
+    // Written whole under a name of this process's, then renamed into place: readers of the
+    // same cache never see a part of it.
+    let name = layout::generation_name(generation);
+    let staged = tmp.join(format!("{name}.{}", std::process::id()));
+    durable::write_synced(&disk, &staged, &manifest)?;
+    durable::rename(&disk, &staged, &dir.join(&name))?;
+    for old in durable::list_files(&dir)? {
+        if generation_of(&old).is_some_and(|g| g < generation) {
+            let _ = durable::remove(&disk, &old);
+        }
+    }
+    let mut archive = Archive::open(&cache, config.clone().read_only(true))?;
+    for stream in archive.commit.state_mut().streams.values_mut() {
+        for file in stream.files.iter_mut().chain(stream.levels.iter_mut()) {
+            if file.cold.is_none() {
+                file.cold = Some(tier.object_url(&file.path));
+            }
+        }
+    }
+    Ok(archive)
 }
 
 #[cfg(test)]

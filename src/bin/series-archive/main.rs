@@ -1337,7 +1337,7 @@ fn inspect(archive: &Path, json: bool) -> Result<(), Failure> {
 fn verify(archive: &Path) -> Result<(), Failure> {
     // A manifest that cannot be read at all is damage `verify` exists to report (exit 4),
     // not an ordinary error.
-    let archive = match Archive::open(archive, crate::config().read_only(true)) {
+    let archive = match reader::open(archive, &crate::config()) {
         Ok(archive) => archive,
         Err(
             e @ (ArchiveError::CorruptManifest { .. }
@@ -1409,7 +1409,9 @@ fn files(
     level: Option<usize>,
     manifest: bool,
 ) -> Result<(), Failure> {
-    let listed = if manifest || level.is_some() {
+    // A replica opened by its URL has no local Delta log: its files come from its manifest.
+    let url = series_archive::archive::replicate::as_url(archive).is_some();
+    let listed = if manifest || level.is_some() || url {
         reading(archive, |a| {
             if levels || level.is_some() {
                 a.level_files(stream, level)
