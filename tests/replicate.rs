@@ -522,3 +522,43 @@ fn the_replica_layout_is_the_archives_own_paths_and_manifest_parts() {
     want.insert(part(2, 0), log);
     assert_eq!(tree(&bucket), want);
 }
+
+/// A clone of the archive's directory (a restored VM snapshot, a copied disk) holds the same
+/// owner token: once the two histories part, the second to replicate is refused, naming the
+/// manifest part that differs, and the bucket keeps the first's history whole.
+#[test]
+fn a_clone_that_took_another_history_is_refused_not_merged() {
+    let dir = process::scratch("replicate-clone");
+    let archive = dir.path().join("a");
+    let a = archive.to_str().expect("utf-8");
+    let bucket = dir.path().join("bucket");
+    let url = format!("file://{}", bucket.display());
+    let env: Vec<(&'static str, String)> = Vec::new();
+    ingest(&env, a, &csv(dir.path(), "first.csv", 0, 200));
+    ok_env(&env, &["replicate", a, &url]);
+    let clone = dir.path().join("clone");
+    let status = Command::new("cp")
+        .args(["-a", a, clone.to_str().expect("utf-8")])
+        .status()
+        .expect("cp");
+    assert!(status.success());
+    ingest(&env, a, &csv(dir.path(), "second.csv", 200, 260));
+    let clone_csv = csv(dir.path(), "clone.csv", 200, 330);
+    let out = ingest(&env, clone.to_str().expect("utf-8"), &clone_csv);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("another history"), "{stderr}");
+    let restored = dir.path().join("restored");
+    let r = restored.to_str().expect("utf-8");
+    ok_env(&env, &["restore", &url, r]);
+    let rows = |archive: &str| {
+        String::from_utf8(
+            ok_env(
+                &env,
+                &["rows", archive, "--stream", "capture", "--format", "csv"],
+            )
+            .stdout,
+        )
+        .expect("utf-8")
+    };
+    assert_eq!(rows(r), rows(a));
+}

@@ -38,6 +38,10 @@ use std::path::Path;
 /// reading.
 const ATTEMPTS: usize = 4;
 
+/// How many bytes at the end of the bucket's last manifest part a pass compares with the
+/// archive's before it extends the bucket.
+const TAIL_CHECKED: u64 = 4096;
+
 /// Where a replica stands against its archive.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ReplicaStatus {
@@ -416,9 +420,15 @@ pub fn replicate(
             }
             // The last part must be what the archive holds there: a bucket that took another
             // history is refused, not extended.
+            // Its last bytes suffice (they end in its last record's checksum, and the part
+            // is read back in one ranged GET however long the generation grew).
             if let Some(&(offset, len)) = parts[&g].iter().take_while(|(o, _)| *o < end).last() {
-                let theirs = tier.get(&part_name(g, offset)).map_err(cold)?;
-                if theirs[..] != log.bytes[offset as usize..(offset + len) as usize] {
+                let tail = len.min(TAIL_CHECKED);
+                let theirs = tier
+                    .read(&part_name(g, offset), len - tail, tail)
+                    .map_err(cold)?;
+                if theirs[..] != log.bytes[(offset + len - tail) as usize..(offset + len) as usize]
+                {
                     return Err(ArchiveError::Replica(format!(
                         "{}: the manifest part at byte {offset} of generation {g} differs from this archive's: the bucket holds another history",
                         tier.url()
@@ -433,13 +443,6 @@ pub fn replicate(
         _ => 0,
     };
     let listed: BTreeMap<String, u64> = tier.list(STREAMS_DIR).map_err(cold)?.into_iter().collect();
-    if from == log.bytes.len() as u64 {
-        // Caught up: what a pass cut short before its deletions left is deleted now.
-        report.deleted = delete_unnamed(tier, &log, &parts, &listed)?;
-        report.status = standing(tier, &log, bucket);
-        return Ok(report);
-    }
-
     // Every live local file the bucket lacks, whole. Cold files live in their own tier.
     let live: Vec<(&str, u64)> = log
         .state
@@ -485,20 +488,25 @@ pub fn replicate(
 
     faults.reach(FaultPoint::AfterReplicaDelta);
 
-    // The commit point: the manifest's bytes past what the bucket holds, as one object.
-    let part = Bytes::copy_from_slice(&log.bytes[from as usize..]);
-    if !tier
-        .put_if_absent(&part_name(log.generation, from), part)
-        .map_err(cold)?
-    {
-        return Err(ArchiveError::Replica(format!(
-            "{}: a manifest part at byte {from} of generation {} appeared meanwhile: another replicator writes this prefix",
-            tier.url(),
-            log.generation
-        )));
+    // The commit point: the manifest's bytes past what the bucket holds, as one object. A
+    // pass that finds the manifest caught up still did the steps above (a Delta commit written
+    // after the pass that carried its record) and does the deletions below (a pass cut short
+    // before them).
+    if from < log.bytes.len() as u64 {
+        let part = Bytes::copy_from_slice(&log.bytes[from as usize..]);
+        if !tier
+            .put_if_absent(&part_name(log.generation, from), part)
+            .map_err(cold)?
+        {
+            return Err(ArchiveError::Replica(format!(
+                "{}: a manifest part at byte {from} of generation {} appeared meanwhile: another replicator writes this prefix",
+                tier.url(),
+                log.generation
+            )));
+        }
+        report.parts = 1;
+        faults.reach(FaultPoint::AfterReplicaPart);
     }
-    report.parts = 1;
-    faults.reach(FaultPoint::AfterReplicaPart);
 
     report.deleted = delete_unnamed(tier, &log, &parts, &listed)?;
     report.status = standing(tier, &log, Some((log.generation, log.bytes.len() as u64)));
