@@ -201,8 +201,18 @@ fn the_bucket_is_a_whole_archive_any_machine_restores() {
     assert!(stderr.contains("WARNING: replication"), "{stderr}");
     let behind = ok(&moto, &["replicate", a, "--status"]);
     assert!(behind.contains("behind"), "{behind}");
+    let inspected = ok(&moto, &["inspect", a]);
+    assert!(
+        inspected.contains(&format!("replica   {url}: ")) && inspected.contains("behind"),
+        "{inspected}"
+    );
     let said = ok(&moto, &["replicate", a]);
     assert!(said.contains("caught up"), "{said}");
+    let inspected = ok(&moto, &["inspect", a]);
+    assert!(
+        inspected.contains(&format!("replica   {url}: caught up")),
+        "{inspected}"
+    );
     let want = reads(&moto, a);
 
     // Read-only from the URL, with no local archive: the same answers, every file verified.

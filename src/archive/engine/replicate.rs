@@ -476,8 +476,12 @@ pub fn replicate(
                 }
                 let bytes =
                     Bytes::from(local::read(&path).map_err(ArchiveError::io("read", &path))?);
-                let fixed = !relative.ends_with("_last_checkpoint");
-                if fixed && listed.get(&relative) == Some(&(bytes.len() as u64)) {
+                // Commits are written once: held at their size, they are held. The pointer
+                // `_last_checkpoint` is rewritten in place: held when its bytes are.
+                let held = listed.get(&relative) == Some(&(bytes.len() as u64))
+                    && (!relative.ends_with("_last_checkpoint")
+                        || tier.get(&relative).map_err(cold)? == bytes);
+                if held {
                     continue;
                 }
                 tier.put(&relative, bytes).map_err(cold)?;

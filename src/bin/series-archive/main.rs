@@ -1206,8 +1206,8 @@ fn rows(
     Ok(())
 }
 
-fn inspect(archive: &Path, json: bool) -> Result<(), Failure> {
-    let archive = read_only(archive)?;
+fn inspect(archive_dir: &Path, json: bool) -> Result<(), Failure> {
+    let archive = read_only(archive_dir)?;
     let d = archive.describe()?;
     if json {
         out!("{}", serde_json::to_string_pretty(&d)?);
@@ -1220,6 +1220,9 @@ fn inspect(archive: &Path, json: bool) -> Result<(), Failure> {
         d.manifest_bytes,
         d.barriers
     );
+    if let Some(line) = replica::inspected(archive_dir) {
+        out!("replica   {line}");
+    }
     for s in &d.streams {
         out!();
         out!(

@@ -166,6 +166,24 @@ pub(crate) fn after_commit(archive: &Path, result: Result<(), Failure>) -> Resul
     Ok(())
 }
 
+/// What `inspect` says of the archive's replica, if it has one: where it stands, or why the
+/// bucket could not say.
+pub(crate) fn inspected(archive: &Path) -> Option<String> {
+    if replicate::as_url(archive).is_some() {
+        return None;
+    }
+    let url = replicate::recorded(archive).ok()??;
+    Some(
+        match ColdTier::from_url(&url)
+            .map_err(Failure::from)
+            .and_then(|tier| Ok(replicate::status(archive, &tier)?))
+        {
+            Ok(status) => show_status(&status),
+            Err(f) => format!("{url}: not reachable ({})", f.message),
+        },
+    )
+}
+
 /// `restore URL DIR`.
 pub(crate) fn restore(url: &str, dir: &Path, json: bool) -> Result<(), Failure> {
     let tier = ColdTier::from_url(url)?;
