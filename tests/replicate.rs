@@ -40,6 +40,17 @@ fn ok_env(env: &[(&'static str, String)], args: &[&str]) -> Output {
     out
 }
 
+/// Runs `args`, which must be refused with exit `code` and a message holding `needle`.
+fn refused(env: &[(&'static str, String)], args: &[&str], code: i32, needle: &str) {
+    let out = sa_env(env, args);
+    let shown = process::show(&format!("series-archive {}", args.join(" ")), &out);
+    assert_eq!(out.status.code(), Some(code), "{shown}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(needle),
+        "{shown}"
+    );
+}
+
 fn ok(moto: &s3::Moto, args: &[&str]) -> String {
     String::from_utf8(ok_env(&moto.env(), args).stdout).expect("utf-8")
 }
@@ -233,32 +244,15 @@ fn the_bucket_is_a_whole_archive_any_machine_restores() {
 
     // The restore took the prefix over: the original is fenced, and a second archive may
     // not declare the same prefix.
-    let fenced = sa_env(&moto.env(), &["replicate", a]);
-    assert_eq!(
-        fenced.status.code(),
-        Some(1),
-        "{}",
-        process::show("fenced", &fenced)
-    );
-    assert!(
-        String::from_utf8_lossy(&fenced.stderr).contains("fenced"),
-        "{}",
-        process::show("fenced", &fenced)
-    );
+    refused(&moto.env(), &["replicate", a], 1, "fenced");
     let other = dir.path().join("other");
     let o = other.to_str().expect("utf-8");
     ingest(&moto.env(), o, &csv(dir.path(), "other.csv", 0, 50));
-    let refused = sa_env(&moto.env(), &["replicate", o, &url]);
-    assert_eq!(
-        refused.status.code(),
-        Some(1),
-        "{}",
-        process::show("second", &refused)
-    );
-    assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("belongs to another archive"),
-        "{}",
-        process::show("second", &refused)
+    refused(
+        &moto.env(),
+        &["replicate", o, &url],
+        1,
+        "belongs to another archive",
     );
     assert!(!other.join("REPLICA").exists());
 
@@ -274,28 +268,18 @@ fn the_bucket_is_a_whole_archive_any_machine_restores() {
 
     // Bad input: restore into a directory that holds something, from a prefix that holds
     // no replica; each refused with what and where, nothing written.
-    let refused = sa_env(&moto.env(), &["restore", &url, a]);
-    assert_eq!(refused.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("is not empty"));
+    refused(&moto.env(), &["restore", &url, a], 1, "is not empty");
     let empty = dir.path().join("empty");
-    let refused = sa_env(
+    let nothing = format!("s3://{BUCKET}/nothing-here");
+    let e = empty.to_str().expect("utf-8");
+    refused(
         &moto.env(),
-        &[
-            "restore",
-            &format!("s3://{BUCKET}/nothing-here"),
-            empty.to_str().expect("utf-8"),
-        ],
-    );
-    assert_eq!(refused.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("no replicated manifest"),
-        "{}",
-        process::show("restore nothing", &refused)
+        &["restore", &nothing, e],
+        1,
+        "no replicated manifest",
     );
     assert!(!empty.exists());
-    let none = sa_env(&moto.env(), &["replicate", o]);
-    assert_eq!(none.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&none.stderr).contains("has no replica"));
+    refused(&moto.env(), &["replicate", o], 2, "has no replica");
 
     // A replica and a cold tier never share a prefix (the cold tier's sweep would take the
     // replica's objects for orphans), whichever is declared first.
@@ -305,36 +289,17 @@ fn the_bucket_is_a_whole_archive_any_machine_restores() {
         &["--cold", &cold, "offload", o, "--local-budget", "0B"],
     );
     for inside in [cold.clone(), format!("{cold}/replica")] {
-        let refused = sa_env(&moto.env(), &["replicate", o, &inside]);
-        assert_eq!(
-            refused.status.code(),
-            Some(1),
-            "{}",
-            process::show("shared", &refused)
-        );
-        assert!(
-            String::from_utf8_lossy(&refused.stderr).contains("shares a prefix"),
-            "{}",
-            process::show("shared", &refused)
+        refused(
+            &moto.env(),
+            &["replicate", o, &inside],
+            1,
+            "shares a prefix",
         );
     }
     assert!(!other.join("REPLICA").exists());
     let b = b.to_str().expect("utf-8");
-    let refused = sa_env(
-        &moto.env(),
-        &["--cold", &url, "offload", b, "--local-budget", "0B"],
-    );
-    assert_eq!(
-        refused.status.code(),
-        Some(1),
-        "{}",
-        process::show("shared", &refused)
-    );
-    assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("share a prefix"),
-        "{}",
-        process::show("shared", &refused)
-    );
+    let offload = ["--cold", &url, "offload", b, "--local-budget", "0B"];
+    refused(&moto.env(), &offload, 1, "share a prefix");
 }
 
 const DIR_VAR: &str = "REPLICA_CRASH_DIR";
@@ -484,11 +449,16 @@ fn the_replica_layout_is_the_archives_own_paths_and_manifest_parts() {
     let url = format!("file://{}", bucket.display());
     let env: Vec<(&'static str, String)> = Vec::new();
     let part = |g: u64, o: u64| format!("manifest/gen-{g:012}/{o:020}.part");
-    let local_files = |archive: &Path| -> std::collections::BTreeMap<String, Vec<u8>> {
-        tree(&archive.join("streams"))
+    // What the bucket must hold: the archive's streams/ and OWNER as they are, and `parts`.
+    let expected = |parts: Vec<(String, Vec<u8>)>| {
+        let mut want: std::collections::BTreeMap<String, Vec<u8>> = tree(&archive.join("streams"))
             .into_iter()
             .map(|(k, v)| (format!("streams/{k}"), v))
-            .collect()
+            .collect();
+        let owner = std::fs::read(archive.join("OWNER")).expect("OWNER");
+        want.insert("OWNER".into(), owner);
+        want.extend(parts);
+        want
     };
 
     ingest(&env, a, &csv(dir.path(), "first.csv", 0, 200));
@@ -498,39 +468,22 @@ fn the_replica_layout_is_the_archives_own_paths_and_manifest_parts() {
         format!("{url}\n")
     );
     let first_log = std::fs::read(archive.join("manifest/gen-000000000001.log")).expect("log");
-    let mut want = local_files(&archive);
-    want.insert(
-        "OWNER".into(),
-        std::fs::read(archive.join("OWNER")).expect("OWNER"),
-    );
-    want.insert(part(1, 0), first_log.clone());
-    assert_eq!(tree(&bucket), want);
+    let first = (part(1, 0), first_log.clone());
+    assert_eq!(tree(&bucket), expected(vec![first.clone()]));
 
     // A later commit: one more part, from where the first ends.
     ingest(&env, a, &csv(dir.path(), "second.csv", 200, 300));
     let log = std::fs::read(archive.join("manifest/gen-000000000001.log")).expect("log");
-    let mut want = local_files(&archive);
-    want.insert(
-        "OWNER".into(),
-        std::fs::read(archive.join("OWNER")).expect("OWNER"),
-    );
-    want.insert(part(1, 0), first_log.clone());
-    want.insert(
+    let second = (
         part(1, first_log.len() as u64),
         log[first_log.len()..].to_vec(),
     );
-    assert_eq!(tree(&bucket), want);
+    assert_eq!(tree(&bucket), expected(vec![first, second]));
 
     // A checkpoint: generation 2's part 0, generation 1's parts gone.
     ok_env(&env, &["checkpoint", a]);
     let log = std::fs::read(archive.join("manifest/gen-000000000002.log")).expect("log");
-    let mut want = local_files(&archive);
-    want.insert(
-        "OWNER".into(),
-        std::fs::read(archive.join("OWNER")).expect("OWNER"),
-    );
-    want.insert(part(2, 0), log);
-    assert_eq!(tree(&bucket), want);
+    assert_eq!(tree(&bucket), expected(vec![(part(2, 0), log)]));
 }
 
 /// A clone of the archive's directory (a restored VM snapshot, a copied disk) holds the same
