@@ -204,15 +204,8 @@ impl Archive {
             }
         }
         let local_path = self.root.join(OWNER_FILE);
-        let local = crate::archive::io::local::read_if_present(&local_path)?
-            .map(|token| token.trim().to_owned());
-        let claimed = |tier: &ColdTier| -> Result<Option<String>> {
-            match tier.get(OWNER_FILE) {
-                Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).trim().to_owned())),
-                Err(e) if e.missing => Ok(None),
-                Err(e) => Err(cold(e)),
-            }
-        };
+        let local = super::replicate::local_token(&self.root)?;
+        let claimed = |tier: &ColdTier| super::replicate::bucket_token(tier).map_err(cold);
         let refuse = |theirs: &str| {
             ArchiveError::Cold(format!(
                 "{} belongs to another archive (its {OWNER_FILE} object holds {theirs:?}; this archive's {} is {}): two archives must not share a prefix, since each removes the objects its own manifest does not name — give this archive its own prefix",
@@ -249,14 +242,12 @@ impl Archive {
             Some(token) => token,
             None => {
                 let token = new_owner_token(self.config.clock.now_ns());
-                let staged = self
-                    .root
-                    .join(crate::archive::layout::TMP_DIR)
-                    .join(OWNER_FILE);
-                let disk = &self.disk;
-                durable::write_synced(disk, &staged, format!("{token}\n").as_bytes())?;
-                durable::rename(disk, &staged, &local_path)?;
-                durable::sync_dir(disk, &self.root)?;
+                super::replicate::write_root_file(
+                    &self.disk,
+                    &self.root,
+                    OWNER_FILE,
+                    &format!("{token}\n"),
+                )?;
                 token
             }
         };

@@ -239,15 +239,16 @@ fn cold_prefixes(root: &Path) -> Result<BTreeSet<String>> {
 }
 
 /// The token this archive claims prefixes with (its `OWNER` file), if it has one.
-fn local_token(root: &Path) -> Result<Option<String>> {
+pub(super) fn local_token(root: &Path) -> Result<Option<String>> {
     Ok(local::read_if_present(&root.join(OWNER_FILE))?.map(|t| t.trim().to_owned()))
 }
 
-fn bucket_token(tier: &ColdTier) -> Result<Option<String>> {
+/// The token the `OWNER` object of `tier`'s prefix holds, if there is one.
+pub(super) fn bucket_token(tier: &ColdTier) -> std::result::Result<Option<String>, ColdError> {
     match tier.get(OWNER_FILE) {
         Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).trim().to_owned())),
         Err(e) if e.missing => Ok(None),
-        Err(e) => Err(cold(e)),
+        Err(e) => Err(e),
     }
 }
 
@@ -272,7 +273,7 @@ pub fn overlaps(a: &str, b: &str) -> bool {
 
 /// Writes `text` as the file `name` at `root`, durably: staged under `.tmp/`, synced,
 /// renamed into place, the root synced.
-fn write_root_file(disk: &Disk, root: &Path, name: &str, text: &str) -> Result<()> {
+pub(super) fn write_root_file(disk: &Disk, root: &Path, name: &str, text: &str) -> Result<()> {
     let tmp = root.join(TMP_DIR);
     durable::create_dir(disk, &tmp)?;
     let staged = tmp.join(name);
@@ -309,7 +310,7 @@ pub fn declare(root: &Path, disk: &Disk, tier: &ColdTier, now_ns: u64) -> Result
         ));
     }
     let mine = local_token(root)?;
-    match (bucket_token(tier)?, &mine) {
+    match (bucket_token(tier).map_err(cold)?, &mine) {
         (Some(theirs), Some(mine)) if &theirs == mine => {}
         (Some(theirs), _) => {
             return Err(ArchiveError::Replica(format!(
@@ -337,7 +338,7 @@ pub fn declare(root: &Path, disk: &Disk, tier: &ColdTier, now_ns: u64) -> Result
             if !tier
                 .put_if_absent(OWNER_FILE, Bytes::from(format!("{token}\n")))
                 .map_err(cold)?
-                && bucket_token(tier)?.as_deref() != Some(token.as_str())
+                && bucket_token(tier).map_err(cold)?.as_deref() != Some(token.as_str())
             {
                 return Err(ArchiveError::Replica(format!(
                     "{}: another archive claimed the prefix at the same time",
@@ -389,7 +390,7 @@ pub fn replicate(
     mut progress: impl FnMut(usize, usize, u64),
 ) -> Result<ReplicationReport> {
     let mine = local_token(root)?;
-    let theirs = bucket_token(tier)?;
+    let theirs = bucket_token(tier).map_err(cold)?;
     if mine.is_none() || mine != theirs {
         return Err(ArchiveError::Replica(format!(
             "{} is not this archive's replica: its {OWNER_FILE} object holds {}, this archive's token is {} — another archive owns it, or a restore took it over (this archive is fenced); declare a replica with `series-archive replicate ARCHIVE URL`",
@@ -444,16 +445,11 @@ pub fn replicate(
     };
     let listed: BTreeMap<String, u64> = tier.list(STREAMS_DIR).map_err(cold)?.into_iter().collect();
     // Every live local file the bucket lacks, whole. Cold files live in their own tier.
-    let live: Vec<(&str, u64)> = log
+    let missing: Vec<(&str, u64)> = log
         .state
         .live_files()
-        .filter(|f| f.cold.is_none())
+        .filter(|f| f.cold.is_none() && listed.get(&f.path) != Some(&f.bytes))
         .map(|f| (f.path.as_str(), f.bytes))
-        .collect();
-    let missing: Vec<(&str, u64)> = live
-        .iter()
-        .copied()
-        .filter(|(path, bytes)| listed.get(*path) != Some(bytes))
         .collect();
     for (done, (path, bytes)) in missing.iter().enumerate() {
         upload_file(root, tier, path, *bytes)?;
@@ -474,14 +470,20 @@ pub fn replicate(
                 if relative.contains("/.") || relative.ends_with(".tmp") {
                     continue;
                 }
+                // Commits are written once: held at their size, they are held, and are not
+                // read (a pass costs what is new, not the log's history). The pointer
+                // `_last_checkpoint` is rewritten in place: held when its bytes are.
+                let pointer = relative.ends_with("_last_checkpoint");
+                let len = local::len(&path).map_err(ArchiveError::io("stat", &path))?;
+                if !pointer && listed.get(&relative) == Some(&len) {
+                    continue;
+                }
                 let bytes =
                     Bytes::from(local::read(&path).map_err(ArchiveError::io("read", &path))?);
-                // Commits are written once: held at their size, they are held. The pointer
-                // `_last_checkpoint` is rewritten in place: held when its bytes are.
-                let held = listed.get(&relative) == Some(&(bytes.len() as u64))
-                    && (!relative.ends_with("_last_checkpoint")
-                        || tier.get(&relative).map_err(cold)? == bytes);
-                if held {
+                if pointer
+                    && listed.get(&relative) == Some(&(bytes.len() as u64))
+                    && tier.get(&relative).map_err(cold)? == bytes
+                {
                     continue;
                 }
                 tier.put(&relative, bytes).map_err(cold)?;
