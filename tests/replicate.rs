@@ -7,6 +7,8 @@
 //! archive it came from; and a replication process killed at each of its steps leaves the
 //! bucket a whole archive as of some commit, which the next pass brings up to date.
 
+#[path = "common/http.rs"]
+mod http;
 #[path = "common/process.rs"]
 mod process;
 #[path = "common/s3.rs"]
@@ -413,6 +415,9 @@ fn a_replication_killed_at_each_step_leaves_a_whole_archive_and_resumes() {
     }
 }
 
+/// Objects by name, with their bytes.
+type Objects = Vec<(String, Vec<u8>)>;
+
 /// Every regular file under `dir`, as `/`-separated paths relative to it, with its bytes.
 fn tree(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     let mut out = std::collections::BTreeMap::new();
@@ -471,14 +476,29 @@ fn the_replica_layout_is_the_archives_own_paths_and_manifest_parts() {
     let first = (part(1, 0), first_log.clone());
     assert_eq!(tree(&bucket), expected(vec![first.clone()]));
 
-    // A later commit: one more part, from where the first ends.
+    // Later commits: more parts, from where the first ends, each starting where the one
+    // before it ends (the archive's replicator writes one a pass, and a pass carries every
+    // commit made since the last: how many parts depends on how fast the bucket answers).
     ingest(&env, a, &csv(dir.path(), "second.csv", 200, 300));
     let log = std::fs::read(archive.join("manifest/gen-000000000001.log")).expect("log");
-    let second = (
-        part(1, first_log.len() as u64),
-        log[first_log.len()..].to_vec(),
+    let (parts, held): (Objects, Objects) = tree(&bucket)
+        .into_iter()
+        .partition(|(k, _)| k.starts_with("manifest/"));
+    let held: std::collections::BTreeMap<String, Vec<u8>> = held.into_iter().collect();
+    assert!(
+        parts.len() >= 2,
+        "{:?}",
+        parts.iter().map(|p| &p.0).collect::<Vec<_>>()
     );
-    assert_eq!(tree(&bucket), expected(vec![first, second]));
+    assert_eq!(parts[0], first);
+    let mut end = 0;
+    for (name, bytes) in &parts {
+        assert_eq!(name, &part(1, end), "parts follow each other");
+        end += bytes.len() as u64;
+    }
+    let joined: Vec<u8> = parts.iter().flat_map(|(_, b)| b.iter().copied()).collect();
+    assert_eq!(joined, log, "the parts are the local generation");
+    assert_eq!(held, expected(Vec::new()));
 
     // A checkpoint: generation 2's part 0, generation 1's parts gone.
     ok_env(&env, &["checkpoint", a]);
@@ -524,4 +544,101 @@ fn a_clone_that_took_another_history_is_refused_not_merged() {
         .expect("utf-8")
     };
     assert_eq!(rows(r), rows(a));
+}
+
+/// What every server is asked, again after each commit: the archive's streams, surveys of the
+/// stream and of a run, a level fold and a percentile, rows of one track (a page and the
+/// whole range as CSV).
+const MIX: &[&str] = &[
+    "/api/streams",
+    "/api/survey?stream=capture&budget=200",
+    "/api/survey?stream=capture&track=run_1&budget=64",
+    "/api/fold?stream=capture&aggregate=mean",
+    "/api/fold?stream=capture&track=run_2&aggregate=p95",
+    "/api/rows?stream=capture&track=run_0&track=p1&limit=50",
+    "/api/rows?stream=capture&track=run_2&format=csv",
+];
+
+/// `/api/streams` of `server`, as JSON.
+fn streams_of(server: &http::Server) -> serde_json::Value {
+    let reply = server.get("/api/streams");
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    reply.json()
+}
+
+/// Two `serve` processes on one bucket (one with a cache directory of its own, as on another
+/// machine) follow the replica as a writer commits, compacts and replicates, and answer every
+/// request of a mix byte for byte alike, and as a server of the archive itself does; the
+/// archive's own server names where its replica stands.
+#[test]
+fn two_servers_of_one_bucket_answer_alike_while_a_writer_commits() {
+    let dir = process::scratch("replicate-serve");
+    let moto = s3::Moto::start(&[BUCKET]);
+    let archive = dir.path().join("a");
+    let a = archive.to_str().expect("utf-8");
+    let url = format!("s3://{BUCKET}/served");
+    ingest(&moto.env(), a, &csv(dir.path(), "first.csv", 0, 400));
+    ok(&moto, &["replicate", a, &url]);
+
+    let local = http::Server::start_env(process::BIN, &archive, &[], &moto.env());
+    let first = http::Server::start_env(process::BIN, Path::new(&url), &[], &moto.env());
+    let elsewhere = dir.path().join("elsewhere-tmp");
+    std::fs::create_dir_all(&elsewhere).expect("mkdir");
+    let mut env = moto.env();
+    env.push(("TMPDIR", elsewhere.to_str().expect("utf-8").to_owned()));
+    let second = http::Server::start_env(process::BIN, Path::new(&url), &[], &env);
+
+    let compare = |phase: &str| {
+        // The archive's own server is level with the archive at once; the bucket's servers
+        // within a few of their refresh periods.
+        let want = streams_of(&local);
+        assert_eq!(want["replica"]["records_behind"], 0, "{phase}: {want}");
+        assert_eq!(want["replica"]["url"], url.as_str(), "{phase}");
+        let barriers = want["barriers"].clone();
+        for server in [&first, &second] {
+            let began = std::time::Instant::now();
+            while streams_of(server)["barriers"] != barriers {
+                assert!(
+                    began.elapsed() < std::time::Duration::from_secs(30),
+                    "{phase}: a server of the bucket did not reach barrier {barriers}: {}",
+                    streams_of(server)
+                );
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        }
+        for path in MIX {
+            let (one, two, own) = (first.get(path), second.get(path), local.get(path));
+            assert_eq!(one.status, 200, "{phase} {path}: {}", one.text());
+            assert!(one.complete && two.complete, "{phase} {path}");
+            assert_eq!(
+                one.body, two.body,
+                "{phase} {path}: the two servers of the bucket"
+            );
+            if *path == "/api/streams" {
+                let mut own = own.json();
+                own.as_object_mut().expect("object").remove("replica");
+                assert_eq!(
+                    one.json(),
+                    own,
+                    "{phase} {path}: the bucket's and the archive's"
+                );
+            } else {
+                assert_eq!(
+                    one.body, own.body,
+                    "{phase} {path}: the bucket's and the archive's"
+                );
+            }
+        }
+    };
+    compare("first commit");
+    ingest(&moto.env(), a, &csv(dir.path(), "second.csv", 400, 700));
+    compare("after an ingest");
+    // A compaction: the files it replaced leave the bucket with the pass that carries it, so a
+    // server still on the older snapshot finds them gone and reads again on the new one.
+    ok_env(&moto.env(), &["compact", a]);
+    compare("after a compaction");
+    let said = ok(&moto, &["inspect", a, "--json"]);
+    let inspected: serde_json::Value = serde_json::from_str(&said).expect("json");
+    assert_eq!(inspected["replica"]["records_behind"], 0, "{said}");
+    assert_eq!(inspected["replica"]["seconds_behind"], 0.0, "{said}");
 }

@@ -30,6 +30,9 @@ pub struct Config {
     pub(crate) level_cache_cells: usize,
     pub(crate) scope: Option<crate::archive::format::manifest::Scope>,
     pub(crate) replica_cache: Option<std::path::PathBuf>,
+    pub(crate) replica: Option<Arc<crate::archive::io::cold::ColdTier>>,
+    pub(crate) replication: bool,
+    pub(crate) max_lag: Option<(u64, std::time::Duration)>,
 }
 
 /// The manifest size past which a new generation starts with a snapshot (the default).
@@ -54,6 +57,9 @@ impl Default for Config {
             level_cache_cells: crate::archive::format::levels::LEVEL_CACHE_CELLS,
             scope: None,
             replica_cache: None,
+            replica: None,
+            replication: true,
+            max_lag: None,
         }
     }
 }
@@ -179,6 +185,35 @@ impl Config {
     /// upload a crash cut off before its record).
     pub fn cold(mut self, tier: crate::archive::io::cold::ColdTier) -> Self {
         self.cold = Some(Arc::new(tier));
+        self
+    }
+
+    /// Declares `tier` the archive's replica, the bucket prefix that becomes a whole archive
+    /// ([`crate::archive::replicate`]): a writable open claims its prefix and records it in
+    /// the archive's `REPLICA` file (once; refused when the archive has another replica, or
+    /// the prefix belongs to another archive or overlaps a cold tier), then replicates every
+    /// commit to it. An archive whose replica is already recorded needs no declaration: every
+    /// writable open replicates to it.
+    pub fn replicate(mut self, tier: crate::archive::io::cold::ColdTier) -> Self {
+        self.replica = Some(Arc::new(tier));
+        self
+    }
+
+    /// Whether a writable open replicates to the archive's recorded replica on a thread of its
+    /// own, each commit as it is made (the default). Off, nothing replicates until a pass is
+    /// run ([`crate::archive::replicate::replicate`], `series-archive replicate`).
+    pub fn replication(mut self, on: bool) -> Self {
+        self.replication = on;
+        self
+    }
+
+    /// Bounds the replica's lag: a barrier returns only once the bucket holds every commit
+    /// of this handle but the newest `commits` (0: the barrier itself), waiting at most
+    /// `wait`; past it the barrier (durable locally) answers a
+    /// [`crate::archive::ArchiveError::Replica`] saying where the bucket stands. Without a
+    /// bound (the default) replication never holds a barrier up.
+    pub fn max_lag(mut self, commits: u64, wait: std::time::Duration) -> Self {
+        self.max_lag = Some((commits, wait));
         self
     }
 

@@ -47,6 +47,9 @@ struct Streams {
     #[serde(flatten)]
     at: Summary,
     streams: Vec<StreamInfo>,
+    /// Where the archive's replica stands (`replicate --status --json`), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replica: Option<serde_json::Value>,
 }
 
 /// What the tree shows of one track.
@@ -121,6 +124,7 @@ fn describe(archive: &Archive) -> Result<Streams, ReadError> {
     Ok(Streams {
         at: Summary::of(archive),
         streams,
+        replica: None,
     })
 }
 
@@ -131,7 +135,12 @@ pub(super) async fn streams(
 ) -> Response {
     let answer = async {
         Params::parse(query.as_deref(), &[])?;
-        blocking(move || Ok(Json(describe(&*shared.refresh()?)?))).await
+        blocking(move || {
+            let mut described = describe(&*shared.refresh()?)?;
+            described.replica = shared.replica();
+            Ok(Json(described))
+        })
+        .await
     };
     answer.await.into_response()
 }

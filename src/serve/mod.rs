@@ -36,6 +36,9 @@ use std::time::Duration;
 
 /// How often the server looks for a barrier another process committed.
 const REFRESH: Duration = Duration::from_millis(200);
+/// How often a server of a replica by its URL asks the bucket for a new commit: one listing
+/// of its manifest parts a time.
+const REFRESH_BUCKET: Duration = Duration::from_secs(1);
 /// Raw scans (rows, percentiles) at once; more wait for a permit.
 const RAW_SCANS: usize = 2;
 /// The longest query string answered; longer is refused before anything is read.
@@ -153,6 +156,7 @@ pub fn run(options: Options, announce: &mut dyn Announce) -> Result<(), ServeErr
         max_budget,
         raw: Arc::new(tokio::sync::Semaphore::new(RAW_SCANS)),
         reopening: std::sync::Mutex::new(()),
+        replica: std::sync::Mutex::new(None),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -229,10 +233,16 @@ async fn stop_signal() {
     }
 }
 
-/// Looks for a moved manifest every [`REFRESH`]; a failed reopen keeps the old snapshot
-/// (reads go on answering what was durable then) and is logged.
+/// Looks for a moved manifest every [`REFRESH`] ([`REFRESH_BUCKET`] for a replica opened by
+/// its URL); a failed reopen keeps the old snapshot (reads go on answering what was durable
+/// then) and is logged.
 async fn refresh_loop(shared: Arc<Shared>) {
-    let mut tick = tokio::time::interval(REFRESH);
+    let every = if crate::archive::replicate::as_url(&shared.root).is_some() {
+        REFRESH_BUCKET
+    } else {
+        REFRESH
+    };
+    let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;

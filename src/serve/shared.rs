@@ -42,9 +42,45 @@ pub(super) struct Shared {
     pub(super) max_budget: usize,
     pub(super) raw: Arc<tokio::sync::Semaphore>,
     pub(super) reopening: std::sync::Mutex<()>,
+    /// Where the archive's replica stood when last asked, and when that was.
+    pub(super) replica: std::sync::Mutex<Option<(std::time::Instant, Option<serde_json::Value>)>>,
 }
 
+/// How long an answer of where the replica stands is reused (each costs a listing of the
+/// bucket's manifest parts).
+const REPLICA_FRESH: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Shared {
+    /// Where the replica of the archive served stands (blocking: it asks the bucket, at most
+    /// once per [`REPLICA_FRESH`]); `None` for an archive without a replica, or one served
+    /// by its URL (it is the replica).
+    pub(super) fn replica(&self) -> Option<serde_json::Value> {
+        use crate::archive::{cold::ColdTier, replicate, Clock, SystemClock};
+        if replicate::as_url(&self.root).is_some() {
+            return None;
+        }
+        let mut seen = self.replica.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, answer)) = seen.as_ref() {
+            if at.elapsed() < REPLICA_FRESH {
+                return answer.clone();
+            }
+        }
+        let answer = replicate::recorded(&self.root).ok().flatten().map(|url| {
+            let status = ColdTier::from_url(&url)
+                .map_err(|e| e.to_string())
+                .and_then(|tier| {
+                    replicate::status(&self.root, &tier, SystemClock.now_ns())
+                        .map_err(|e| e.to_string())
+                });
+            match status {
+                Ok(status) => serde_json::to_value(status).unwrap_or_default(),
+                Err(error) => serde_json::json!({ "url": url, "error": error }),
+            }
+        });
+        *seen = Some((std::time::Instant::now(), answer.clone()));
+        answer
+    }
+
     pub(super) fn snapshot(&self) -> Arc<Archive> {
         match self.current.read() {
             Ok(current) => current.clone(),

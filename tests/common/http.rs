@@ -18,7 +18,14 @@ impl Server {
     /// Starts `series-archive serve ARCHIVE --listen 127.0.0.1:0 EXTRA…` and waits for the
     /// line saying where it listens.
     pub fn start(bin: &str, archive: &Path, extra: &[&str]) -> Server {
+        Server::start_env(bin, archive, extra, &[])
+    }
+
+    /// [`Server::start`] with `env` set in the server's environment (a bucket's endpoint and
+    /// credentials, its `TMPDIR`).
+    pub fn start_env(bin: &str, archive: &Path, extra: &[&str], env: &[(&str, String)]) -> Server {
         let mut child = Command::new(bin)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .arg("serve")
             .arg(archive)
             .args(["--listen", "127.0.0.1:0"])

@@ -1558,6 +1558,7 @@ impl Archive {
         }
         self.checkpoint_delta_logs();
         tracing::info!(generation, "checkpoint");
+        self.hand_to_replicator();
         Ok(generation)
     }
 

@@ -22,6 +22,7 @@ pub(crate) mod read;
 pub mod reader;
 mod repair;
 pub mod replicate;
+mod replicator;
 pub mod restore;
 mod seal;
 mod series;
@@ -33,6 +34,7 @@ pub use describe::{
 };
 pub use open::Recovery;
 pub use repair::{Evidence, LostRecord, RepairPlan};
+pub use replicator::Replication;
 pub use seal::{BarrierReport, SealedStream, Validator};
 pub use survey::{Floors, Folded, Survey};
 
@@ -71,6 +73,9 @@ struct Selected {
 /// One process writes (the `LOCK` file is held while open for writing); any number may
 /// open it read-only. See the crate docs for the model and `docs/format.md` for the bytes.
 pub struct Archive {
+    /// Replicates every commit to the declared replica (writable opens); first, so that it
+    /// stops before the writer's lock is released.
+    replicator: Option<replicator::Replicator>,
     root: PathBuf,
     config: Config,
     /// The manifest log, the state it proves, the name counter, the poisoned flag.
@@ -91,6 +96,10 @@ pub struct Archive {
     store: Arc<store::Store>,
     /// Keeps the streams' Delta logs level with the manifest (writable, unless turned off).
     delta: Option<delta::Publisher>,
+    /// The bucket a read-only open by URL replayed the manifest of
+    /// ([`replicate::open_url`]): whether the manifest moved is asked of it, not of the
+    /// local copy.
+    origin: Option<Arc<crate::archive::io::cold::ColdTier>>,
 }
 
 impl std::fmt::Debug for Archive {
@@ -146,18 +155,53 @@ impl Archive {
         for stream in streams {
             self.publish_after_commit(&stream);
         }
+        self.hand_to_replicator();
         Ok(())
+    }
+
+    /// Hands the replicator what the last commit proves, once its Delta commits are written
+    /// too (one pass carries both).
+    fn hand_to_replicator(&self) {
+        if let Some(r) = &self.replicator {
+            r.committed(replicate::Committed::of(
+                self.commit.state(),
+                self.commit.manifest_bytes(),
+            ));
+        }
+    }
+
+    /// Under a lag bound ([`Config::max_lag`]), waits for the bucket to hold every commit but
+    /// the newest `max_lag`; refuses (without poisoning: the commits are durable) when it does
+    /// not in time.
+    fn wait_for_replica(&self) -> Result<()> {
+        match (&self.replicator, self.config.max_lag) {
+            (Some(r), Some((lag, wait))) => r.wait_for(r.progress().commits, lag, wait),
+            _ => Ok(()),
+        }
+    }
+
+    /// Where this handle's replication stands: `None` when it does not replicate (read-only,
+    /// no replica declared, or [`Config::replication`] off).
+    pub fn replication(&self) -> Option<Replication> {
+        self.replicator
+            .as_ref()
+            .map(replicator::Replicator::progress)
     }
 
     /// Whether a writer has committed since this (read-only) open replayed the manifest: a
     /// new generation, or records appended past what was replayed. A reader refused as
     /// `Unreadable` because a file its snapshot named is gone (a compaction or retirement
     /// deleted it after its record) opens again and retries when this is true; see
-    /// `docs/format.md`, "Readers beside a writer".
+    /// `docs/format.md`, "Readers beside a writer". An open of a replica by its URL asks
+    /// the bucket (one listing of its manifest parts): a part past what was replayed, or a
+    /// newer generation, is a move; a bucket that does not answer proves none.
     pub fn manifest_moved(&self) -> bool {
         let Some((generation, len)) = self.replayed else {
             return false;
         };
+        if let Some(tier) = &self.origin {
+            return replicate::bucket_moved(tier, generation, len);
+        }
         let dir = self.root.join(MANIFEST_DIR);
         let newest = durable::list_files(&dir).ok().and_then(|files| {
             files

@@ -2,7 +2,7 @@
 //! a crash left as evidence, healing a torn tail, and recording the declarations.
 
 use super::commit::CommitPoint;
-use super::{beyond, delta, restore, Archive, Selected, READ_ONLY_ATTEMPTS};
+use super::{beyond, delta, replicate, restore, Archive, Selected, READ_ONLY_ATTEMPTS};
 use crate::archive::config::Config;
 use crate::archive::error::{ArchiveError, Result};
 use crate::archive::format::levels;
@@ -107,6 +107,7 @@ impl Archive {
             config.level_cache_cells,
         )));
         let mut archive = Archive {
+            replicator: None,
             root,
             config,
             commit,
@@ -120,6 +121,7 @@ impl Archive {
             disk,
             store,
             delta: None,
+            origin: None,
         };
         archive.recover()?;
         archive.declare()?;
@@ -131,8 +133,37 @@ impl Archive {
                 archive.delta = Some(delta::Publisher::new(&archive.root, archive.disk.clone())?);
                 archive.level_delta_logs()?;
             }
+            archive.start_replicator()?;
         }
         Ok(archive)
+    }
+
+    /// Declares the replica [`Config::replicate`] names (once), then starts replicating to the
+    /// archive's recorded replica, unless [`Config::replication`] is off.
+    fn start_replicator(&mut self) -> Result<()> {
+        if let Some(tier) = self.config.replica.clone() {
+            let now = self.config.clock.now_ns();
+            replicate::declare(&self.root, &self.disk, &tier, now)?;
+        }
+        if !self.config.replication {
+            return Ok(());
+        }
+        let tier = match (replicate::recorded(&self.root)?, &self.config.replica) {
+            (None, _) => return Ok(()),
+            (Some(url), Some(tier)) if url == tier.url() => tier.clone(),
+            (Some(url), _) => Arc::new(
+                crate::archive::io::cold::ColdTier::from_url(&url)
+                    .map_err(|e| ArchiveError::Replica(format!("the replica {url}: {e}")))?,
+            ),
+        };
+        let recovered = replicate::Committed::of(self.commit.state(), self.commit.manifest_bytes());
+        self.replicator = Some(super::replicator::Replicator::start(
+            self.root.clone(),
+            tier,
+            self.config.faults.clone(),
+            recovered,
+        )?);
+        Ok(())
     }
 
     pub(super) fn recover(&mut self) -> Result<()> {

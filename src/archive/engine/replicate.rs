@@ -43,7 +43,7 @@ const ATTEMPTS: usize = 4;
 const TAIL_CHECKED: u64 = 4096;
 
 /// Where a replica stands against its archive.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ReplicaStatus {
     /// The bucket prefix (`s3://bucket/prefix`).
     pub url: String,
@@ -61,6 +61,11 @@ pub struct ReplicaStatus {
     pub records_behind: usize,
     /// Their bytes.
     pub bytes_behind: u64,
+    /// How long ago the oldest record the bucket lacks was committed, in seconds, by the
+    /// time it carries (a barrier's `sealed_at_ns`, a retirement's `retired_at_ns`): 0 when
+    /// caught up; `None` when behind only by records that carry no time (a declaration, a
+    /// compaction, an offload, a checkpoint's snapshot).
+    pub seconds_behind: Option<f64>,
 }
 
 impl ReplicaStatus {
@@ -71,7 +76,7 @@ impl ReplicaStatus {
 }
 
 /// What one replication pass did.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ReplicationReport {
     /// Where the replica stands after the pass.
     pub status: ReplicaStatus,
@@ -180,16 +185,96 @@ fn records_from(bytes: &[u8], from: usize) -> usize {
     n
 }
 
-/// The archive's manifest as a reader sees it: the current generation's durable prefix
-/// (a torn or in-flight tail left out) and the state it proves.
-struct LocalLog {
+/// A live file as a pass sees it: its archive-relative path, its bytes, whether it lives in
+/// a cold tier (then it is not uploaded: it is read from there).
+#[derive(Clone, Debug)]
+pub(crate) struct LiveFile {
+    path: String,
+    bytes: u64,
+    /// The file's URL in its cold tier, when it lives there.
+    cold: Option<String>,
+}
+
+/// What a pass replicates: the archive's current manifest generation, its durable prefix (a
+/// torn or in-flight tail left out), how many records that holds, and of the state it proves
+/// what a pass needs (the live files, the streams, the next name).
+pub(crate) struct LocalLog {
     generation: u64,
     bytes: Vec<u8>,
     records: usize,
-    state: State,
+    files: Vec<LiveFile>,
+    streams: Vec<String>,
+    next_name: u64,
 }
 
-fn local_log(root: &Path) -> Result<LocalLog> {
+/// What the archive's writer hands its replicator after a commit: the state its manifest
+/// proves up to `len` bytes of generation `generation`, without the bytes (the replicator
+/// reads them from the manifest file, which holds them durably by then).
+#[derive(Clone, Debug)]
+pub(crate) struct Committed {
+    pub(crate) generation: u64,
+    pub(crate) len: u64,
+    pub(crate) files: Vec<LiveFile>,
+    pub(crate) streams: Vec<String>,
+    pub(crate) next_name: u64,
+}
+
+impl Committed {
+    /// What `state` (durable through `len` bytes of its generation) hands a replicator.
+    pub(crate) fn of(state: &State, len: u64) -> Committed {
+        Committed {
+            generation: state.generation,
+            len,
+            files: live_files(state),
+            streams: state.streams.keys().cloned().collect(),
+            next_name: state.next_name,
+        }
+    }
+
+    /// The pass's view: the manifest file's first `len` bytes (refused when the file is gone
+    /// or shorter: a checkpoint replaced the generation, and a later commit's view is due).
+    fn read(self, root: &Path) -> Result<LocalLog> {
+        let path = root
+            .join(MANIFEST_DIR)
+            .join(layout::generation_name(self.generation));
+        let mut bytes = local::read(&path).map_err(ArchiveError::io("read", &path))?;
+        if (bytes.len() as u64) < self.len {
+            return Err(ArchiveError::Replica(format!(
+                "{}: {} bytes, the writer committed {}",
+                path.display(),
+                bytes.len(),
+                self.len
+            )));
+        }
+        bytes.truncate(self.len as usize);
+        Ok(LocalLog {
+            generation: self.generation,
+            records: records_from(&bytes, 0),
+            bytes,
+            files: self.files,
+            streams: self.streams,
+            next_name: self.next_name,
+        })
+    }
+}
+
+fn live_files(state: &State) -> Vec<LiveFile> {
+    state
+        .live_files()
+        .map(|f| LiveFile {
+            path: f.path.clone(),
+            bytes: f.bytes,
+            cold: f.cold.clone(),
+        })
+        .collect()
+}
+
+/// The archive's current manifest generation: its number, its file and its bytes. With
+/// `sync`, the file is synced before its bytes are trusted: a writer beside a pass syncs a
+/// record after appending it, so what is read here may not be durable yet; synced now (fsync
+/// flushes what any process wrote to the file), the bucket never holds a record a crash of
+/// this machine could still take back.
+fn newest_generation(root: &Path, sync: bool) -> Result<(u64, std::path::PathBuf, Vec<u8>)> {
     let dir = root.join(MANIFEST_DIR);
     let mut attempt = 0;
     loop {
@@ -203,34 +288,71 @@ fn local_log(root: &Path) -> Result<LocalLog> {
                 path: root.to_path_buf(),
             });
         };
-        let mut bytes = match local::read(&path) {
+        // A checkpoint may replace the generation between the listing and the read.
+        let replaced =
+            |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound && attempt < ATTEMPTS;
+        let bytes = match local::read(&path) {
             Ok(bytes) => bytes,
-            // A checkpoint replaced the generation between the listing and the read.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && attempt < ATTEMPTS => continue,
+            Err(e) if replaced(&e) => continue,
             Err(e) => return Err(ArchiveError::io("read", &path)(e)),
         };
-        let replayed = replay_bytes(&path, &bytes, generation)?;
-        bytes.truncate(replayed.trusted_len as usize);
-        return Ok(LocalLog {
-            generation,
-            bytes,
-            records: replayed.records,
-            state: replayed.state,
-        });
+        if sync {
+            match local::sync_path(&path) {
+                Ok(()) => {}
+                Err(ArchiveError::Io { source, .. }) if replaced(&source) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        return Ok((generation, path, bytes));
     }
+}
+
+/// The archive's manifest as a reader sees it (its current generation replayed).
+fn local_log(root: &Path, sync: bool) -> Result<LocalLog> {
+    let (generation, path, mut bytes) = newest_generation(root, sync)?;
+    let replayed = replay_bytes(&path, &bytes, generation)?;
+    bytes.truncate(replayed.trusted_len as usize);
+    Ok(LocalLog {
+        generation,
+        bytes,
+        records: replayed.records,
+        files: live_files(&replayed.state),
+        streams: replayed.state.streams.keys().cloned().collect(),
+        next_name: replayed.state.next_name,
+    })
+}
+
+/// The archive's current manifest generation up to the end of its run of whole frames, not
+/// replayed (what [`status`] needs: the bytes and records a pass would carry).
+fn framed_log(root: &Path) -> Result<LocalLog> {
+    let (generation, _, mut bytes) = newest_generation(root, false)?;
+    let (mut at, mut records) = (0, 0);
+    while let Decoded::Record { next, .. } = frame::decode(&bytes, at) {
+        at = next;
+        records += 1;
+    }
+    bytes.truncate(at);
+    Ok(LocalLog {
+        generation,
+        bytes,
+        records,
+        files: Vec::new(),
+        streams: Vec::new(),
+        next_name: 0,
+    })
 }
 
 /// The cold tiers the archive's manifest names files in: each cold file's URL, less its
 /// archive-relative path.
 fn cold_prefixes(root: &Path) -> Result<BTreeSet<String>> {
-    let log = match local_log(root) {
+    let log = match local_log(root, false) {
         Ok(log) => log,
         Err(ArchiveError::NoManifest { .. }) => return Ok(BTreeSet::new()),
         Err(e) => return Err(e),
     };
     Ok(log
-        .state
-        .live_files()
+        .files
+        .iter()
         .filter_map(|f| {
             let url = f.cold.as_deref()?;
             Some(url.strip_suffix(&f.path)?.trim_end_matches('/').to_owned())
@@ -350,10 +472,45 @@ pub fn declare(root: &Path, disk: &Disk, tier: &ColdTier, now_ns: u64) -> Result
     write_root_file(disk, root, REPLICA_FILE, &format!("{}\n", tier.url()))
 }
 
-/// Where the replica in `tier` of the archive at `root` stands, without changing anything.
-pub fn status(root: &Path, tier: &ColdTier) -> Result<ReplicaStatus> {
-    let log = local_log(root)?;
-    Ok(standing(tier, &log, bucket_current(&bucket_parts(tier)?)))
+/// Where the replica in `tier` of the archive at `root` stands, without changing anything;
+/// `now_ns` dates the lag.
+pub fn status(root: &Path, tier: &ColdTier, now_ns: u64) -> Result<ReplicaStatus> {
+    let log = framed_log(root)?;
+    let mut status = standing(tier, &log, bucket_current(&bucket_parts(tier)?));
+    status.seconds_behind = if status.records_behind == 0 {
+        Some(0.0)
+    } else {
+        oldest_time(
+            &log.bytes,
+            (log.bytes.len() as u64 - status.bytes_behind) as usize,
+        )
+        .map(|t| now_ns.saturating_sub(t) as f64 / 1e9)
+    };
+    Ok(status)
+}
+
+/// The earliest time a record of `bytes` from `from` (a record boundary) on carries: a
+/// barrier's `sealed_at_ns`, a retirement's `retired_at_ns`. Only the two fields are read of
+/// each record's JSON.
+fn oldest_time(bytes: &[u8], from: usize) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Stamp {
+        sealed_at_ns: Option<u64>,
+        retired_at_ns: Option<u64>,
+    }
+    let mut at = from;
+    let mut oldest: Option<u64> = None;
+    while let Decoded::Record { payload, next } = frame::decode(bytes, at) {
+        // A paged record is its JSON, a newline, then its pages.
+        let json = payload.split(|b| *b == b'\n').next().unwrap_or(payload);
+        if let Ok(stamp) = serde_json::from_slice::<Stamp>(json) {
+            if let Some(t) = stamp.sealed_at_ns.or(stamp.retired_at_ns) {
+                oldest = Some(oldest.map_or(t, |o| o.min(t)));
+            }
+        }
+        at = next;
+    }
+    oldest
 }
 
 fn standing(tier: &ColdTier, log: &LocalLog, bucket: Option<(u64, u64)>) -> ReplicaStatus {
@@ -362,6 +519,7 @@ fn standing(tier: &ColdTier, log: &LocalLog, bucket: Option<(u64, u64)>) -> Repl
         Some((g, held)) if g == log.generation => held.min(local_bytes),
         _ => 0,
     };
+    let behind = local_bytes - bytes;
     ReplicaStatus {
         url: tier.url().to_owned(),
         local_generation: log.generation,
@@ -370,7 +528,8 @@ fn standing(tier: &ColdTier, log: &LocalLog, bucket: Option<(u64, u64)>) -> Repl
         generation: bucket.map(|(g, _)| g),
         bytes,
         records_behind: records_from(&log.bytes, bytes as usize),
-        bytes_behind: local_bytes - bytes,
+        bytes_behind: behind,
+        seconds_behind: (behind == 0).then_some(0.0),
     }
 }
 
@@ -387,8 +546,26 @@ pub fn replicate(
     root: &Path,
     tier: &ColdTier,
     faults: &Faults,
-    mut progress: impl FnMut(usize, usize, u64),
+    progress: impl FnMut(usize, usize, u64),
 ) -> Result<ReplicationReport> {
+    check_owner(root, tier)?;
+    replicate_log(root, tier, faults, local_log(root, true)?, progress)
+}
+
+/// The pass the archive's own replicator runs after its writer committed `committed`: as
+/// [`replicate`], from the state the writer handed over instead of a replay of the manifest.
+pub(crate) fn replicate_committed(
+    root: &Path,
+    tier: &ColdTier,
+    faults: &Faults,
+    committed: Committed,
+) -> Result<ReplicationReport> {
+    check_owner(root, tier)?;
+    replicate_log(root, tier, faults, committed.read(root)?, |_, _, _| {})
+}
+
+/// Refuses a prefix whose `OWNER` object is not the token of the archive at `root`.
+fn check_owner(root: &Path, tier: &ColdTier) -> Result<()> {
     let mine = local_token(root)?;
     let theirs = bucket_token(tier).map_err(cold)?;
     if mine.is_none() || mine != theirs {
@@ -399,7 +576,16 @@ pub fn replicate(
             mine.map_or("absent".to_owned(), |t| format!("{t:?}")),
         )));
     }
-    let log = local_log(root)?;
+    Ok(())
+}
+
+fn replicate_log(
+    root: &Path,
+    tier: &ColdTier,
+    faults: &Faults,
+    log: LocalLog,
+    mut progress: impl FnMut(usize, usize, u64),
+) -> Result<ReplicationReport> {
     let parts = bucket_parts(tier)?;
     let bucket = bucket_current(&parts);
     let mut report = ReplicationReport::default();
@@ -446,8 +632,8 @@ pub fn replicate(
     let listed: BTreeMap<String, u64> = tier.list(STREAMS_DIR).map_err(cold)?.into_iter().collect();
     // Every live local file the bucket lacks, whole. Cold files live in their own tier.
     let missing: Vec<(&str, u64)> = log
-        .state
-        .live_files()
+        .files
+        .iter()
         .filter(|f| f.cold.is_none() && listed.get(&f.path) != Some(&f.bytes))
         .map(|f| (f.path.as_str(), f.bytes))
         .collect();
@@ -460,7 +646,7 @@ pub fn replicate(
     }
 
     // The Delta logs: commits in version order, `_last_checkpoint` (rewritten in place) last.
-    for id in log.state.streams.keys() {
+    for id in &log.streams {
         for table in ["rows", "levels"] {
             let dir = root.join(STREAMS_DIR).join(id).join(table).join(LOG_DIR);
             let mut files = durable::list_files(&dir)?;
@@ -538,14 +724,14 @@ fn delete_unnamed(
             }
         }
     }
-    let named: BTreeSet<&str> = log.state.live_files().map(|f| f.path.as_str()).collect();
+    let named: BTreeSet<&str> = log.files.iter().map(|f| f.path.as_str()).collect();
     for relative in listed.keys() {
         let numbered = relative
             .rsplit('/')
             .next()
             .and_then(parse_data_file_name)
             .filter(|_| !relative.contains(&format!("/{LOG_DIR}/")));
-        if numbered.is_some_and(|n| n < log.state.next_name) && !named.contains(relative.as_str()) {
+        if numbered.is_some_and(|n| n < log.next_name) && !named.contains(relative.as_str()) {
             tier.delete(relative).map_err(cold)?;
             deleted += 1;
         }
@@ -736,11 +922,27 @@ pub fn as_url(root: &Path) -> Option<&str> {
 /// else beneath the system's temporary directory) and replayed as a local archive's is, and
 /// every file it names is read from the bucket by ranged GETs checked against the same
 /// digests (files it names in a cold tier from there). Answers what the archive served as of
-/// the replica's last commit. A file the replica's next pass deleted is `Missing`, and a read
-/// beside the replicator starts again on a fresh open ([`crate::archive::reader::read`]).
+/// the replica's last commit. The open follows the bucket: [`Archive::manifest_moved`] asks
+/// it whether a pass replicated a commit since, so a read that finds a file the replica's next
+/// pass deleted (`Missing`) starts again on a fresh open ([`crate::archive::reader::read`]),
+/// and `serve` of a URL moves to each new commit as it does beside a local writer.
 pub fn open_url(url: &str, config: &Config) -> Result<Archive> {
-    let tier = ColdTier::from_url(url).map_err(cold)?;
-    let (generation, manifest, _) = fetch_manifest(&tier)?;
+    let tier = std::sync::Arc::new(ColdTier::from_url(url).map_err(cold)?);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match open_replica(&tier, config) {
+            // Another reader of the same cache put a newer generation in place and removed
+            // the one this open had written, between its rename and its replay.
+            Err(ArchiveError::Io { source, .. })
+                if attempt < ATTEMPTS && source.kind() == std::io::ErrorKind::NotFound => {}
+            other => return other,
+        }
+    }
+}
+
+fn open_replica(tier: &std::sync::Arc<ColdTier>, config: &Config) -> Result<Archive> {
+    let (generation, manifest, _) = fetch_manifest(tier)?;
     let base = match &config.replica_cache {
         Some(dir) => dir.clone(),
         None => std::env::temp_dir().join("series-archive-replicas"),
@@ -778,7 +980,21 @@ pub fn open_url(url: &str, config: &Config) -> Result<Archive> {
             }
         }
     }
+    archive.origin = Some(tier.clone());
     Ok(archive)
+}
+
+/// Whether the replica in `tier` holds more than the manifest generation `generation` up to
+/// byte `len` (what a read-only open of it replayed): a part past `len`, or a newer
+/// generation. A bucket that does not answer proves no move (logged).
+pub(super) fn bucket_moved(tier: &ColdTier, generation: u64, len: u64) -> bool {
+    match bucket_parts(tier) {
+        Ok(parts) => bucket_current(&parts).is_some_and(|now| now > (generation, len)),
+        Err(e) => {
+            tracing::warn!("asking {} whether its manifest moved: {e}", tier.url());
+            false
+        }
+    }
 }
 
 #[cfg(test)]

@@ -106,14 +106,20 @@ impl Archive {
     /// staged it does no I/O and answers `None`.
     ///
     /// A failed write or sync poisons the archive: no retry, no further barrier until it is
-    /// reopened and recovery decides what is durable.
+    /// reopened and recovery decides what is durable. Under a lag bound
+    /// ([`Config::max_lag`](crate::archive::Config::max_lag)) the barrier then waits for the
+    /// replica, and answers [`ArchiveError::Replica`] (not poisoning: the barrier is durable)
+    /// when the bucket does not take it in time.
     pub fn seal_all(&mut self) -> Result<Option<BarrierReport>> {
         self.commit.writable("seal")?;
         if self.staged.values().all(Staged::is_empty) {
             return Ok(None);
         }
         match self.write_barrier() {
-            Ok(report) => Ok(Some(report)),
+            Ok(report) => {
+                self.wait_for_replica()?;
+                Ok(Some(report))
+            }
             Err(e) => {
                 self.staged.clear();
                 Err(self.poison(e))

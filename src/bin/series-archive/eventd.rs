@@ -29,7 +29,7 @@ fn failure(e: ImportError) -> Failure {
 
 pub fn import(req: Request) -> Result<(), Failure> {
     let mut shown = Shown::default();
-    let config = lifecycle::with_cold(crate::config())?;
+    let config = crate::replica::replicating(lifecycle::with_cold(crate::config())?);
     let imported = eventd::import(
         eventd::Request {
             database: req.database,

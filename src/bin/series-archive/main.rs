@@ -57,6 +57,16 @@ struct Cli {
     /// each cold tier's GETs, PUTs, DELETEs and LISTs (what a read or a move costs).
     #[arg(long, global = true)]
     requests: bool,
+    /// For commands that seal barriers (ingest, import-eventd) on an archive with a replica:
+    /// each barrier waits until the bucket holds every commit but the newest N (0: the
+    /// barrier itself), so a lost machine loses at most N commits. Without it the replica
+    /// follows on a thread of its own and never holds a barrier up.
+    #[arg(long, global = true, value_name = "N")]
+    max_lag: Option<u64>,
+    /// How long a barrier waits for the bucket under --max-lag before the command fails
+    /// (what it committed stays durable locally), in seconds.
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 60.0)]
+    max_lag_wait: f64,
 }
 
 /// What `survey` and `fold` read: a stream, a track selection and an axis range [from, to).
@@ -483,8 +493,11 @@ fn positive_seconds(text: &str) -> Result<f64, String> {
 }
 
 /// A configuration for one of this command's archive handles.
+/// The configuration every command starts from. Replication runs at the end of each command
+/// that commits ([`replica::after_commit`]); commands that seal many barriers turn the
+/// archive's own replicator on ([`replica::replicating`]).
 pub(crate) fn config() -> Config {
-    Config::new().requests(REQUESTS.clone())
+    Config::new().requests(REQUESTS.clone()).replication(false)
 }
 
 fn main() -> ExitCode {
@@ -496,6 +509,10 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     lifecycle::set_cold(cli.cold.clone());
+    if let Err(f) = replica::set_max_lag(cli.max_lag, cli.max_lag_wait) {
+        eprintln!("series-archive: {}", f.message);
+        return ExitCode::from(f.code);
+    }
     let requests = cli.requests;
     let result = match cli.command {
         Command::Ingest {
@@ -875,7 +892,7 @@ fn ingest(
     let (opened, mut validator) = if recorded.is_some() {
         let archive = Archive::open(
             archive_dir,
-            lifecycle::with_cold(crate::config().stream(spec.clone()))?,
+            replica::replicating(lifecycle::with_cold(crate::config().stream(spec.clone()))?),
         )?;
         for q in &archive.recovery().quarantined {
             eprintln!(
@@ -942,7 +959,7 @@ fn ingest(
         Some(archive) => archive,
         None => Archive::open(
             archive_dir,
-            lifecycle::with_cold(crate::config().stream(spec))?,
+            replica::replicating(lifecycle::with_cold(crate::config().stream(spec))?),
         )?,
     };
     // Stage what was checked and seal on the cadence.
@@ -1210,7 +1227,13 @@ fn inspect(archive_dir: &Path, json: bool) -> Result<(), Failure> {
     let archive = read_only(archive_dir)?;
     let d = archive.describe()?;
     if json {
-        out!("{}", serde_json::to_string_pretty(&d)?);
+        let mut shown = serde_json::to_value(&d)?;
+        if let (Some(replica), Some(object)) =
+            (replica::inspected_json(archive_dir), shown.as_object_mut())
+        {
+            object.insert("replica".into(), replica);
+        }
+        out!("{}", serde_json::to_string_pretty(&shown)?);
         return Ok(());
     }
     out!(

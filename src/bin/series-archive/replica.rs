@@ -4,7 +4,7 @@
 use crate::Failure;
 use series_archive::archive::cold::ColdTier;
 use series_archive::archive::replicate::{self, ReplicaStatus, ReplicationReport};
-use series_archive::archive::{Archive, Clock, LocalDisk, SystemClock};
+use series_archive::archive::{Archive, Clock, Config, LocalDisk, SystemClock};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,10 +41,13 @@ fn show_status(s: &ReplicaStatus) -> String {
         )
     } else {
         format!(
-            "{}: {} record(s) ({} bytes of manifest) behind generation {}{}",
+            "{}: {} record(s) ({} bytes of manifest{}) behind generation {}{}",
             s.url,
             s.records_behind,
             s.bytes_behind,
+            s.seconds_behind
+                .map(|t| format!(", the oldest committed {t:.1} s ago"))
+                .unwrap_or_default(),
             s.local_generation,
             match s.generation {
                 Some(g) if g != s.local_generation => format!(" (the bucket holds generation {g})"),
@@ -105,7 +108,7 @@ pub(crate) fn run(req: Request<'_>) -> Result<(), Failure> {
     }
     let tier = tier_of(req.archive, req.url)?;
     if req.status {
-        let status = replicate::status(req.archive, &tier)?;
+        let status = replicate::status(req.archive, &tier, SystemClock.now_ns())?;
         if req.json {
             out!("{}", serde_json::to_string(&status)?);
         } else {
@@ -143,6 +146,32 @@ pub(crate) fn run(req: Request<'_>) -> Result<(), Failure> {
     }
 }
 
+/// `--max-lag` and `--max-lag-wait`, for [`replicating`].
+static MAX_LAG: std::sync::OnceLock<Option<(u64, std::time::Duration)>> =
+    std::sync::OnceLock::new();
+
+pub(crate) fn set_max_lag(lag: Option<u64>, wait: f64) -> Result<(), Failure> {
+    if !(wait.is_finite() && wait > 0.0) {
+        return Err(Failure {
+            code: 2,
+            message: format!("--max-lag-wait {wait}: give a number of seconds above 0"),
+        });
+    }
+    let _ = MAX_LAG.set(lag.map(|n| (n, std::time::Duration::from_secs_f64(wait))));
+    Ok(())
+}
+
+/// `config` for a command that seals many barriers: the archive's own replicator follows
+/// each commit while the command runs (a long ingest's replica does not wait for its end),
+/// under `--max-lag` when given.
+pub(crate) fn replicating(config: Config) -> Config {
+    let config = config.replication(true);
+    match MAX_LAG.get().copied().flatten() {
+        Some((lag, wait)) => config.max_lag(lag, wait),
+        None => config,
+    }
+}
+
 /// The pass a command that committed runs when the archive has a replica: the commit stands
 /// whatever the bucket answers; a pass that fails says so (the lag is worked off by the next
 /// pass) and the command still succeeds.
@@ -155,8 +184,9 @@ pub(crate) fn after_commit(archive: &Path, result: Result<(), Failure>) -> Resul
         .map_err(Failure::from)
         .and_then(|tier| pass(archive, &tier));
     match outcome {
-        Ok((report, secs)) if report.parts > 0 => eprintln!("{}", show_pass(&report, secs)),
-        Ok(_) => {}
+        // Said whether or not this pass found anything left: the archive's own replicator may
+        // have carried the commits already.
+        Ok((report, secs)) => eprintln!("{}", show_pass(&report, secs)),
         Err(f) => eprintln!(
             "series-archive: WARNING: replication to {url} failed: {}; what this command committed is durable locally, and `series-archive replicate {}` works the lag off",
             f.message,
@@ -172,16 +202,33 @@ pub(crate) fn inspected(archive: &Path) -> Option<String> {
     if replicate::as_url(archive).is_some() {
         return None;
     }
+    let (url, status) = replica_status(archive)?;
+    Some(match status {
+        Ok(status) => show_status(&status),
+        Err(f) => format!("{url}: not reachable ({})", f.message),
+    })
+}
+
+/// The archive's recorded replica and where it stands, or why the bucket could not say.
+fn replica_status(archive: &Path) -> Option<(String, Result<ReplicaStatus, Failure>)> {
     let url = replicate::recorded(archive).ok()??;
-    Some(
-        match ColdTier::from_url(&url)
-            .map_err(Failure::from)
-            .and_then(|tier| Ok(replicate::status(archive, &tier)?))
-        {
-            Ok(status) => show_status(&status),
-            Err(f) => format!("{url}: not reachable ({})", f.message),
-        },
-    )
+    let status = ColdTier::from_url(&url)
+        .map_err(Failure::from)
+        .and_then(|tier| Ok(replicate::status(archive, &tier, SystemClock.now_ns())?));
+    Some((url, status))
+}
+
+/// What `inspect --json` says of the archive's replica under `"replica"`: the status
+/// (`replicate --status --json`), or the URL and why the bucket could not say.
+pub(crate) fn inspected_json(archive: &Path) -> Option<serde_json::Value> {
+    if replicate::as_url(archive).is_some() {
+        return None;
+    }
+    let (url, status) = replica_status(archive)?;
+    Some(match status {
+        Ok(status) => serde_json::to_value(&status).ok()?,
+        Err(f) => serde_json::json!({ "url": url, "error": f.message }),
+    })
 }
 
 /// `restore URL DIR`.

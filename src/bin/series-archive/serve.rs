@@ -10,7 +10,8 @@ use std::time::Duration;
 /// What `serve` was asked for.
 #[derive(clap::Args)]
 pub struct Options {
-    /// The archive directory.
+    /// The archive directory, or a replica's URL (s3://bucket/prefix, file:///dir): served
+    /// from the bucket alone, following each commit the replica receives.
     archive: PathBuf,
     /// The address to listen on (port 0: the system chooses; the line printed says which).
     #[arg(long, default_value = "127.0.0.1:8080")]

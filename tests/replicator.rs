@@ -1,0 +1,165 @@
+//! The archive's own replicator (issue 26): a writable handle whose archive has a replica
+//! replicates every commit on a thread of its own, never failing a barrier for the bucket's
+//! sake unless a lag bound says so; a bound makes each barrier wait until the bucket holds it.
+//! Buckets here are `file://` prefixes in a scratch directory; one is made to fail by putting a
+//! plain file where its directory was (every request then fails), and comes back by moving
+//! the directory back.
+
+use arrow::array::{RecordBatch, UInt64Array};
+use arrow::datatypes::{DataType, Field, Schema};
+use series_archive::archive::cold::ColdTier;
+use series_archive::archive::{reader, Archive, ArchiveError, Config, StreamSpec};
+use series_archive::Position;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+type Failed = Box<dyn std::error::Error>;
+
+fn schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![Field::new("v", DataType::UInt64, false)]))
+}
+
+fn config() -> Result<Config, Failed> {
+    Ok(Config::new().stream(StreamSpec::dynamic("s", schema(), Vec::new(), None)?))
+}
+
+/// Stages rows at positions `from..to` and seals them as one barrier.
+fn barrier(archive: &mut Archive, from: u64, to: u64) -> Result<(), ArchiveError> {
+    let positions: Vec<u64> = (from..to).collect();
+    let batch = RecordBatch::try_new(
+        schema(),
+        vec![Arc::new(UInt64Array::from(positions.clone()))],
+    )
+    .map_err(|e| ArchiveError::Replica(e.to_string()))?;
+    archive.stage_batch("s", &batch, &positions)?;
+    archive.seal_all()?;
+    Ok(())
+}
+
+/// The watermark a reader of `root` (a directory or a replica's URL) is served.
+fn watermark(root: &str, cache: &Path) -> Result<Position, Failed> {
+    let archive = reader::open(root, &Config::new().replica_cache(cache))?;
+    Ok(archive.watermark("s"))
+}
+
+/// Polls `done` every 50 ms for at most `within`.
+fn eventually(within: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let began = Instant::now();
+    while began.elapsed() < within {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    done()
+}
+
+#[test]
+fn under_a_lag_bound_of_zero_every_barrier_returns_once_the_bucket_holds_it() -> Result<(), Failed>
+{
+    let dir = tempfile::tempdir()?;
+    let root = dir.path().join("a");
+    let url = format!("file://{}", dir.path().join("bucket").display());
+    let cache = dir.path().join("cache");
+    let mut archive = Archive::open(
+        &root,
+        config()?
+            .replicate(ColdTier::from_url(&url)?)
+            .max_lag(0, Duration::from_secs(60)),
+    )?;
+    assert_eq!(
+        std::fs::read_to_string(root.join("REPLICA"))?,
+        format!("{url}\n"),
+        "declared once, recorded"
+    );
+    for i in 0..5 {
+        barrier(&mut archive, i * 10 + 1, i * 10 + 11)?;
+        // No waiting here: the barrier returned, so the bucket holds it.
+        assert_eq!(
+            watermark(&url, &cache)?,
+            Position(i * 10 + 10),
+            "barrier {i}"
+        );
+    }
+    let progress = archive.replication().ok_or("the handle replicates")?;
+    assert_eq!((progress.url.as_str(), progress.behind), (url.as_str(), 0));
+    assert!(progress.passes >= 5, "{progress:?}");
+    Ok(())
+}
+
+#[test]
+fn a_failing_bucket_never_fails_a_barrier_and_its_lag_is_worked_off() -> Result<(), Failed> {
+    let dir = tempfile::tempdir()?;
+    let root = dir.path().join("a");
+    let bucket = dir.path().join("bucket");
+    let away = dir.path().join("bucket-away");
+    let url = format!("file://{}", bucket.display());
+    let cache = dir.path().join("cache");
+    let a = root.to_str().ok_or("utf-8")?;
+
+    // Declared by one handle; a later one replicates without being told.
+    let mut archive = Archive::open(&root, config()?.replicate(ColdTier::from_url(&url)?))?;
+    barrier(&mut archive, 1, 11)?;
+    drop(archive);
+    assert_eq!(
+        watermark(&url, &cache)?,
+        Position(10),
+        "closing waits for the last pass"
+    );
+
+    // The bucket fails every request: barriers still commit, and the lag is reported.
+    std::fs::rename(&bucket, &away)?;
+    std::fs::write(&bucket, "not a directory")?;
+    let mut archive = Archive::open(&root, config()?)?;
+    for i in 1..4 {
+        barrier(&mut archive, i * 10 + 1, i * 10 + 11)?;
+    }
+    assert!(
+        eventually(Duration::from_secs(20), || archive
+            .replication()
+            .is_some_and(|p| p.failures > 0
+                && p.behind > 0
+                && p.last_error.is_some())),
+        "{:?}",
+        archive.replication()
+    );
+    assert_eq!(
+        watermark(a, &cache)?,
+        Position(40),
+        "every barrier is durable locally"
+    );
+
+    // Under a bound, a barrier the bucket does not take in time is refused as the bucket's,
+    // saying the barrier is durable; it is.
+    drop(archive);
+    let mut bounded = Archive::open(&root, config()?.max_lag(0, Duration::from_millis(500)))?;
+    let refused = barrier(&mut bounded, 41, 51).expect_err("the bucket is down");
+    assert!(
+        matches!(&refused, ArchiveError::Replica(m) if m.contains("durable locally")),
+        "{refused}"
+    );
+    assert_eq!(watermark(a, &cache)?, Position(50));
+
+    // The bucket is back: the lag is worked off, and the bucket serves what the archive does.
+    std::fs::remove_file(&bucket)?;
+    std::fs::rename(&away, &bucket)?;
+    assert!(
+        eventually(Duration::from_secs(20), || bounded
+            .replication()
+            .is_some_and(|p| p.behind == 0 && p.failures == 0)),
+        "{:?}",
+        bounded.replication()
+    );
+    barrier(&mut bounded, 51, 61)?;
+    assert_eq!(watermark(&url, &cache)?, Position(60));
+    drop(bounded);
+
+    // Turned off, a handle replicates nothing (a pass is then run by hand).
+    let mut off = Archive::open(&root, config()?.replication(false))?;
+    assert!(off.replication().is_none());
+    barrier(&mut off, 61, 71)?;
+    drop(off);
+    assert_eq!(watermark(&url, &cache)?, Position(60));
+    Ok(())
+}
