@@ -13,13 +13,15 @@
 //! cargo run --release --example tier_bench -- --rows 1000000 --python .venv/bin/python
 //! ```
 
+#[path = "common/moto.rs"]
+mod moto;
+
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{ObjectStoreExt, PutPayload};
 use series_archive::archive::cold::ColdTier;
 use series_archive::archive::lifecycle::OffloadPolicy;
 use series_archive::archive::{Archive, Config, StreamSpec};
 use series_archive::Aggregate;
-use std::io::BufRead;
 use std::ops::Bound::Unbounded;
 use std::path::Path;
 use std::sync::Arc;
@@ -57,40 +59,9 @@ fn main() {
     let runs: usize = arg("--runs").and_then(|r| r.parse().ok()).unwrap_or(5);
     let bucket = "tier-bench";
     // The server.
-    let mut moto = None;
-    let endpoint = match arg("--endpoint") {
-        Some(e) => e,
-        None => {
-            let python = arg("--python").unwrap_or_else(|| ".venv/bin/python".into());
-            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/s3/moto_server.py");
-            let mut child = std::process::Command::new(&python)
-                .args([script, bucket])
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| {
-                    panic!("start moto with {python}: {e} (pass --python or --endpoint)")
-                });
-            let mut line = String::new();
-            std::io::BufReader::new(child.stdout.take().expect("stdout"))
-                .read_line(&mut line)
-                .expect("endpoint");
-            moto = Some(child);
-            line.trim().to_owned()
-        }
-    };
-    let s3: Arc<dyn ObjectStore> = Arc::new(
-        object_store::aws::AmazonS3Builder::new()
-            .with_bucket_name(bucket)
-            .with_endpoint(&endpoint)
-            .with_allow_http(true)
-            .with_access_key_id("test")
-            .with_secret_access_key("test")
-            .with_region("us-east-1")
-            .build()
-            .expect("s3 client"),
-    );
+    let python = arg("--python").unwrap_or_else(|| ".venv/bin/python".into());
+    let server = moto::Server::start(arg("--endpoint"), &python, bucket);
+    let s3 = server.store(bucket);
 
     // The archive: a 16-track capture workload, compacted into per-track segments.
     let dir = tempfile::tempdir().expect("tempdir");
@@ -361,9 +332,5 @@ fn main() {
             c.as_secs_f64() / h.as_secs_f64()
         );
     }
-    if let Some(mut child) = moto {
-        drop(child.stdin.take());
-        let _ = child.kill();
-        let _ = child.wait();
-    }
+    drop(server);
 }

@@ -686,9 +686,12 @@ fn replicate_log(
     // before them).
     if from < log.bytes.len() as u64 {
         let part = Bytes::copy_from_slice(&log.bytes[from as usize..]);
-        if !tier
-            .put_if_absent(&part_name(log.generation, from), part)
-            .map_err(cold)?
+        let name = part_name(log.generation, from);
+        // A conditional put whose answer was lost is retried by the client and refused by
+        // the server: the object is then the one this pass wrote. Read back, the same bytes
+        // are this pass's part; other bytes are another writer's.
+        if !tier.put_if_absent(&name, part.clone()).map_err(cold)?
+            && tier.get(&name).map_err(cold)? != part
         {
             return Err(ArchiveError::Replica(format!(
                 "{}: a manifest part at byte {from} of generation {} appeared meanwhile: another replicator writes this prefix",

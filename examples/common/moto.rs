@@ -1,0 +1,68 @@
+//! A real S3-compatible server on loopback for the benchmarks (moto's server mode, from the
+//! test venv), or one already running (`--endpoint`); and an `object_store` client for it.
+
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+/// The server a benchmark talks to; a server this process started stops when dropped.
+pub struct Server {
+    child: Option<Child>,
+    /// `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+}
+
+impl Server {
+    /// `endpoint` when given, else moto started with `python` and `bucket` created.
+    pub fn start(endpoint: Option<String>, python: &str, bucket: &str) -> Server {
+        if let Some(endpoint) = endpoint {
+            return Server {
+                child: None,
+                endpoint,
+            };
+        }
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/s3/moto_server.py");
+        let mut child = Command::new(python)
+            .args([script, bucket])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("start moto with {python}: {e} (pass --python or --endpoint)")
+            });
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("endpoint");
+        Server {
+            child: Some(child),
+            endpoint: line.trim().to_owned(),
+        }
+    }
+
+    /// A client for `bucket` on the server.
+    pub fn store(&self, bucket: &str) -> Arc<dyn object_store::ObjectStore> {
+        Arc::new(
+            object_store::aws::AmazonS3Builder::new()
+                .with_bucket_name(bucket)
+                .with_endpoint(&self.endpoint)
+                .with_allow_http(true)
+                .with_access_key_id("test")
+                .with_secret_access_key("test")
+                .with_region("us-east-1")
+                .build()
+                .expect("s3 client"),
+        )
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            drop(child.stdin.take());
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
