@@ -11,36 +11,20 @@
 mod http;
 #[path = "common/process.rs"]
 mod process;
+#[path = "common/replica.rs"]
+mod replica;
 #[path = "common/s3.rs"]
 mod s3;
 
+use replica::{
+    bucket_now, csv, ingest, ok, ok_env, pointed_at, reads, restored_reads, sa_env, status, Env,
+    BUCKET, CHECK,
+};
 use series_archive::archive::cold::ColdTier;
 use series_archive::archive::replicate;
 use series_archive::archive::{FaultPoint, Faults};
 use std::path::Path;
-use std::process::{Command, Output};
-
-const BUCKET: &str = "replica";
-const CHECK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/s3/replica_check.py");
-
-fn sa_env(env: &[(&'static str, String)], args: &[&str]) -> Output {
-    Command::new(process::BIN)
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .env_remove("SERIES_ARCHIVE_LOG")
-        .output()
-        .expect("run series-archive")
-}
-
-fn ok_env(env: &[(&'static str, String)], args: &[&str]) -> Output {
-    let out = sa_env(env, args);
-    assert!(
-        out.status.success(),
-        "{}",
-        process::show(&format!("series-archive {}", args.join(" ")), &out)
-    );
-    out
-}
+use std::process::Command;
 
 /// Runs `args`, which must be refused with exit `code` and a message holding `needle`.
 fn refused(env: &[(&'static str, String)], args: &[&str], code: i32, needle: &str) {
@@ -53,106 +37,10 @@ fn refused(env: &[(&'static str, String)], args: &[&str], code: i32, needle: &st
     );
 }
 
-fn ok(moto: &s3::Moto, args: &[&str]) -> String {
-    String::from_utf8(ok_env(&moto.env(), args).stdout).expect("utf-8")
-}
-
 /// The environment of a bucket that does not answer (nothing listens on port 9), with a
 /// short request deadline.
-fn down(moto: &s3::Moto) -> Vec<(&'static str, String)> {
-    let mut env = moto.env();
-    for (k, v) in &mut env {
-        if *k == "AWS_ENDPOINT" {
-            *v = "http://127.0.0.1:9".into();
-        }
-    }
-    env.push(("SERIES_ARCHIVE_COLD_TIMEOUT", "2".into()));
-    env
-}
-
-/// Rows `t0..t1` of ordinal time for 3 runs × 3 probes, as CSV.
-fn csv(dir: &Path, name: &str, t0: u64, t1: u64) -> String {
-    let mut text = String::from("run,probe,ordinal,value,noise\n");
-    for t in t0..t1 {
-        for r in 0..3u64 {
-            for p in 0..3u64 {
-                text.push_str(&format!(
-                    "run_{r},p{p},{t},{},{}\n",
-                    (t * 31 + r * 7 + p * 3) % 997,
-                    (t as f64).sqrt() + r as f64 / 3.0
-                ));
-            }
-        }
-    }
-    let path = dir.join(name);
-    std::fs::write(&path, text).expect("write csv");
-    path.to_str().expect("utf-8").to_owned()
-}
-
-fn ingest(env: &[(&'static str, String)], archive: &str, input: &str) -> Output {
-    ok_env(
-        env,
-        &[
-            "ingest",
-            archive,
-            "--stream",
-            "capture",
-            "--track",
-            "run,probe",
-            "--axis",
-            "ordinal",
-            "--seal-rows",
-            "300",
-            input,
-        ],
-    )
-}
-
-/// What a reader is served: every row, a survey, a fold, one track's rows.
-fn reads(moto: &s3::Moto, archive: &str) -> Vec<String> {
-    [
-        vec!["rows", archive, "--stream", "capture", "--format", "csv"],
-        vec![
-            "survey", archive, "--stream", "capture", "--budget", "200", "--json",
-        ],
-        vec![
-            "fold",
-            archive,
-            "--stream",
-            "capture",
-            "--aggregate",
-            "sum",
-            "--json",
-        ],
-        vec![
-            "rows", archive, "--stream", "capture", "--track", "run_1", "p2", "--format", "csv",
-        ],
-    ]
-    .iter()
-    .map(|args| ok(moto, args))
-    .collect()
-}
-
-/// Copies the objects under `from` to `to` (a snapshot of the replica to restore from
-/// without taking `from` over).
-fn copy_prefix(moto: &s3::Moto, from: &str, to: &str) {
-    let python = process::python("boto3");
-    let out = Command::new(python)
-        .args([CHECK, "copy", &moto.endpoint, BUCKET, from, to])
-        .output()
-        .expect("run the copy");
-    assert!(out.status.success(), "{}", process::show("copy", &out));
-}
-
-/// Restores `prefix` into a fresh directory under `dir` named `name`, and answers its reads.
-fn restored_reads(moto: &s3::Moto, dir: &Path, prefix: &str, name: &str) -> Vec<String> {
-    let target = dir.join(name);
-    let t = target.to_str().expect("utf-8");
-    let said = ok(moto, &["restore", &format!("s3://{BUCKET}/{prefix}"), t]);
-    assert!(said.contains("verified"), "{said}");
-    let verify = ok(moto, &["verify", t]);
-    assert!(verify.starts_with("ok:"), "{verify}");
-    reads(moto, t)
+fn down(moto: &s3::Moto) -> Env {
+    pointed_at(moto, "http://127.0.0.1:9", "2")
 }
 
 #[test]
@@ -165,10 +53,9 @@ fn the_bucket_is_a_whole_archive_any_machine_restores() {
     ingest(&moto.env(), a, &csv(dir.path(), "first.csv", 0, 400));
 
     // Declared once: the first pass uploads everything; the status says caught up.
-    let said = ok(&moto, &["replicate", a, &url]);
+    let said = ok(&moto.env(), &["replicate", a, &url]);
     assert!(said.contains("caught up"), "{said}");
-    let status: serde_json::Value =
-        serde_json::from_str(&ok(&moto, &["replicate", a, "--status", "--json"])).expect("json");
+    let status = status(&moto.env(), a);
     assert_eq!(status["records_behind"], 0, "{status}");
     assert_eq!(status["url"], url.as_str());
 
@@ -182,12 +69,12 @@ fn the_bucket_is_a_whole_archive_any_machine_restores() {
         stderr.contains(&format!("replicated to {url}")) && stderr.contains("caught up"),
         "{stderr}"
     );
-    let want = reads(&moto, a);
+    let want = reads(&moto.env(), a);
 
     // Each engine's default reader, over the bucket's Delta table alone.
     let expected = dir.path().join("expected.csv");
     std::fs::write(&expected, &want[0]).expect("write");
-    let python = process::python("duckdb, polars, deltalake, boto3");
+    let python = process::python("duckdb, polars, deltalake, daft, boto3");
     let engines = Command::new(&python)
         .args([
             CHECK,
@@ -204,7 +91,7 @@ fn the_bucket_is_a_whole_archive_any_machine_restores() {
         process::show("engines", &engines)
     );
     let engines_said = String::from_utf8_lossy(&engines.stdout);
-    for engine in ["duckdb ok", "deltalake ok", "polars ok"] {
+    for engine in ["duckdb ok", "deltalake ok", "polars ok", "daft ok"] {
         assert!(engines_said.contains(engine), "{engines_said}");
     }
 
@@ -212,27 +99,27 @@ fn the_bucket_is_a_whole_archive_any_machine_restores() {
     let out = ingest(&down(&moto), a, &csv(dir.path(), "third.csv", 700, 900));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("WARNING: replication"), "{stderr}");
-    let behind = ok(&moto, &["replicate", a, "--status"]);
+    let behind = ok(&moto.env(), &["replicate", a, "--status"]);
     assert!(behind.contains("behind"), "{behind}");
-    let inspected = ok(&moto, &["inspect", a]);
+    let inspected = ok(&moto.env(), &["inspect", a]);
     assert!(
         inspected.contains(&format!("replica   {url}: ")) && inspected.contains("behind"),
         "{inspected}"
     );
-    let said = ok(&moto, &["replicate", a]);
+    let said = ok(&moto.env(), &["replicate", a]);
     assert!(said.contains("caught up"), "{said}");
-    let inspected = ok(&moto, &["inspect", a]);
+    let inspected = ok(&moto.env(), &["inspect", a]);
     assert!(
         inspected.contains(&format!("replica   {url}: caught up")),
         "{inspected}"
     );
-    let want = reads(&moto, a);
+    let want = reads(&moto.env(), a);
 
     // Read-only from the URL, with no local archive: the same answers, every file verified.
-    assert_eq!(reads(&moto, &url), want);
-    let verify = ok(&moto, &["verify", &url]);
+    assert_eq!(reads(&moto.env(), &url), want);
+    let verify = ok(&moto.env(), &["verify", &url]);
     assert!(verify.starts_with("ok:"), "{verify}");
-    let files = ok(&moto, &["files", &url, "--stream", "capture"]);
+    let files = ok(&moto.env(), &["files", &url, "--stream", "capture"]);
     assert!(
         files
             .lines()
@@ -241,7 +128,7 @@ fn the_bucket_is_a_whole_archive_any_machine_restores() {
     );
 
     // A restore from the bucket alone answers exactly what the archive does.
-    let got = restored_reads(&moto, dir.path(), "site-a", "b");
+    let got = restored_reads(&moto.env(), dir.path(), "site-a", "b");
     assert_eq!(got, want);
 
     // The restore took the prefix over: the original is fenced, and a second archive may
@@ -287,7 +174,7 @@ fn the_bucket_is_a_whole_archive_any_machine_restores() {
     // replica's objects for orphans), whichever is declared first.
     let cold = format!("s3://{BUCKET}/cold-other");
     ok(
-        &moto,
+        &moto.env(),
         &["--cold", &cold, "offload", o, "--local-budget", "0B"],
     );
     for inside in [cold.clone(), format!("{cold}/replica")] {
@@ -351,13 +238,13 @@ fn a_replication_killed_at_each_step_leaves_a_whole_archive_and_resumes() {
         let prefix = format!("crash-{name}");
         let url = format!("s3://{BUCKET}/{prefix}");
         ingest(&moto.env(), a, &csv(dir.path(), "first.csv", 0, 400));
-        ok(&moto, &["replicate", a, &url]);
-        let old = reads(&moto, a);
+        ok(&moto.env(), &["replicate", a, &url]);
+        let old = reads(&moto.env(), a);
         // Commits while the bucket is down: the lag a pass then works off, with files to
         // upload and (after the compaction) objects to delete.
         ingest(&down(&moto), a, &csv(dir.path(), "second.csv", 400, 800));
         ok_env(&down(&moto), &["compact", a]);
-        let new = reads(&moto, a);
+        let new = reads(&moto.env(), a);
         assert_ne!(old, new);
 
         let exe = std::env::current_exe().expect("current exe");
@@ -379,13 +266,7 @@ fn a_replication_killed_at_each_step_leaves_a_whole_archive_and_resumes() {
             );
         }
         // What the bucket holds right after the crash, restored from a copy.
-        copy_prefix(&moto, &prefix, &format!("{prefix}-snapshot"));
-        let got = restored_reads(
-            &moto,
-            dir.path(),
-            &format!("{prefix}-snapshot"),
-            &format!("{name}-after-crash"),
-        );
+        let got = bucket_now(&moto, dir.path(), &prefix, &format!("{name}-after-crash"));
         let expected = if point == FaultPoint::AfterReplicaPart {
             &new
         } else {
@@ -395,7 +276,7 @@ fn a_replication_killed_at_each_step_leaves_a_whole_archive_and_resumes() {
 
         // The next pass resumes: caught up, and the bucket restores to the archive's state.
         let said: serde_json::Value =
-            serde_json::from_str(&ok(&moto, &["replicate", a, "--json"])).expect("json");
+            serde_json::from_str(&ok(&moto.env(), &["replicate", a, "--json"])).expect("json");
         assert_eq!(said["status"]["records_behind"], 0, "{name}: {said}");
         if point == FaultPoint::AfterReplicaPart {
             assert_eq!(said["parts"], 0, "{name}: {said}");
@@ -404,13 +285,7 @@ fn a_replication_killed_at_each_step_leaves_a_whole_archive_and_resumes() {
                 "{name}: the pending deletions: {said}"
             );
         }
-        copy_prefix(&moto, &prefix, &format!("{prefix}-resumed"));
-        let got = restored_reads(
-            &moto,
-            dir.path(),
-            &format!("{prefix}-resumed"),
-            &format!("{name}-resumed"),
-        );
+        let got = bucket_now(&moto, dir.path(), &prefix, &format!("{name}-resumed"));
         assert_eq!(got, new, "{name}: the bucket after the resumed pass");
     }
 }
@@ -578,7 +453,7 @@ fn two_servers_of_one_bucket_answer_alike_while_a_writer_commits() {
     let a = archive.to_str().expect("utf-8");
     let url = format!("s3://{BUCKET}/served");
     ingest(&moto.env(), a, &csv(dir.path(), "first.csv", 0, 400));
-    ok(&moto, &["replicate", a, &url]);
+    ok(&moto.env(), &["replicate", a, &url]);
 
     let local = http::Server::start_env(process::BIN, &archive, &[], &moto.env());
     let first = http::Server::start_env(process::BIN, Path::new(&url), &[], &moto.env());
@@ -637,7 +512,7 @@ fn two_servers_of_one_bucket_answer_alike_while_a_writer_commits() {
     // server still on the older snapshot finds them gone and reads again on the new one.
     ok_env(&moto.env(), &["compact", a]);
     compare("after a compaction");
-    let said = ok(&moto, &["inspect", a, "--json"]);
+    let said = ok(&moto.env(), &["inspect", a, "--json"]);
     let inspected: serde_json::Value = serde_json::from_str(&said).expect("json");
     assert_eq!(inspected["replica"]["records_behind"], 0, "{said}");
     assert_eq!(inspected["replica"]["seconds_behind"], 0.0, "{said}");

@@ -16,28 +16,27 @@
 //! The CLI is pointed at the proxy (`AWS_ENDPOINT`) with a short request deadline
 //! (`SERIES_ARCHIVE_COLD_TIMEOUT`), so a stalled bucket costs seconds; the test looks at the
 //! bucket itself (status, snapshots) through moto directly. No assertion is on time except a
-//! generous bound that turns a hang into a failure.
+//! generous bound that turns a hang into a failure (`replica::HANG`, on every command).
 
 #[path = "common/process.rs"]
 mod process;
+#[path = "common/replica.rs"]
+mod replica;
 #[path = "common/s3.rs"]
 mod s3;
 
+use replica::{
+    bucket_now, csv, ingest, ok, ok_env, pointed_at, reads, restored_reads, sa_env, status, Env,
+    BUCKET,
+};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const BUCKET: &str = "replica";
 const PROXY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/s3/fault_proxy.py");
-const CHECK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/s3/replica_check.py");
 /// The request deadline the CLI gets through the proxy, in seconds.
 const DEADLINE: &str = "2";
-/// A command still running after this hangs (each command here needs seconds at most).
-const HANG: Duration = Duration::from_secs(90);
-
-type Env = Vec<(&'static str, String)>;
 
 /// The fault-injecting proxy, in front of moto; stopped when dropped.
 struct Proxy {
@@ -108,14 +107,7 @@ impl Proxy {
 
     /// The environment that points the CLI at the proxy, with a short request deadline.
     fn env(&self, moto: &s3::Moto) -> Env {
-        let mut env = moto.env();
-        for (k, v) in &mut env {
-            if *k == "AWS_ENDPOINT" {
-                v.clone_from(&self.endpoint);
-            }
-        }
-        env.push(("SERIES_ARCHIVE_COLD_TIMEOUT", DEADLINE.into()));
-        env
+        pointed_at(moto, &self.endpoint, DEADLINE)
     }
 }
 
@@ -140,168 +132,11 @@ fn count(counts: &Counts, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {key} in {counts:?}"))
 }
 
-/// Runs the CLI with `env`; a run past [`HANG`] is killed and fails the test.
-fn sa_env(env: &[(&'static str, String)], args: &[&str]) -> Output {
-    let mut child = Command::new(process::BIN)
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .env_remove("SERIES_ARCHIVE_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run series-archive");
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = r.read_to_end(&mut buf);
-            buf
-        })
-    };
-    let stdout = drain(Box::new(child.stdout.take().expect("piped")));
-    let stderr = drain(Box::new(child.stderr.take().expect("piped")));
-    let began = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if began.elapsed() > HANG {
-            let _ = child.kill();
-            let _ = child.wait();
-            let err = stderr.join().expect("stderr");
-            panic!(
-                "series-archive {} hung: killed after {HANG:?}\n--- stderr\n{}",
-                args.join(" "),
-                String::from_utf8_lossy(&err)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Output {
-        status,
-        stdout: stdout.join().expect("stdout"),
-        stderr: stderr.join().expect("stderr"),
-    }
-}
-
-fn ok_env(env: &[(&'static str, String)], args: &[&str]) -> Output {
-    let out = sa_env(env, args);
-    assert!(
-        out.status.success(),
-        "{}",
-        process::show(&format!("series-archive {}", args.join(" ")), &out)
-    );
-    out
-}
-
-fn ok(env: &[(&'static str, String)], args: &[&str]) -> String {
-    String::from_utf8(ok_env(env, args).stdout).expect("utf-8")
-}
-
-/// Rows `t0..t1` of ordinal time for 3 runs × 3 probes, as CSV.
-fn csv(dir: &Path, name: &str, t0: u64, t1: u64) -> String {
-    let mut text = String::from("run,probe,ordinal,value,noise\n");
-    for t in t0..t1 {
-        for r in 0..3u64 {
-            for p in 0..3u64 {
-                text.push_str(&format!(
-                    "run_{r},p{p},{t},{},{}\n",
-                    (t * 31 + r * 7 + p * 3) % 997,
-                    (t as f64).sqrt() + r as f64 / 3.0
-                ));
-            }
-        }
-    }
-    let path = dir.join(name);
-    std::fs::write(&path, text).expect("write csv");
-    path.to_str().expect("utf-8").to_owned()
-}
-
-fn ingest(env: &[(&'static str, String)], archive: &str, input: &str) -> Output {
-    ok_env(
-        env,
-        &[
-            "ingest",
-            archive,
-            "--stream",
-            "capture",
-            "--track",
-            "run,probe",
-            "--axis",
-            "ordinal",
-            "--seal-rows",
-            "300",
-            input,
-        ],
-    )
-}
-
-/// What a reader is served: every row, a survey, a fold, one track's rows.
-fn reads(env: &[(&'static str, String)], archive: &str) -> Vec<String> {
-    [
-        vec!["rows", archive, "--stream", "capture", "--format", "csv"],
-        vec![
-            "survey", archive, "--stream", "capture", "--budget", "200", "--json",
-        ],
-        vec![
-            "fold",
-            archive,
-            "--stream",
-            "capture",
-            "--aggregate",
-            "sum",
-            "--json",
-        ],
-        vec![
-            "rows", archive, "--stream", "capture", "--track", "run_1", "p2", "--format", "csv",
-        ],
-    ]
-    .iter()
-    .map(|args| ok(env, args))
-    .collect()
-}
-
-/// Where the replica of `archive` stands, asked of moto directly (`replicate --status --json`).
-fn status(direct: &Env, archive: &str) -> serde_json::Value {
-    let text = ok(direct, &["replicate", archive, "--status", "--json"]);
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
-}
-
 fn records_behind(direct: &Env, archive: &str) -> u64 {
     let s = status(direct, archive);
     s["records_behind"]
         .as_u64()
         .unwrap_or_else(|| panic!("records_behind: {s}"))
-}
-
-/// Copies the objects under `from` to `to` on moto (a snapshot of the replica as it is now,
-/// to restore from without taking `from` over).
-fn copy_prefix(moto: &s3::Moto, from: &str, to: &str) {
-    let python = process::python("boto3");
-    let out = Command::new(python)
-        .args([CHECK, "copy", &moto.endpoint, BUCKET, from, to])
-        .output()
-        .expect("run the copy");
-    assert!(out.status.success(), "{}", process::show("copy", &out));
-}
-
-/// Restores `s3://BUCKET/prefix` (through `env`) into the fresh directory `dir/name`,
-/// checks that it verifies, and answers its reads.
-fn restored_reads(env: &Env, dir: &Path, prefix: &str, name: &str) -> Vec<String> {
-    let target = dir.join(name);
-    let t = target.to_str().expect("utf-8");
-    let said = ok(env, &["restore", &format!("s3://{BUCKET}/{prefix}"), t]);
-    assert!(said.contains("verified"), "{said}");
-    let verify = ok(env, &["verify", t]);
-    assert!(verify.starts_with("ok:"), "{verify}");
-    reads(env, t)
-}
-
-/// What the bucket under `prefix` restores to right now, from a snapshot copy of it.
-fn bucket_now(moto: &s3::Moto, dir: &Path, prefix: &str, name: &str) -> Vec<String> {
-    let snapshot = format!("{prefix}-{name}");
-    copy_prefix(moto, prefix, &snapshot);
-    restored_reads(&moto.env(), dir, &snapshot, name)
 }
 
 fn stderr(out: &Output) -> String {
@@ -323,6 +158,59 @@ fn counter(mode: &str) -> &'static str {
     }
 }
 
+/// A test's bucket and archives, as [`site`] sets them up. Fields drop in the order they are
+/// declared: the proxy, then moto, then the scratch directory.
+struct Site {
+    proxy: Proxy,
+    moto: s3::Moto,
+    dir: tempfile::TempDir,
+    /// The CLI's environment through the proxy (with the short request deadline).
+    via: Env,
+    /// Moto's own, to look at the bucket itself.
+    direct: Env,
+    /// No bucket at all, for the control.
+    none: Env,
+    /// The archive, replicating to `url`.
+    a: String,
+    /// The control: the same commits, with no replica (what the archive must serve).
+    c: String,
+    /// `s3://BUCKET/PREFIX`.
+    url: String,
+}
+
+/// Moto and the fault proxy in front of it (forwarding), and in a scratch directory named
+/// after `scratch`: the archive `a`, with ordinal steps `0..rows` of the workload ingested
+/// through the proxy and then declared to replicate to `s3://BUCKET/prefix` (the declaring
+/// pass caught up), and its control `c`, with the same rows and no replica.
+fn site(scratch: &str, prefix: &str, rows: u64) -> Site {
+    let dir = process::scratch(scratch);
+    let moto = s3::Moto::start(&[BUCKET]);
+    let proxy = Proxy::start(&moto.endpoint);
+    let via = proxy.env(&moto);
+    let direct = moto.env();
+    let none: Env = Vec::new();
+    let path = |name: &str| dir.path().join(name).to_str().expect("utf-8").to_owned();
+    let (a, c) = (path("a"), path("control"));
+    let url = format!("s3://{BUCKET}/{prefix}");
+
+    let first = csv(dir.path(), "first.csv", 0, rows);
+    ingest(&via, &a, &first);
+    ingest(&none, &c, &first);
+    let said = ok(&via, &["replicate", &a, &url]);
+    assert!(said.contains("caught up"), "{said}");
+    Site {
+        proxy,
+        moto,
+        dir,
+        via,
+        direct,
+        none,
+        a,
+        c,
+        url,
+    }
+}
+
 /// A bucket that throttles every request, resets every connection, or takes requests and
 /// never answers: each command still commits and exits 0, saying its replication failed; the
 /// bucket is not touched; the lag grows and is reported; the archive serves exactly what an
@@ -331,44 +219,28 @@ fn counter(mode: &str) -> &'static str {
 /// the archive serves now.
 #[test]
 fn a_bucket_throttling_resetting_or_stalling_never_stops_a_commit_and_loses_nothing() {
-    let dir = process::scratch("replicate-faults");
-    let moto = s3::Moto::start(&[BUCKET]);
-    let mut proxy = Proxy::start(&moto.endpoint);
-    let via = proxy.env(&moto);
-    let direct = moto.env();
-    let none: Env = Vec::new();
-    let archive = dir.path().join("a");
-    let a = archive.to_str().expect("utf-8");
-    // The same commits, with no replica: what the archive must serve.
-    let control = dir.path().join("control");
-    let c = control.to_str().expect("utf-8");
-    let url = format!("s3://{BUCKET}/site-a");
-
-    let first = csv(dir.path(), "first.csv", 0, 200);
-    ingest(&via, a, &first);
-    ingest(&none, c, &first);
-    let said = ok(&via, &["replicate", a, &url]);
-    assert!(said.contains("caught up"), "{said}");
-    assert_eq!(records_behind(&direct, a), 0);
-    let through = proxy.counts();
+    let mut site = site("replicate-faults", "site-a", 200);
+    let (a, c, url) = (site.a.as_str(), site.c.as_str(), site.url.as_str());
+    assert_eq!(records_behind(&site.direct, a), 0);
+    let through = site.proxy.counts();
     assert!(
         count(&through, "forwarded") > 0,
         "the declaration did not go through the proxy: {through:?}"
     );
     // What the archive served at its last caught-up commit.
-    let caught = reads(&direct, a);
-    assert_eq!(caught, reads(&none, c));
+    let caught = reads(&site.direct, a);
+    assert_eq!(caught, reads(&site.none, c));
 
     let mut lag = 0;
     let mut t = 200;
     for mode in ["503", "reset", "stall"] {
-        let before = proxy.set(mode);
-        let batch = csv(dir.path(), &format!("{mode}.csv"), t, t + 150);
+        let before = site.proxy.set(mode);
+        let batch = csv(site.dir.path(), &format!("{mode}.csv"), t, t + 150);
         t += 150;
         let began = Instant::now();
-        let out = ingest(&via, a, &batch);
+        let out = ingest(&site.via, a, &batch);
         let took = began.elapsed();
-        ingest(&none, c, &batch);
+        ingest(&site.none, c, &batch);
         let said = stderr(&out);
         assert!(
             said.contains(&format!("WARNING: replication to {url} failed")),
@@ -377,9 +249,9 @@ fn a_bucket_throttling_resetting_or_stalling_never_stops_a_commit_and_loses_noth
         let mut commands = vec![("ingest", took)];
         if mode == "stall" {
             let began = Instant::now();
-            let out = ok_env(&via, &["compact", a]);
+            let out = ok_env(&site.via, &["compact", a]);
             commands.push(("compact", began.elapsed()));
-            ok_env(&none, &["compact", c]);
+            ok_env(&site.none, &["compact", c]);
             let said = stderr(&out);
             assert!(
                 said.contains(&format!("WARNING: replication to {url} failed")),
@@ -388,7 +260,7 @@ fn a_bucket_throttling_resetting_or_stalling_never_stops_a_commit_and_loses_noth
         }
         // `inspect` through the failing bucket: it says so, and does not fail.
         let began = Instant::now();
-        let inspected = ok(&via, &["inspect", a]);
+        let inspected = ok(&site.via, &["inspect", a]);
         commands.push(("inspect", began.elapsed()));
         assert!(
             inspected.contains(&format!("replica   {url}: not reachable")),
@@ -397,7 +269,7 @@ fn a_bucket_throttling_resetting_or_stalling_never_stops_a_commit_and_loses_noth
         println!("{mode}: {commands:?}");
 
         // The proxy did inject the fault, and nothing reached the bucket.
-        let after = proxy.counts();
+        let after = site.proxy.counts();
         assert!(
             count(&after, counter(mode)) > count(&before, counter(mode)),
             "{mode}: no fault injected: {before:?} -> {after:?}"
@@ -409,41 +281,46 @@ fn a_bucket_throttling_resetting_or_stalling_never_stops_a_commit_and_loses_noth
         );
 
         // The lag grew, and is reported.
-        let behind = records_behind(&direct, a);
+        let behind = records_behind(&site.direct, a);
         assert!(behind > lag, "{mode}: {behind} record(s) behind, was {lag}");
         lag = behind;
-        let said = ok(&direct, &["replicate", a, "--status"]);
+        let said = ok(&site.direct, &["replicate", a, "--status"]);
         assert!(said.contains("behind"), "{mode}: {said}");
 
         // Nothing lost locally: every row ingested, and exactly what the control serves.
-        let now = reads(&direct, a);
+        let now = reads(&site.direct, a);
         assert_eq!(row_count(&now[0]), 9 * t as usize, "{mode}");
         assert_eq!(
             now,
-            reads(&none, c),
+            reads(&site.none, c),
             "{mode}: the archive against its control"
         );
 
         // The bucket is a whole archive as of the last commit it caught up with.
-        let got = bucket_now(&moto, dir.path(), "site-a", &format!("during-{mode}"));
+        let got = bucket_now(
+            &site.moto,
+            site.dir.path(),
+            "site-a",
+            &format!("during-{mode}"),
+        );
         assert_eq!(got, caught, "{mode}: the bucket while it is behind");
     }
 
     // The bucket is back: one pass works the lag off.
-    let before = proxy.set("pass");
-    let said = ok(&via, &["replicate", a]);
+    let before = site.proxy.set("pass");
+    let said = ok(&site.via, &["replicate", a]);
     assert!(said.contains("caught up"), "{said}");
-    assert_eq!(records_behind(&direct, a), 0);
-    let after = proxy.counts();
+    assert_eq!(records_behind(&site.direct, a), 0);
+    let after = site.proxy.counts();
     assert!(count(&after, "forwarded") > count(&before, "forwarded"));
-    let now = reads(&direct, a);
-    assert_eq!(now, reads(&none, c));
+    let now = reads(&site.direct, a);
+    assert_eq!(now, reads(&site.none, c));
     assert_ne!(now, caught);
 
     // From the bucket alone, through the proxy: a read-only open, then a restore, answer
     // exactly what the archive answers, and the restore verifies.
-    assert_eq!(reads(&via, &url), now, "read-only from the bucket");
-    let got = restored_reads(&via, dir.path(), "site-a", "restored");
+    assert_eq!(reads(&site.via, url), now, "read-only from the bucket");
+    let got = restored_reads(&site.via, site.dir.path(), "site-a", "restored");
     assert_eq!(got, now, "restored from the bucket");
 }
 
@@ -455,62 +332,43 @@ fn a_bucket_throttling_resetting_or_stalling_never_stops_a_commit_and_loses_noth
 /// serves; and a pass whose own write was retried does not report another replicator.
 #[test]
 fn a_slow_flaky_or_forgetful_bucket_is_worked_through() {
-    let dir = process::scratch("replicate-flaky");
-    let moto = s3::Moto::start(&[BUCKET]);
-    let mut proxy = Proxy::start(&moto.endpoint);
-    let via = proxy.env(&moto);
-    let direct = moto.env();
-    let none: Env = Vec::new();
-    let archive = dir.path().join("a");
-    let a = archive.to_str().expect("utf-8");
-    let control = dir.path().join("control");
-    let c = control.to_str().expect("utf-8");
-    let url = format!("s3://{BUCKET}/site-b");
-    let mut t = 0;
+    let mut site = site("replicate-flaky", "site-b", 150);
+    let (a, c, url) = (site.a.as_str(), site.c.as_str(), site.url.as_str());
+    // Each batch is the next 150 ordinal steps, after the first 150 `site` ingested.
+    let mut t = 150;
     let mut batch = |name: &str| {
-        let path = csv(dir.path(), &format!("{name}.csv"), t, t + 150);
+        let path = csv(site.dir.path(), &format!("{name}.csv"), t, t + 150);
         t += 150;
         path
     };
 
-    let first = batch("first");
-    ingest(&via, a, &first);
-    ingest(&none, c, &first);
-    let said = ok(&via, &["replicate", a, &url]);
-    assert!(said.contains("caught up"), "{said}");
-
     // Slow: every answer held 200 ms, well inside the request deadline (raised to 30 s here):
     // slowness is no failure, the command replicates and is caught up.
-    let mut slow_env = via.clone();
-    for (k, v) in &mut slow_env {
-        if *k == "SERIES_ARCHIVE_COLD_TIMEOUT" {
-            *v = "30".into();
-        }
-    }
-    let before = proxy.set("slow 200");
+    let slow_env = pointed_at(&site.moto, &site.proxy.endpoint, "30");
+    let before = site.proxy.set("slow 200");
     let second = batch("second");
     let began = Instant::now();
     let out = ingest(&slow_env, a, &second);
     println!("slow: ingest {:?}", began.elapsed());
-    ingest(&none, c, &second);
+    ingest(&site.none, c, &second);
     let said = stderr(&out);
     assert!(
         said.contains(&format!("replicated to {url}")) && said.contains("caught up"),
         "slow: {said}"
     );
     assert!(!said.contains("WARNING"), "slow: {said}");
-    assert!(count(&proxy.counts(), "forwarded") > count(&before, "forwarded"));
-    assert_eq!(records_behind(&direct, a), 0);
+    assert!(count(&site.proxy.counts(), "forwarded") > count(&before, "forwarded"));
+    assert_eq!(records_behind(&site.direct, a), 0);
 
     // Flaky: every third request fails. Commands exit 0; passes are run until one catches up.
-    let before = proxy.set("flaky 3");
+    let before = site.proxy.set("flaky 3");
     let third = batch("third");
-    let out = ingest(&via, a, &third);
-    ingest(&none, c, &third);
+    let out = ingest(&site.via, a, &third);
+    ingest(&site.none, c, &third);
     println!("flaky: ingest said:\n{}", stderr(&out));
     let mut passes = Vec::new();
     let caught_up = loop {
-        let out = sa_env(&via, &["replicate", a]);
+        let out = sa_env(&site.via, &["replicate", a]);
         let said = format!(
             "exit {:?}: {}{}",
             out.status.code(),
@@ -530,36 +388,36 @@ fn a_slow_flaky_or_forgetful_bucket_is_worked_through() {
         passes.len(),
         passes.join("\n")
     );
-    let after = proxy.counts();
+    let after = site.proxy.counts();
     for key in ["slowdown", "reset", "lost", "forwarded"] {
         assert!(
             count(&after, key) > count(&before, key),
             "flaky: no {key}: {before:?} -> {after:?}"
         );
     }
-    assert_eq!(records_behind(&direct, a), 0);
-    let now = reads(&direct, a);
-    assert_eq!(now, reads(&none, c));
-    let got = bucket_now(&moto, dir.path(), "site-b", "after-flaky");
+    assert_eq!(records_behind(&site.direct, a), 0);
+    let now = reads(&site.direct, a);
+    assert_eq!(now, reads(&site.none, c));
+    let got = bucket_now(&site.moto, site.dir.path(), "site-b", "after-flaky");
     assert_eq!(got, now, "flaky: the bucket once caught up");
 
     // The commit point's write lands but its answer is lost (a conditional PUT of a manifest
     // part, reset after moto stored it): the command exits 0; the bucket is a whole archive
     // as of the commit before or this one; the next pass catches up from there.
     let old = now;
-    let before = proxy.set("lost only=create");
+    let before = site.proxy.set("lost only=create");
     let fourth = batch("fourth");
-    let out = ingest(&via, a, &fourth);
-    ingest(&none, c, &fourth);
-    let after = proxy.counts();
+    let out = ingest(&site.via, a, &fourth);
+    ingest(&site.none, c, &fourth);
+    let after = site.proxy.counts();
     println!("lost: ingest said:\n{}", stderr(&out));
     assert!(
         count(&after, "lost") > count(&before, "lost"),
         "lost: no answer lost: {before:?} -> {after:?}"
     );
-    let new = reads(&direct, a);
-    assert_eq!(new, reads(&none, c));
-    let got = bucket_now(&moto, dir.path(), "site-b", "after-lost");
+    let new = reads(&site.direct, a);
+    assert_eq!(new, reads(&site.none, c));
+    let got = bucket_now(&site.moto, site.dir.path(), "site-b", "after-lost");
     assert!(
         got == old || got == new,
         "lost: the bucket is not the archive as of any commit"
@@ -567,12 +425,12 @@ fn a_slow_flaky_or_forgetful_bucket_is_worked_through() {
     println!(
         "lost: the bucket holds the {} commit; status {}",
         if got == new { "new" } else { "old" },
-        status(&direct, a)
+        status(&site.direct, a)
     );
-    proxy.set("pass");
-    let said = ok(&via, &["replicate", a]);
+    site.proxy.set("pass");
+    let said = ok(&site.via, &["replicate", a]);
     assert!(said.contains("caught up"), "{said}");
-    assert_eq!(records_behind(&direct, a), 0);
+    assert_eq!(records_behind(&site.direct, a), 0);
 
     // The server hangs up once, cleanly, after storing the commit point (a FIN where its
     // answer should be): object_store takes the request for unsent and sends it again, and
@@ -582,45 +440,45 @@ fn a_slow_flaky_or_forgetful_bucket_is_worked_through() {
     // exists, so the pass should succeed and report none (checked last, below, so that every
     // other check runs first).
     let old = new;
-    let before = proxy.set("reset");
+    let before = site.proxy.set("reset");
     let fifth = batch("fifth");
-    let out = ingest(&via, a, &fifth);
-    ingest(&none, c, &fifth);
+    let out = ingest(&site.via, a, &fifth);
+    ingest(&site.none, c, &fifth);
     assert!(
         stderr(&out).contains(&format!("WARNING: replication to {url} failed")),
         "hangup: the ingest while the bucket resets: {}",
         stderr(&out)
     );
-    assert!(count(&proxy.counts(), "reset") > count(&before, "reset"));
-    assert!(records_behind(&direct, a) > 0);
-    let before = proxy.set("hangup only=create times=1");
-    let hangup_pass = sa_env(&via, &["replicate", a]);
+    assert!(count(&site.proxy.counts(), "reset") > count(&before, "reset"));
+    assert!(records_behind(&site.direct, a) > 0);
+    let before = site.proxy.set("hangup only=create times=1");
+    let hangup_pass = sa_env(&site.via, &["replicate", a]);
     let hangup_shown = process::show("replicate (its commit point hung up once)", &hangup_pass);
     println!("hangup: {hangup_shown}");
-    let after = proxy.counts();
+    let after = site.proxy.counts();
     assert_eq!(
         count(&after, "hungup"),
         count(&before, "hungup") + 1,
         "hangup: {before:?} -> {after:?}"
     );
-    let new = reads(&direct, a);
+    let new = reads(&site.direct, a);
     assert_ne!(new, old);
-    assert_eq!(new, reads(&none, c));
+    assert_eq!(new, reads(&site.none, c));
     assert_eq!(
-        records_behind(&direct, a),
+        records_behind(&site.direct, a),
         0,
         "hangup: the part the pass wrote is the bucket's"
     );
-    let got = bucket_now(&moto, dir.path(), "site-b", "after-hangup");
+    let got = bucket_now(&site.moto, site.dir.path(), "site-b", "after-hangup");
     assert_eq!(got, new, "hangup: the bucket");
-    proxy.set("pass");
-    let said = ok(&via, &["replicate", a]);
+    site.proxy.set("pass");
+    let said = ok(&site.via, &["replicate", a]);
     assert!(said.contains("caught up"), "{said}");
 
     // Back to forwarding: a restore from the bucket, through the proxy, answers exactly what
     // the archive answers, and verifies.
-    assert_eq!(records_behind(&direct, a), 0);
-    let got = restored_reads(&via, dir.path(), "site-b", "restored");
+    assert_eq!(records_behind(&site.direct, a), 0);
+    let got = restored_reads(&site.via, site.dir.path(), "site-b", "restored");
     assert_eq!(got, new, "restored from the bucket");
 
     assert!(

@@ -5,7 +5,8 @@
         without taking the original prefix over)
     python tests/s3/replica_check.py engines ENDPOINT TABLE_URL EXPECTED_CSV
         reads the Delta table at TABLE_URL (s3://bucket/prefix/streams/ID/rows) with each
-        engine's default reader (DuckDB delta_scan over httpfs, deltalake, Polars scan_delta)
+        engine's default reader (DuckDB delta_scan over httpfs, deltalake, Polars scan_delta,
+        Daft read_deltalake on its native runner)
         and checks the row count, and the sum and the order-free checksum of every column
         `rows` printed in EXPECTED_CSV, exactly
 """
@@ -13,6 +14,13 @@
 import csv
 import os
 import sys
+
+# Daft: no telemetry request at import (this machine reaches no such service), no progress
+# bar, and the native (local) runner, never Ray. Set before `import daft`.
+os.environ["DAFT_ANALYTICS_ENABLED"] = "0"
+os.environ["DO_NOT_TRACK"] = "1"
+os.environ["DAFT_PROGRESS_BAR"] = "0"
+os.environ["DAFT_RUNNER"] = "native"
 
 import boto3
 
@@ -78,6 +86,14 @@ def engines(endpoint, table, expected_csv):
         columns=columns).to_pylist())
     check("polars", pl.scan_delta(table, storage_options=opts).select(columns)
           .collect().to_dicts())
+
+    import daft
+    from daft.io import IOConfig, S3Config
+    io = IOConfig(s3=S3Config(endpoint_url=endpoint, key_id="test", access_key="test",
+                              region_name="us-east-1", use_ssl=False,
+                              force_virtual_addressing=False))
+    got = daft.read_deltalake(table, io_config=io).select(*columns).to_pydict()
+    check("daft", [dict(zip(columns, values)) for values in zip(*(got[c] for c in columns))])
 
 
 if __name__ == "__main__":

@@ -134,6 +134,18 @@ fn parse_part(relative: &str) -> Option<(u64, u64)> {
 /// The bucket's manifest: each generation's parts, `(offset, length)` in offset order.
 type Parts = BTreeMap<u64, Vec<(u64, u64)>>;
 
+/// What the bucket holds, as the archive's own replicator remembers it from one of its passes
+/// to the next, so that a pass does not list the prefix again (a listing grows with the
+/// history; a pass should cost what is new). Only this archive's processes write the prefix
+/// (its `OWNER` token, checked by every pass); another of them writing beside the replicator
+/// is met by a refused part, which drops what is remembered, and the next pass lists again.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Known {
+    parts: Parts,
+    /// Objects under `streams/` (data and level files, Delta logs) and their sizes.
+    objects: BTreeMap<String, u64>,
+}
+
 fn cold(e: ColdError) -> ArchiveError {
     ArchiveError::Replica(e.to_string())
 }
@@ -549,19 +561,38 @@ pub fn replicate(
     progress: impl FnMut(usize, usize, u64),
 ) -> Result<ReplicationReport> {
     check_owner(root, tier)?;
-    replicate_log(root, tier, faults, local_log(root, true)?, progress)
+    replicate_log(
+        root,
+        tier,
+        faults,
+        local_log(root, true)?,
+        progress,
+        &mut None,
+    )
 }
 
 /// The pass the archive's own replicator runs after its writer committed `committed`: as
-/// [`replicate`], from the state the writer handed over instead of a replay of the manifest.
+/// [`replicate`], from the state the writer handed over instead of a replay of the manifest,
+/// and from what the bucket held after the last pass (`known`, listed when `None`; left
+/// `None` when the pass fails).
 pub(crate) fn replicate_committed(
     root: &Path,
     tier: &ColdTier,
     faults: &Faults,
     committed: Committed,
+    known: &mut Option<Known>,
 ) -> Result<ReplicationReport> {
+    let remembered = known.take();
     check_owner(root, tier)?;
-    replicate_log(root, tier, faults, committed.read(root)?, |_, _, _| {})
+    *known = remembered;
+    replicate_log(
+        root,
+        tier,
+        faults,
+        committed.read(root)?,
+        |_, _, _| {},
+        known,
+    )
 }
 
 /// Refuses a prefix whose `OWNER` object is not the token of the archive at `root`.
@@ -585,8 +616,18 @@ fn replicate_log(
     faults: &Faults,
     log: LocalLog,
     mut progress: impl FnMut(usize, usize, u64),
+    known: &mut Option<Known>,
 ) -> Result<ReplicationReport> {
-    let parts = bucket_parts(tier)?;
+    // Taken: what is remembered is put back only by a pass that completes.
+    let remembered = known.take();
+    let ours = remembered.is_some();
+    let (mut parts, mut listed) = match remembered {
+        Some(k) => (k.parts, k.objects),
+        None => (
+            bucket_parts(tier)?,
+            tier.list(STREAMS_DIR).map_err(cold)?.into_iter().collect(),
+        ),
+    };
     let bucket = bucket_current(&parts);
     let mut report = ReplicationReport::default();
     match bucket {
@@ -609,7 +650,12 @@ fn replicate_log(
             // history is refused, not extended.
             // Its last bytes suffice (they end in its last record's checksum, and the part
             // is read back in one ranged GET however long the generation grew).
-            if let Some(&(offset, len)) = parts[&g].iter().take_while(|(o, _)| *o < end).last() {
+            // A remembered part is one this replicator wrote.
+            if let Some(&(offset, len)) = parts[&g]
+                .iter()
+                .take_while(|(o, _)| *o < end && !ours)
+                .last()
+            {
                 let tail = len.min(TAIL_CHECKED);
                 let theirs = tier
                     .read(&part_name(g, offset), len - tail, tail)
@@ -629,7 +675,6 @@ fn replicate_log(
         Some((g, end)) if g == log.generation => end,
         _ => 0,
     };
-    let listed: BTreeMap<String, u64> = tier.list(STREAMS_DIR).map_err(cold)?.into_iter().collect();
     // Every live local file the bucket lacks, whole. Cold files live in their own tier.
     let missing: Vec<(&str, u64)> = log
         .files
@@ -639,6 +684,7 @@ fn replicate_log(
         .collect();
     for (done, (path, bytes)) in missing.iter().enumerate() {
         upload_file(root, tier, path, *bytes)?;
+        listed.insert((*path).to_owned(), *bytes);
         report.files += 1;
         report.bytes += bytes;
         faults.reach(FaultPoint::AfterReplicaFile);
@@ -672,7 +718,9 @@ fn replicate_log(
                 {
                     continue;
                 }
+                let len = bytes.len() as u64;
                 tier.put(&relative, bytes).map_err(cold)?;
+                listed.insert(relative, len);
                 report.delta_objects += 1;
             }
         }
@@ -700,11 +748,19 @@ fn replicate_log(
             )));
         }
         report.parts = 1;
+        parts
+            .entry(log.generation)
+            .or_default()
+            .push((from, log.bytes.len() as u64 - from));
         faults.reach(FaultPoint::AfterReplicaPart);
     }
 
-    report.deleted = delete_unnamed(tier, &log, &parts, &listed)?;
+    report.deleted = delete_unnamed(tier, &log, &mut parts, &mut listed)?;
     report.status = standing(tier, &log, Some((log.generation, log.bytes.len() as u64)));
+    *known = Some(Known {
+        parts,
+        objects: listed,
+    });
     Ok(report)
 }
 
@@ -715,29 +771,34 @@ fn replicate_log(
 fn delete_unnamed(
     tier: &ColdTier,
     log: &LocalLog,
-    parts: &Parts,
-    listed: &BTreeMap<String, u64>,
+    parts: &mut Parts,
+    listed: &mut BTreeMap<String, u64>,
 ) -> Result<usize> {
     let mut deleted = 0;
-    for (&g, list) in parts {
-        if g < log.generation {
-            for &(offset, _) in list {
-                tier.delete(&part_name(g, offset)).map_err(cold)?;
-                deleted += 1;
-            }
+    let older: Vec<u64> = parts.range(..log.generation).map(|(&g, _)| g).collect();
+    for g in older {
+        for (offset, _) in parts.remove(&g).unwrap_or_default() {
+            tier.delete(&part_name(g, offset)).map_err(cold)?;
+            deleted += 1;
         }
     }
     let named: BTreeSet<&str> = log.files.iter().map(|f| f.path.as_str()).collect();
-    for relative in listed.keys() {
-        let numbered = relative
-            .rsplit('/')
-            .next()
-            .and_then(parse_data_file_name)
-            .filter(|_| !relative.contains(&format!("/{LOG_DIR}/")));
-        if numbered.is_some_and(|n| n < log.next_name) && !named.contains(relative.as_str()) {
-            tier.delete(relative).map_err(cold)?;
-            deleted += 1;
-        }
+    let unnamed: Vec<String> = listed
+        .keys()
+        .filter(|relative| {
+            let numbered = relative
+                .rsplit('/')
+                .next()
+                .and_then(parse_data_file_name)
+                .filter(|_| !relative.contains(&format!("/{LOG_DIR}/")));
+            numbered.is_some_and(|n| n < log.next_name) && !named.contains(relative.as_str())
+        })
+        .cloned()
+        .collect();
+    for relative in unnamed {
+        tier.delete(&relative).map_err(cold)?;
+        listed.remove(&relative);
+        deleted += 1;
     }
     Ok(deleted)
 }

@@ -212,6 +212,9 @@ fn behind(shown: &Replication) -> u64 {
 
 /// The thread: one pass per hand-over it takes, until stopped.
 fn run(root: &std::path::Path, tier: &ColdTier, faults: &Faults, shared: &Shared) {
+    // What the bucket held after the last pass: a pass lists the prefix only when it is not
+    // known (the first pass, and the one after a failure).
+    let mut known: Option<replicate::Known> = None;
     loop {
         let (n, committed) = {
             let mut p = shared.lock();
@@ -231,7 +234,8 @@ fn run(root: &std::path::Path, tier: &ColdTier, faults: &Faults, shared: &Shared
                 }
             }
         };
-        let outcome = replicate::replicate_committed(root, tier, faults, committed.clone());
+        let outcome =
+            replicate::replicate_committed(root, tier, faults, committed.clone(), &mut known);
         let mut p = shared.lock();
         match outcome {
             Ok(_) => {

@@ -1,0 +1,270 @@
+//! What replication costs a writer, side by side in one run against a real S3-compatible
+//! server on loopback (moto, started from the test venv unless `--endpoint` names a running
+//! server): the same barriers sealed with no replica, with the archive's own replicator
+//! following on its thread (asynchronous; issue 26's target ≤ 1.05× the time), and under a
+//! lag bound of 0 (each barrier waits until the bucket holds it). Modes alternate within each
+//! run, each into a fresh archive and a fresh prefix; per barrier the stage-and-seal time, and
+//! in the asynchronous mode how many commits the bucket lacked right after each barrier and how
+//! long it took after the last one to catch up.
+//!
+//! ```sh
+//! cargo run --release --example replica_bench -- --barriers 200 --rows 2000 --runs 3 \
+//!     --python .venv/bin/python
+//! ```
+
+#[path = "common/moto.rs"]
+mod moto;
+
+use arrow::array::{Float64Array, RecordBatch, StringArray, UInt64Array};
+use arrow::datatypes::{DataType, Field, Schema};
+use series_archive::archive::cold::ColdTier;
+use series_archive::archive::{Archive, Config, StreamSpec};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn number(name: &str, default: u64) -> u64 {
+    arg(name).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Off,
+    Async,
+    Bound0,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Off => "no replica",
+            Mode::Async => "replicator (asynchronous)",
+            Mode::Bound0 => "replicator, --max-lag 0",
+        }
+    }
+}
+
+/// One run of one mode.
+struct Measured {
+    total: Duration,
+    barriers: Vec<Duration>,
+    /// Commits the bucket lacked right after each barrier (asynchronous mode).
+    behind: Vec<u64>,
+    /// From the last barrier's return until the bucket held every commit.
+    drain: Duration,
+    passes: u64,
+    /// This process's CPU time (user and system, every thread) over the sealing: the writer's
+    /// and its replicator's, not the server's.
+    cpu: Duration,
+}
+
+/// This process's CPU time so far (Linux: `/proc/self/stat`, in clock ticks of 10 ms).
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the command.
+    Duration::from_millis((tick(11) + tick(12)) * 10)
+}
+
+fn schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("host", DataType::Utf8, false),
+        Field::new("ts", DataType::UInt64, false),
+        Field::new("value", DataType::Float64, false),
+    ]))
+}
+
+/// Barrier `b`: `rows` rows over `tracks` hosts, one tick a row per host.
+fn batch(b: u64, rows: u64, tracks: u64) -> (RecordBatch, Vec<u64>) {
+    let ticks = rows / tracks;
+    let mut host = Vec::with_capacity(rows as usize);
+    let mut ts = Vec::with_capacity(rows as usize);
+    let mut value = Vec::with_capacity(rows as usize);
+    let mut positions = Vec::with_capacity(rows as usize);
+    for t in 0..ticks {
+        let tick = b * ticks + t;
+        for h in 0..tracks {
+            host.push(format!("h{h:05}"));
+            ts.push(tick * 10_000_000_000);
+            let mut x = tick * tracks + h + 0x9E37_79B9_7F4A_7C15;
+            x ^= x >> 33;
+            x = x.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+            value.push((x % 100_000) as f64 / 100.0);
+            positions.push(tick + 1);
+        }
+    }
+    let batch = RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(StringArray::from(host)),
+            Arc::new(UInt64Array::from(ts)),
+            Arc::new(Float64Array::from(value)),
+        ],
+    )
+    .expect("batch");
+    (batch, positions)
+}
+
+fn run(mode: Mode, tier: Option<ColdTier>, barriers: u64, rows: u64, tracks: u64) -> Measured {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = StreamSpec::dynamic("metrics", schema(), vec!["host".into()], Some("ts".into()))
+        .expect("spec");
+    let mut config = Config::new().stream(spec);
+    if let Some(tier) = tier {
+        config = config.replicate(tier);
+    }
+    if mode == Mode::Bound0 {
+        config = config.max_lag(0, Duration::from_secs(60));
+    }
+    let mut archive = Archive::open(dir.path(), config).expect("open");
+    let prepared: Vec<_> = (0..barriers).map(|b| batch(b, rows, tracks)).collect();
+    let mut times = Vec::with_capacity(barriers as usize);
+    let mut behind = Vec::new();
+    let began = Instant::now();
+    let cpu = cpu_time();
+    for (batch, positions) in &prepared {
+        let t = Instant::now();
+        archive
+            .stage_batch("metrics", batch, positions)
+            .expect("stage");
+        archive.seal_all().expect("seal");
+        times.push(t.elapsed());
+        if let Some(p) = archive.replication() {
+            behind.push(p.behind);
+        }
+    }
+    let total = began.elapsed();
+    let cpu = cpu_time() - cpu;
+    let last = Instant::now();
+    let mut passes = 0;
+    if mode != Mode::Off {
+        loop {
+            let p = archive.replication().expect("replicating");
+            passes = p.passes;
+            if p.behind == 0 {
+                break;
+            }
+            assert!(
+                last.elapsed() < Duration::from_secs(300),
+                "the bucket did not catch up: {p:?}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    Measured {
+        total,
+        barriers: times,
+        behind,
+        drain: last.elapsed(),
+        passes,
+        cpu,
+    }
+}
+
+fn percentile(v: &[Duration], p: f64) -> Duration {
+    let mut v = v.to_vec();
+    v.sort();
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn main() {
+    let barriers = number("--barriers", 200);
+    let rows = number("--rows", 2_000);
+    let tracks = number("--tracks", 16).max(1);
+    let runs = number("--runs", 3).max(1);
+    let bucket = "replica-bench";
+    let python = arg("--python").unwrap_or_else(|| ".venv/bin/python".into());
+    let server = moto::Server::start(arg("--endpoint"), &python, bucket);
+    let store = server.store(bucket);
+    let modes = [Mode::Off, Mode::Async, Mode::Bound0];
+    let mut measured: Vec<Vec<Measured>> = modes.iter().map(|_| Vec::new()).collect();
+    // One untimed warm-up of each mode, then the runs, modes alternating.
+    for round in 0..=runs {
+        for (i, &mode) in modes.iter().enumerate() {
+            let tier = (mode != Mode::Off).then(|| {
+                let prefix = format!("r{round}-m{i}");
+                ColdTier::new(store.clone(), &prefix, format!("s3://{bucket}/{prefix}"))
+                    .expect("tier")
+            });
+            let m = run(mode, tier, barriers, rows, tracks);
+            if round > 0 {
+                measured[i].push(m);
+            }
+        }
+    }
+    let median_total = |ms: &[Measured]| {
+        let mut t: Vec<Duration> = ms.iter().map(|m| m.total).collect();
+        t.sort();
+        t[t.len() / 2]
+    };
+    let base = median_total(&measured[0]);
+    println!(
+        "## Replication's cost to a writer: {barriers} barriers × {rows} rows, {tracks} tracks, moto on loopback, {runs} runs\n"
+    );
+    println!(
+        "| mode | sealing, median of runs | ÷ no replica | this process's CPU while sealing | barrier p50 | barrier p99 | commits behind after a barrier (mean, max) | catch-up after the last | passes |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (i, &mode) in modes.iter().enumerate() {
+        let all: Vec<Duration> = measured[i]
+            .iter()
+            .flat_map(|m| m.barriers.iter().copied())
+            .collect();
+        let behind: Vec<u64> = measured[i]
+            .iter()
+            .flat_map(|m| m.behind.iter().copied())
+            .collect();
+        let total = median_total(&measured[i]);
+        let drain: Vec<Duration> = measured[i].iter().map(|m| m.drain).collect();
+        let mut cpu: Vec<Duration> = measured[i].iter().map(|m| m.cpu).collect();
+        cpu.sort();
+        println!(
+            "| {} | {:.2} s | {:.2}× | {:.2} s | {:.2} ms | {:.2} ms | {} | {} | {} |",
+            mode.name(),
+            total.as_secs_f64(),
+            total.as_secs_f64() / base.as_secs_f64(),
+            cpu[cpu.len() / 2].as_secs_f64(),
+            ms(percentile(&all, 0.5)),
+            ms(percentile(&all, 0.99)),
+            if behind.is_empty() {
+                "–".to_owned()
+            } else {
+                format!(
+                    "{:.1}, {}",
+                    behind.iter().sum::<u64>() as f64 / behind.len() as f64,
+                    behind.iter().max().copied().unwrap_or(0)
+                )
+            },
+            if mode == Mode::Off {
+                "–".to_owned()
+            } else {
+                format!("{:.0} ms", ms(percentile(&drain, 0.5)))
+            },
+            if mode == Mode::Off {
+                "–".to_owned()
+            } else {
+                let p: Vec<u64> = measured[i].iter().map(|m| m.passes).collect();
+                format!("{:.0} a run", p.iter().sum::<u64>() as f64 / p.len() as f64)
+            },
+        );
+    }
+    drop(server);
+}
