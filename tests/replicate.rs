@@ -37,6 +37,34 @@ fn refused(env: &[(&'static str, String)], args: &[&str], code: i32, needle: &st
     );
 }
 
+/// Each engine's default reader (DuckDB over httpfs, deltalake, Polars, Daft) reads the
+/// bucket's Delta table of the `capture` rows under `url` exactly as `rows_csv` (what `rows
+/// --format csv` printed): row count and every column's checksum.
+fn engines_read_exactly(moto: &s3::Moto, dir: &Path, url: &str, rows_csv: &str) {
+    let expected = dir.join("expected.csv");
+    std::fs::write(&expected, rows_csv).expect("write");
+    let python = process::python("duckdb, polars, deltalake, daft, boto3");
+    let engines = Command::new(&python)
+        .args([
+            CHECK,
+            "engines",
+            &moto.endpoint,
+            &format!("{url}/streams/capture/rows"),
+            expected.to_str().expect("utf-8"),
+        ])
+        .output()
+        .expect("run the engines");
+    assert!(
+        engines.status.success(),
+        "{}",
+        process::show("engines", &engines)
+    );
+    let engines_said = String::from_utf8_lossy(&engines.stdout);
+    for engine in ["duckdb ok", "deltalake ok", "polars ok", "daft ok"] {
+        assert!(engines_said.contains(engine), "{engines_said}");
+    }
+}
+
 /// The environment of a bucket that does not answer (nothing listens on port 9), with a
 /// short request deadline.
 fn down(moto: &s3::Moto) -> Env {
@@ -72,28 +100,7 @@ fn the_bucket_is_a_whole_archive_any_machine_restores() {
     let want = reads(&moto.env(), a);
 
     // Each engine's default reader, over the bucket's Delta table alone.
-    let expected = dir.path().join("expected.csv");
-    std::fs::write(&expected, &want[0]).expect("write");
-    let python = process::python("duckdb, polars, deltalake, daft, boto3");
-    let engines = Command::new(&python)
-        .args([
-            CHECK,
-            "engines",
-            &moto.endpoint,
-            &format!("{url}/streams/capture/rows"),
-            expected.to_str().expect("utf-8"),
-        ])
-        .output()
-        .expect("run the engines");
-    assert!(
-        engines.status.success(),
-        "{}",
-        process::show("engines", &engines)
-    );
-    let engines_said = String::from_utf8_lossy(&engines.stdout);
-    for engine in ["duckdb ok", "deltalake ok", "polars ok", "daft ok"] {
-        assert!(engines_said.contains(engine), "{engines_said}");
-    }
+    engines_read_exactly(&moto, dir.path(), &url, &want[0]);
 
     // A bucket that is down never stops a commit: the lag is reported and worked off.
     let out = ingest(&down(&moto), a, &csv(dir.path(), "third.csv", 700, 900));
@@ -516,4 +523,109 @@ fn two_servers_of_one_bucket_answer_alike_while_a_writer_commits() {
     let inspected: serde_json::Value = serde_json::from_str(&said).expect("json");
     assert_eq!(inspected["replica"]["records_behind"], 0, "{said}");
     assert_eq!(inspected["replica"]["seconds_behind"], 0.0, "{said}");
+}
+
+/// Offload becomes eviction: with a replica and no cold tier, `offload` drops the local copies
+/// of data files the bucket holds (no second upload), and everything reads as before, from
+/// the bucket: the CLI's reads, `verify`, `files`, and every engine over the bucket's Delta
+/// table (whose paths stay relative). A compaction of evicted files reads them from the
+/// bucket; the objects it replaced leave with the replica pass, and the bucket restores to
+/// exactly the archive at every step.
+#[test]
+fn offload_evicts_what_the_replica_holds_and_everything_still_reads() {
+    let dir = process::scratch("replicate-evict");
+    let moto = s3::Moto::start(&[BUCKET]);
+    let env = moto.env();
+    let archive = dir.path().join("a");
+    let a = archive.to_str().expect("utf-8");
+    let prefix = "evicted";
+    let url = format!("s3://{BUCKET}/{prefix}");
+    let local_data = || {
+        std::fs::read_dir(archive.join("streams/capture/rows"))
+            .expect("rows dir")
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".parquet"))
+            .count()
+    };
+
+    // Without a cold tier or a replica there is nothing to evict into.
+    ingest(&env, a, &csv(dir.path(), "first.csv", 0, 400));
+    refused(
+        &env,
+        &["offload", a, "--local-budget", "0B"],
+        2,
+        "or a replica whose copies it evicts",
+    );
+    ok(&env, &["replicate", a, &url]);
+    let want = reads(&env, a);
+    let before = local_data();
+    assert!(before > 0);
+
+    let dry = ok(&env, &["offload", a, "--local-budget", "0B", "--dry-run"]);
+    assert!(dry.contains("would evict streams/capture/rows/"), "{dry}");
+    assert!(
+        dry.contains(&format!("held at {url}/streams/capture/rows/")),
+        "{dry}"
+    );
+    assert_eq!(local_data(), before, "a dry run changes nothing");
+
+    let said = ok(&env, &["offload", a, "--local-budget", "0B"]);
+    assert!(
+        said.contains(&format!("evicted capture: {before} file(s)")),
+        "{said}"
+    );
+    assert_eq!(local_data(), 0, "every data file's local copy is gone");
+    assert_eq!(reads(&env, a), want, "served from the bucket, the same");
+    let verify = ok(&env, &["verify", a]);
+    assert!(verify.starts_with("ok:"), "{verify}");
+    let files = ok(&env, &["files", a, "--stream", "capture"]);
+    assert!(
+        files
+            .lines()
+            .all(|l| l.starts_with(&format!("{url}/streams/capture/rows/"))),
+        "{files}"
+    );
+    assert_eq!(bucket_now(&moto, dir.path(), prefix, "after-evict"), want);
+    engines_read_exactly(&moto, dir.path(), &url, &want[0]);
+
+    // New rows beside evicted ones, then a compaction that rewrites both.
+    ingest(&env, a, &csv(dir.path(), "second.csv", 400, 700));
+    let out = ok_env(&env, &["compact", a]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        stdout.contains("capture: ") && stdout.contains(" data file(s)"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("caught up"), "{stderr}");
+    let want = reads(&env, a);
+    assert_eq!(bucket_now(&moto, dir.path(), prefix, "after-compact"), want);
+    // The replaced objects left with the pass: the bucket holds the live data files only.
+    let tier =
+        ColdTier::new(std::sync::Arc::new(moto.store(BUCKET)), prefix, url.clone()).expect("tier");
+    let mut held: Vec<String> = tier
+        .list("streams/capture/rows")
+        .expect("list")
+        .into_iter()
+        .map(|(path, _)| path)
+        .filter(|p| p.ends_with(".parquet") && !p.contains("_delta_log"))
+        .map(|p| format!("{url}/{p}"))
+        .collect();
+    held.sort();
+    let files = ok(&env, &["files", a, "--stream", "capture", "--manifest"]);
+    let mut live: Vec<String> = files
+        .lines()
+        .map(
+            |l| match l.strip_prefix(&format!("{}/", archive.display())) {
+                Some(local) => format!("{url}/{local}"),
+                None => l.to_owned(),
+            },
+        )
+        .collect();
+    live.sort();
+    assert_eq!(held, live);
+    engines_read_exactly(&moto, dir.path(), &url, &want[0]);
+    assert_eq!(status(&env, a)["records_behind"], 0);
 }

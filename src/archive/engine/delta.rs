@@ -219,8 +219,22 @@ struct Wanted {
 
 /// The path a live file has in its table's log.
 pub fn log_path(file: &SegmentFile, table: Table) -> String {
+    log_path_beside(file, table, None)
+}
+
+/// The path a live file has in its table's log, when the archive's replica is `replica` (its
+/// URL): a file evicted into the replica keeps the path it had locally, so the replica's
+/// copy of the log (its paths relative to the table) still names it there.
+fn log_path_beside(file: &SegmentFile, table: Table, replica: Option<&str>) -> String {
     if let Some(url) = &file.cold {
-        return url.clone();
+        let evicted = replica.is_some_and(|r| {
+            url.strip_prefix(r)
+                .and_then(|rest| rest.strip_prefix('/'))
+                .is_some_and(|rest| rest == file.path)
+        });
+        if !evicted {
+            return url.clone();
+        }
     }
     // `streams/<id>/<rows|levels>/` is the table's root; what follows is the file's path in
     // it (`NNN.parquet`, `level=K/NNN.parquet`). The prefix is taken whole: a stream may be
@@ -236,13 +250,13 @@ pub fn log_path(file: &SegmentFile, table: Table) -> String {
     }
 }
 
-fn wanted(stream: &StreamState, table: Table) -> BTreeMap<String, Wanted> {
+fn wanted(stream: &StreamState, table: Table, replica: Option<&str>) -> BTreeMap<String, Wanted> {
     table
         .live(stream)
         .iter()
         .map(|f| {
             (
-                log_path(f, table),
+                log_path_beside(f, table, replica),
                 Wanted {
                     bytes: f.bytes,
                     rows: f.groups.iter().map(|g| g.rows).sum(),
@@ -342,8 +356,14 @@ impl Publisher {
     ) -> Result<Vec<(Table, u64)>> {
         let stream = state.decl.id.as_str();
         let mut jobs = Vec::new();
+        let replica = super::replicate::recorded(&self.root)?;
         for table in Table::BOTH {
-            let diff = Diff::of(state, table, self.known(stream, table)?.map(|k| &k.shown));
+            let diff = Diff::of(
+                state,
+                table,
+                self.known(stream, table)?.map(|k| &k.shown),
+                replica.as_deref(),
+            );
             if let Some(diff) = diff {
                 // Taken out, not copied: it goes back in once the commit is written (or is
                 // read from the log again after a failure).
@@ -458,8 +478,13 @@ struct Diff {
 impl Diff {
     /// The difference between the manifest's live files of `table` and what the log shows
     /// (`None`: it has no log); `None` when there is none.
-    fn of(state: &StreamState, table: Table, shown: Option<&BTreeSet<String>>) -> Option<Diff> {
-        let want = wanted(state, table);
+    fn of(
+        state: &StreamState,
+        table: Table,
+        shown: Option<&BTreeSet<String>>,
+        replica: Option<&str>,
+    ) -> Option<Diff> {
+        let want = wanted(state, table, replica);
         let removes: BTreeSet<String> = shown
             .into_iter()
             .flatten()
@@ -988,7 +1013,8 @@ impl super::Archive {
                 )));
             }
         }
-        if let Some(diff) = Diff::of(state, table, Some(&shown)) {
+        let replica = super::replicate::recorded(&self.root)?;
+        if let Some(diff) = Diff::of(state, table, Some(&shown), replica.as_deref()) {
             return Err(behind(format!(
                 "the log is not level with the manifest: it lacks {} live file(s) and shows {} that are not live",
                 diff.adds.len(),
@@ -996,11 +1022,23 @@ impl super::Archive {
             )));
         }
         let dir = table_dir(&self.root, stream, table);
+        // A file evicted into the replica is read from there.
+        let evicted: BTreeMap<String, &str> = table
+            .live(state)
+            .iter()
+            .filter_map(|f| {
+                let path = log_path_beside(f, table, replica.as_deref());
+                Some((path, f.cold.as_deref()?))
+            })
+            .filter(|(path, _)| !path.contains("://"))
+            .collect();
         let mut out: Vec<String> = shown
             .into_iter()
             .map(|p| {
                 if p.contains("://") {
                     p
+                } else if let Some(url) = evicted.get(&p) {
+                    (*url).to_owned()
                 } else {
                     dir.join(&p).to_string_lossy().into_owned()
                 }

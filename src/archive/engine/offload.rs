@@ -1,4 +1,4 @@
-//! Moving data files to the cold tier.
+//! Moving data files to the cold tier, and evicting those the replica holds.
 //!
 //! ```text
 //! plan (pure: age, local byte budget) ─► upload (multipart when large, aborted on failure)
@@ -42,7 +42,7 @@ impl Archive {
         &mut self,
         policy: Option<&OffloadPolicy>,
         now_ns: u64,
-        mut progress: impl FnMut(usize, usize, u64),
+        progress: impl FnMut(usize, usize, u64),
     ) -> Result<Vec<OffloadReport>> {
         self.commit.writable("offload")?;
         let tier = self.store.configured().ok_or_else(|| {
@@ -52,6 +52,44 @@ impl Archive {
             )
         })?;
         self.refuse_a_tier_that_lost_objects(&tier)?;
+        let plans = self.offload_plans(policy, now_ns);
+        self.move_files(&tier, plans, Self::upload, progress)
+    }
+
+    /// Evicts the data files `policy` selects at `now_ns` (for every stream, or each stream's
+    /// declared policy when `policy` is `None`) that the archive's replica holds: each object
+    /// is read back whole and every digest checked, then ONE `offload` record per stream names
+    /// the files at their URLs in the replica, and the local copies are deleted. Nothing is
+    /// uploaded: a file the replica does not hold yet stays local and is reported (a
+    /// replication pass uploads it; evict again after). Reads fetch evicted files from the
+    /// bucket by ranged GETs, as cold files; the replica's own passes delete the objects once
+    /// no record names them (a retirement or compaction never deletes them itself, which would
+    /// break the bucket's last commit).
+    pub fn evict(
+        &mut self,
+        policy: Option<&OffloadPolicy>,
+        now_ns: u64,
+        progress: impl FnMut(usize, usize, u64),
+    ) -> Result<Vec<OffloadReport>> {
+        self.commit.writable("evict")?;
+        let url = super::replicate::recorded(&self.root)?.ok_or_else(|| {
+            ArchiveError::Replica(
+                "eviction drops local copies of files the replica holds, and this archive has no replica (declare one: `series-archive replicate ARCHIVE URL`, Config::replicate)".into(),
+            )
+        })?;
+        let tier = ColdTier::from_url(&url)
+            .map_err(|e| ArchiveError::Replica(format!("the replica {url}: {e}")))?;
+        let plans = self.offload_plans(policy, now_ns);
+        self.move_files(&tier, plans, Self::held, progress)
+    }
+
+    /// The data files `policy` (or each stream's declared policy) selects at `now_ns`, by
+    /// stream.
+    fn offload_plans(
+        &self,
+        policy: Option<&OffloadPolicy>,
+        now_ns: u64,
+    ) -> Vec<(String, Vec<SegmentFile>)> {
         let mut plans = Vec::new();
         for (id, stream) in &self.commit.state().streams {
             let Some(policy) = policy.or_else(|| self.config.offload.get(id)) else {
@@ -65,6 +103,19 @@ impl Archive {
                 plans.push((id.clone(), files));
             }
         }
+        plans
+    }
+
+    /// Moves the planned files to `tier`: `place` makes each whole there (or says why not,
+    /// and the file stays local), then one `offload` record per stream names those that are,
+    /// then their local copies are deleted.
+    fn move_files(
+        &mut self,
+        tier: &ColdTier,
+        plans: Vec<(String, Vec<SegmentFile>)>,
+        place: fn(&Self, &ColdTier, &SegmentFile, &str) -> std::result::Result<(), String>,
+        mut progress: impl FnMut(usize, usize, u64),
+    ) -> Result<Vec<OffloadReport>> {
         let total: usize = plans.iter().map(|(_, f)| f.len()).sum();
         let mut done = 0;
         let mut reports = Vec::new();
@@ -76,7 +127,7 @@ impl Archive {
             let mut moved: Vec<(SegmentFile, String)> = Vec::new();
             for file in files {
                 let url = tier.object_url(&file.path);
-                match self.upload(&tier, &file, &url) {
+                match place(self, tier, &file, &url) {
                     Ok(()) => moved.push((file, url)),
                     Err(why) => {
                         tracing::warn!(file = %file.path, %why, "offload: left local, to retry later");
@@ -107,10 +158,27 @@ impl Archive {
             self.delete(locals.iter().map(std::path::PathBuf::as_path))?;
             report.files = moved.len();
             report.bytes = moved.iter().map(|(f, _)| f.bytes).sum();
-            tracing::info!(stream = %id, files = report.files, bytes = report.bytes, "offloaded");
+            tracing::info!(stream = %id, files = report.files, bytes = report.bytes, tier = %tier.url(), "offloaded");
             reports.push(report);
         }
         Ok(reports)
+    }
+
+    /// Confirms the replica holds `file` whole: read back in one GET, every digest checked.
+    fn held(
+        &self,
+        tier: &ColdTier,
+        file: &SegmentFile,
+        url: &str,
+    ) -> std::result::Result<(), String> {
+        let back = tier.get(&file.path).map_err(|e| {
+            if e.missing {
+                format!("{url} is not in the replica yet (a replication pass uploads it)")
+            } else {
+                e.to_string()
+            }
+        })?;
+        segment::verify_bytes(file, &back).map_err(|why| format!("{url} read back: {why}"))
     }
 
     /// Refuses to add to a tier that lost objects this archive's manifest names there: the
@@ -151,7 +219,7 @@ impl Archive {
     /// Uploads one file and confirms the object is whole: every digest read back.
     fn upload(
         &self,
-        tier: &crate::archive::io::cold::ColdTier,
+        tier: &ColdTier,
         file: &SegmentFile,
         url: &str,
     ) -> std::result::Result<(), String> {
@@ -363,8 +431,14 @@ impl Archive {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .forget(&names);
+        // An evicted file lives in the replica, whose last commit may still name it: its
+        // object goes with the replica pass that no longer does.
+        let replica = super::replicate::recorded(&self.root)?.map(|r| format!("{r}/"));
         for file in cold {
             let url = file.cold.as_deref().unwrap_or_default();
+            if replica.as_deref().is_some_and(|r| url.starts_with(r)) {
+                continue;
+            }
             match self.store.tier_for(url, &file.path) {
                 Ok(tier) => {
                     if let Err(e) = tier.delete(&file.path) {

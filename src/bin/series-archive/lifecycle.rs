@@ -486,12 +486,24 @@ pub(crate) fn offload(
     dry_run: bool,
     now: Option<u64>,
 ) -> Result<(), Failure> {
-    let Some(cold) = cold_url() else {
-        return Err(Failure {
-            code: 2,
-            message: "offload needs the cold tier: --cold s3://bucket/prefix (or file:///dir)"
-                .into(),
-        });
+    // With --cold, files move to the cold tier; without it, an archive with a replica evicts
+    // the local copies of files the replica holds (nothing is uploaded twice).
+    let replica = series_archive::archive::replicate::recorded(archive)?;
+    let (cold, evict) = match (cold_url(), replica) {
+        (Some(cold), _) => (cold.to_owned(), false),
+        (None, Some(replica)) => (replica, true),
+        (None, None) => {
+            return Err(Failure {
+                code: 2,
+                message: "offload needs a cold tier (--cold s3://bucket/prefix, or file:///dir), or a replica whose copies it evicts (series-archive replicate ARCHIVE URL)"
+                    .into(),
+            })
+        }
+    };
+    let (verb, verbed) = if evict {
+        ("evict", "evicted")
+    } else {
+        ("move", "offloaded")
     };
     if policy.older_than.is_none() && policy.local_budget.is_none() {
         return Err("say which files move: --older-than AGE and/or --local-budget SIZE".into());
@@ -507,9 +519,10 @@ pub(crate) fn offload(
             any |= !moving.is_empty();
             for f in moving {
                 out!(
-                    "would move {} ({} bytes) of stream {id} to {cold}/{}",
+                    "would {verb} {} ({} bytes) of stream {id} {} {cold}/{}",
                     f.path,
                     f.bytes,
+                    if evict { "held at" } else { "to" },
                     f.path
                 );
             }
@@ -519,27 +532,47 @@ pub(crate) fn offload(
         }
         return Ok(());
     }
+    if evict {
+        // The replica first holds every commit, so every file the policy picks can go.
+        let tier = ColdTier::from_url(&cold)?;
+        crate::replica::pass(archive, &tier).map_err(|f| Failure {
+            code: f.code,
+            message: format!(
+                "evicting needs the replica up to date, and the replication pass failed: {}; nothing was evicted",
+                f.message
+            ),
+        })?;
+    }
     let mut archive = open(archive, crate::config())?;
     let bar = ProgressBar::new(0);
     bar.set_style(
-        ProgressStyle::with_template("offloading {bar:40} {pos}/{len} files, {msg} [{elapsed}]")
-            .expect("a valid template"),
+        ProgressStyle::with_template(&format!(
+            "{}ing {{bar:40}} {{pos}}/{{len}} files, {{msg}} [{{elapsed}}]",
+            if evict { "evict" } else { "offload" }
+        ))
+        .expect("a valid template"),
     );
     let began = Instant::now();
-    let reports = archive.offload(Some(&policy), now, |done, total, bytes| {
+    let shown = |done: usize, total: usize, bytes: u64| {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
         bar.set_message(format!("{bytes} bytes"));
-    })?;
+    };
+    let reports = if evict {
+        archive.evict(Some(&policy), now, shown)?
+    } else {
+        archive.offload(Some(&policy), now, shown)?
+    };
     bar.finish_and_clear();
     let secs = began.elapsed().as_secs_f64();
     let mut failed = 0;
     for r in &reports {
         out!(
-            "offloaded {}: {} file(s), {} bytes to {cold} in {secs:.2} s ({:.1} MB/s)",
+            "{verbed} {}: {} file(s), {} bytes {} {cold} in {secs:.2} s ({:.1} MB/s)",
             r.stream,
             r.files,
             r.bytes,
+            if evict { "held at" } else { "to" },
             r.bytes as f64 / 1e6 / secs.max(1e-9)
         );
         for why in &r.failed {
@@ -552,7 +585,8 @@ pub(crate) fn offload(
     }
     if failed > 0 {
         return Err(Failure::from(format!(
-            "{failed} file(s) could not be moved; they stay local and are served as before"
+            "{failed} file(s) could not be {}; they stay local and are served as before",
+            if evict { "evicted" } else { "moved" }
         )));
     }
     Ok(())

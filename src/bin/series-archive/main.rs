@@ -334,8 +334,11 @@ enum Command {
     /// same, from there. Level files stay local.
     ///
     /// Upload, confirm every digest read back, one manifest record, then the local copies
-    /// are deleted. Credentials, region and endpoint come from the standard AWS environment
-    /// variables (AWS_ACCESS_KEY_ID, AWS_REGION, AWS_ENDPOINT, ...).
+    /// are deleted. Without --cold, an archive with a replica evicts instead: one replication
+    /// pass, then the local copies of the files the replica holds (every digest read back
+    /// from it) are dropped, with no second upload, and are read from the replica from then
+    /// on. Credentials, region and endpoint come from the standard AWS environment variables
+    /// (AWS_ACCESS_KEY_ID, AWS_REGION, AWS_ENDPOINT, ...).
     Offload {
         /// The archive directory.
         archive: PathBuf,

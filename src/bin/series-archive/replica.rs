@@ -72,7 +72,7 @@ fn show_pass(r: &ReplicationReport, secs: f64) -> String {
 }
 
 /// One pass, with a progress bar over the files it uploads.
-fn pass(archive: &Path, tier: &ColdTier) -> Result<(ReplicationReport, f64), Failure> {
+pub(crate) fn pass(archive: &Path, tier: &ColdTier) -> Result<(ReplicationReport, f64), Failure> {
     let began = Instant::now();
     let bar = crate::progress(0, "replicating", "files");
     let report = replicate::replicate(archive, tier, &Default::default(), |done, total, _| {
