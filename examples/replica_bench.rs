@@ -12,8 +12,10 @@
 //!     --python .venv/bin/python
 //! ```
 
-#[path = "common/moto.rs"]
-mod moto;
+#[path = "common/bench.rs"]
+mod bench;
+
+use bench::arg;
 
 use arrow::array::{Float64Array, RecordBatch, StringArray, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema};
@@ -21,13 +23,6 @@ use series_archive::archive::cold::ColdTier;
 use series_archive::archive::{Archive, Config, StreamSpec};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
 
 fn number(name: &str, default: u64) -> u64 {
     arg(name).and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -192,7 +187,7 @@ fn main() {
     let runs = number("--runs", 3).max(1);
     let bucket = "replica-bench";
     let python = arg("--python").unwrap_or_else(|| ".venv/bin/python".into());
-    let server = moto::Server::start(arg("--endpoint"), &python, bucket);
+    let server = bench::Server::start(arg("--endpoint"), &python, bucket);
     let store = server.store(bucket);
     let modes = [Mode::Off, Mode::Async, Mode::Bound0];
     let mut measured: Vec<Vec<Measured>> = modes.iter().map(|_| Vec::new()).collect();

@@ -13,8 +13,10 @@
 //! cargo run --release --example tier_bench -- --rows 1000000 --python .venv/bin/python
 //! ```
 
-#[path = "common/moto.rs"]
-mod moto;
+#[path = "common/bench.rs"]
+mod bench;
+
+use bench::arg;
 
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStoreExt, PutPayload};
@@ -26,13 +28,6 @@ use std::ops::Bound::Unbounded;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -60,7 +55,7 @@ fn main() {
     let bucket = "tier-bench";
     // The server.
     let python = arg("--python").unwrap_or_else(|| ".venv/bin/python".into());
-    let server = moto::Server::start(arg("--endpoint"), &python, bucket);
+    let server = bench::Server::start(arg("--endpoint"), &python, bucket);
     let s3 = server.store(bucket);
 
     // The archive: a 16-track capture workload, compacted into per-track segments.

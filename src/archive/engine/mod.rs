@@ -175,7 +175,7 @@ impl Archive {
     /// not in time.
     fn wait_for_replica(&self) -> Result<()> {
         match (&self.replicator, self.config.max_lag) {
-            (Some(r), Some((lag, wait))) => r.wait_for(r.progress().commits, lag, wait),
+            (Some(r), Some((lag, wait))) => r.wait_for(lag, wait),
             _ => Ok(()),
         }
     }

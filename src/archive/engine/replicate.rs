@@ -188,13 +188,19 @@ fn bucket_current(parts: &Parts) -> Option<(u64, u64)> {
 
 /// Counts the records of `bytes` from `from` (a record boundary) to the end.
 fn records_from(bytes: &[u8], from: usize) -> usize {
+    whole_records(bytes, from).0
+}
+
+/// The records of `bytes` from `from` (a record boundary) on that pass their check, and the
+/// offset their run ends at.
+fn whole_records(bytes: &[u8], from: usize) -> (usize, usize) {
     let mut at = from;
     let mut n = 0;
     while let Decoded::Record { next, .. } = frame::decode(bytes, at) {
         n += 1;
         at = next;
     }
-    n
+    (n, at)
 }
 
 /// A live file as a pass sees it: its archive-relative path, its bytes, whether it lives in
@@ -338,12 +344,8 @@ fn local_log(root: &Path, sync: bool) -> Result<LocalLog> {
 /// replayed (what [`status`] needs: the bytes and records a pass would carry).
 fn framed_log(root: &Path) -> Result<LocalLog> {
     let (generation, _, mut bytes) = newest_generation(root, false)?;
-    let (mut at, mut records) = (0, 0);
-    while let Decoded::Record { next, .. } = frame::decode(&bytes, at) {
-        at = next;
-        records += 1;
-    }
-    bytes.truncate(at);
+    let (records, end) = whole_records(&bytes, 0);
+    bytes.truncate(end);
     Ok(LocalLog {
         generation,
         bytes,

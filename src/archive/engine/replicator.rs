@@ -24,7 +24,7 @@ use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The first retry's delay after a failed pass; it doubles per failure up to [`BACKOFF_MAX`].
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -72,6 +72,22 @@ impl Shared {
     fn lock(&self) -> MutexGuard<'_, Progress> {
         self.progress.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Waits on `p` until `done` holds of the progress or `within` has passed; answers the
+    /// guard and whether `done` holds.
+    fn wait_until<'a>(
+        &self,
+        p: MutexGuard<'a, Progress>,
+        within: Duration,
+        done: impl Fn(&Progress) -> bool,
+    ) -> (MutexGuard<'a, Progress>, bool) {
+        let (p, _) = self
+            .changed
+            .wait_timeout_while(p, within, |p| !done(p))
+            .unwrap_or_else(|e| e.into_inner());
+        let held = done(&p);
+        (p, held)
+    }
 }
 
 /// The replicator of one writable handle; stopped when dropped.
@@ -102,7 +118,6 @@ impl Replicator {
                 pending: Some((0, recovered)),
                 shown: Replication {
                     url: tier.url().to_owned(),
-                    behind: 1,
                     ..Replication::default()
                 },
                 ..Progress::default()
@@ -125,49 +140,45 @@ impl Replicator {
         let mut p = self.shared.lock();
         p.shown.commits += 1;
         let n = p.shown.commits;
-        p.shown.behind = behind(&p.shown);
         p.pending = Some((n, committed));
         self.shared.changed.notify_all();
         n
     }
 
-    /// Waits until the bucket holds every commit up to `n − max_lag`, at most `wait`.
-    /// Refuses, saying where the bucket stands, when it does not in time.
-    pub(crate) fn wait_for(&self, n: u64, max_lag: u64, wait: Duration) -> Result<()> {
-        let deadline = Instant::now() + wait;
-        let mut p = self.shared.lock();
-        loop {
-            if p.shown.replicated.is_some_and(|r| r + max_lag >= n) {
-                return Ok(());
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(ArchiveError::Replica(format!(
-                    "commit {n} is durable locally, and the replica {} holds {} after {:.1} s, more than the lag bound of {max_lag} commit(s) allows{}",
-                    p.shown.url,
-                    p.shown
-                        .replicated
-                        .map_or("no commit of this handle yet".to_owned(), |r| format!("commits up to {r}")),
-                    wait.as_secs_f64(),
-                    p.shown
-                        .last_error
-                        .as_ref()
-                        .map(|e| format!(": {e}"))
-                        .unwrap_or_default()
-                )));
-            }
-            p = self
-                .shared
-                .changed
-                .wait_timeout(p, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+    /// Waits until the bucket holds every commit of this handle but the newest `max_lag`, at
+    /// most `wait`. Refuses, saying where the bucket stands, when it does not in time.
+    pub(crate) fn wait_for(&self, max_lag: u64, wait: Duration) -> Result<()> {
+        let p = self.shared.lock();
+        let n = p.shown.commits;
+        let (p, held) = self.shared.wait_until(p, wait, |p| {
+            p.shown.replicated.is_some_and(|r| r + max_lag >= n)
+        });
+        if held {
+            return Ok(());
         }
+        Err(ArchiveError::Replica(format!(
+            "commit {n} is durable locally, and the replica {} holds {} after {:.1} s, more than the lag bound of {max_lag} commit(s) allows{}",
+            p.shown.url,
+            p.shown
+                .replicated
+                .map_or("no commit of this handle yet".to_owned(), |r| format!("commits up to {r}")),
+            wait.as_secs_f64(),
+            p.shown
+                .last_error
+                .as_ref()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default()
+        )))
     }
 
     /// Where the replicator stands.
     pub(crate) fn progress(&self) -> Replication {
-        self.shared.lock().shown.clone()
+        let mut shown = self.shared.lock().shown.clone();
+        shown.behind = match shown.replicated {
+            Some(r) => shown.commits - r,
+            None => shown.commits + 1,
+        };
+        shown
     }
 }
 
@@ -176,37 +187,21 @@ impl Drop for Replicator {
     /// (unless the bucket is failing), waited for at most [`CLOSE_WAIT`]; a pass still running
     /// then is left to end on its own.
     fn drop(&mut self) {
-        let deadline = Instant::now() + CLOSE_WAIT;
         let mut p = self.shared.lock();
         p.stopping = true;
         self.shared.changed.notify_all();
-        while !p.exited {
-            let now = Instant::now();
-            if now >= deadline {
-                tracing::warn!(
-                    replica = %p.shown.url,
-                    "closing the archive: the replication pass still running is left to finish on its own"
-                );
-                return;
-            }
-            p = self
-                .shared
-                .changed
-                .wait_timeout(p, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+        let (p, exited) = self.shared.wait_until(p, CLOSE_WAIT, |p| p.exited);
+        if !exited {
+            tracing::warn!(
+                replica = %p.shown.url,
+                "closing the archive: the replication pass still running is left to finish on its own"
+            );
+            return;
         }
         drop(p);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
-    }
-}
-
-fn behind(shown: &Replication) -> u64 {
-    match shown.replicated {
-        Some(r) => shown.commits - r,
-        None => shown.commits + 1,
     }
 }
 
@@ -217,20 +212,19 @@ fn run(root: &std::path::Path, tier: &ColdTier, faults: &Faults, shared: &Shared
     let mut known: Option<replicate::Known> = None;
     loop {
         let (n, committed) = {
-            let mut p = shared.lock();
-            loop {
-                let give_up = p.stopping && p.shown.failures > 0;
-                match p.pending.take() {
-                    Some(next) if !give_up => break next,
-                    _ if p.stopping => {
-                        p.exited = true;
-                        shared.changed.notify_all();
-                        return;
-                    }
-                    other => {
-                        p.pending = other;
-                        p = shared.changed.wait(p).unwrap_or_else(|e| e.into_inner());
-                    }
+            let p = shared.lock();
+            let mut p = shared
+                .changed
+                .wait_while(p, |p| p.pending.is_none() && !p.stopping)
+                .unwrap_or_else(|e| e.into_inner());
+            // Stopping: a pending commit gets its last pass, unless the bucket is failing.
+            let give_up = p.stopping && p.shown.failures > 0;
+            match p.pending.take() {
+                Some(next) if !give_up => next,
+                _ => {
+                    p.exited = true;
+                    shared.changed.notify_all();
+                    return;
                 }
             }
         };
@@ -246,7 +240,6 @@ fn run(root: &std::path::Path, tier: &ColdTier, faults: &Faults, shared: &Shared
                 p.shown.passes += 1;
                 p.shown.failures = 0;
                 p.shown.last_error = None;
-                p.shown.behind = behind(&p.shown);
                 shared.changed.notify_all();
             }
             // A checkpoint replaced the generation this hand-over named: the newer one is
@@ -267,18 +260,8 @@ fn run(root: &std::path::Path, tier: &ColdTier, faults: &Faults, shared: &Shared
                 let delay = BACKOFF_MIN
                     .saturating_mul(1 << p.shown.failures.min(16))
                     .min(BACKOFF_MAX);
-                let until = Instant::now() + delay;
-                while !p.stopping {
-                    let now = Instant::now();
-                    if now >= until {
-                        break;
-                    }
-                    p = shared
-                        .changed
-                        .wait_timeout(p, until - now)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
-                }
+                // Woken early only to stop.
+                drop(shared.wait_until(p, delay, |p| p.stopping));
             }
         }
     }

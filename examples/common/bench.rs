@@ -1,9 +1,18 @@
-//! A real S3-compatible server on loopback for the benchmarks (moto's server mode, from the
-//! test venv), or one already running (`--endpoint`); and an `object_store` client for it.
+//! What the S3 benchmarks share: their flags, and a real S3-compatible server on loopback
+//! (moto's server mode, from the test venv) or one already running (`--endpoint`), with an
+//! `object_store` client for it.
 
 use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
+
+/// The value after the flag `name` on the command line.
+pub fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
 
 /// The server a benchmark talks to; a server this process started stops when dropped.
 pub struct Server {
