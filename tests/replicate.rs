@@ -629,3 +629,153 @@ fn offload_evicts_what_the_replica_holds_and_everything_still_reads() {
     engines_read_exactly(&moto, dir.path(), &url, &want[0]);
     assert_eq!(status(&env, a)["records_behind"], 0);
 }
+
+/// What `--requests` said of the bucket at `url`: its GETs and the ranges the cache answered.
+fn bucket_requests(stderr: &[u8], url: &str) -> (u64, u64) {
+    let stderr = String::from_utf8_lossy(stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with(&format!("requests: {url}: ")))
+        .unwrap_or_else(|| panic!("no requests line for {url}: {stderr}"));
+    let number = |after: &str| -> u64 {
+        let words: Vec<&str> = line.split([' ', ',']).filter(|w| !w.is_empty()).collect();
+        let at = words
+            .iter()
+            .position(|w| *w == after)
+            .unwrap_or_else(|| panic!("{after:?} in {line}"));
+        words[at - 1]
+            .parse()
+            .unwrap_or_else(|e| panic!("{e}: {line}"))
+    };
+    (number("GET"), number("read"))
+}
+
+/// The bytes of every file under `dir` (0 when it is absent).
+fn bytes_under(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .map(|e| {
+            let e = e.expect("entry");
+            let meta = e.metadata().expect("metadata");
+            if meta.is_dir() {
+                bytes_under(&e.path())
+            } else {
+                meta.len()
+            }
+        })
+        .sum()
+}
+
+#[test]
+fn a_url_read_keeps_a_bounded_cache_and_fetches_only_what_is_new() {
+    let dir = process::scratch("replicate-cache");
+    let moto = s3::Moto::start(&[BUCKET]);
+    let archive = dir.path().join("a");
+    let a = archive.to_str().expect("utf-8");
+    let url = format!("s3://{BUCKET}/cached");
+    ingest(&moto.env(), a, &csv(dir.path(), "first.csv", 0, 600));
+    ok_env(&moto.env(), &["replicate", a, &url]);
+    let cache = dir.path().join("cache");
+    let c = cache.to_str().expect("utf-8");
+    let survey_in = |archive: &str, cache: &str, extra: &[&str]| {
+        let mut args = vec!["--requests", "--cache", cache];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[
+            "survey", archive, "--stream", "capture", "--track", "run_1", "--budget", "64",
+            "--json",
+        ]);
+        let out = ok_env(&moto.env(), &args);
+        (String::from_utf8(out.stdout.clone()).expect("utf-8"), out)
+    };
+    let survey = |archive: &str, extra: &[&str]| survey_in(archive, c, extra);
+    let local = |archive: &str| {
+        ok(
+            &moto.env(),
+            &[
+                "survey", archive, "--stream", "capture", "--track", "run_1", "--budget", "64",
+                "--json",
+            ],
+        )
+    };
+
+    // Cold: the manifest part and the files' footers and row groups come from the bucket.
+    let (cold, out) = survey(&url, &[]);
+    assert_eq!(cold, local(a));
+    let (cold_gets, _) = bucket_requests(&out.stderr, &url);
+    assert!(cold_gets >= 3, "{}", String::from_utf8_lossy(&out.stderr));
+    // Warm: the same answer with no GET at all (one LIST asks whether the bucket moved).
+    let (warm, out) = survey(&url, &[]);
+    assert_eq!(warm, cold);
+    let (gets, cached) = bucket_requests(&out.stderr, &url);
+    assert_eq!(gets, 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(cached >= 2, "{}", String::from_utf8_lossy(&out.stderr));
+
+    // The writer commits: the next read follows, fetching the new part and what it names.
+    ingest(&moto.env(), a, &csv(dir.path(), "second.csv", 600, 900));
+    let (moved, out) = survey(&url, &[]);
+    assert_eq!(moved, local(a));
+    assert_ne!(moved, cold);
+    let (gets, _) = bucket_requests(&out.stderr, &url);
+    assert!(gets >= 1, "{}", String::from_utf8_lossy(&out.stderr));
+
+    // Damage in the cache is never an answer: every cached range and the cached manifest
+    // altered on this machine, the read is still exact (fetched again from the bucket).
+    let url_dir = std::fs::read_dir(&cache)
+        .expect("cache dir")
+        .next()
+        .expect("a directory for the URL")
+        .expect("entry")
+        .path();
+    let mut damaged = 0;
+    for entry in std::fs::read_dir(url_dir.join("ranges")).expect("ranges") {
+        let path = entry.expect("entry").path();
+        let mut raw = std::fs::read(&path).expect("read");
+        let last = raw.len() - 1;
+        raw[last] ^= 0x5a;
+        std::fs::write(&path, raw).expect("write");
+        damaged += 1;
+    }
+    assert!(damaged > 0);
+    for entry in std::fs::read_dir(url_dir.join("manifest")).expect("manifest") {
+        let path = entry.expect("entry").path();
+        let mut raw = std::fs::read(&path).expect("read");
+        raw[20] ^= 0x5a;
+        std::fs::write(&path, raw).expect("write");
+    }
+    let (after_damage, out) = survey(&url, &[]);
+    assert_eq!(after_damage, moved);
+    let (gets, _) = bucket_requests(&out.stderr, &url);
+    assert!(gets >= 3, "{}", String::from_utf8_lossy(&out.stderr));
+
+    // Bounded: a cache of 48 KiB keeps some ranges and never holds more; 0 keeps none, so
+    // every read GETs.
+    let small = dir.path().join("small");
+    let s = small.to_str().expect("utf-8");
+    for _ in 0..2 {
+        let (answer, _) = survey_in(&url, s, &["--cache-size", "48KiB"]);
+        assert_eq!(answer, moved);
+        assert!(bytes_under(&small) > 0);
+    }
+    let ranges: u64 = std::fs::read_dir(&small)
+        .expect("small cache")
+        .map(|e| bytes_under(&e.expect("entry").path().join("ranges")))
+        .sum();
+    assert!(
+        ranges > 0 && ranges <= 48 * 1024,
+        "{ranges} bytes of ranges"
+    );
+    let none = dir.path().join("none");
+    let n = none.to_str().expect("utf-8");
+    for _ in 0..2 {
+        let (answer, out) = survey_in(&url, n, &["--cache-size", "0"]);
+        assert_eq!(answer, moved);
+        let (gets, cached) = bucket_requests(&out.stderr, &url);
+        assert!(
+            gets >= 2 && cached == 0,
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

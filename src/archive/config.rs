@@ -30,6 +30,7 @@ pub struct Config {
     pub(crate) level_cache_cells: usize,
     pub(crate) scope: Option<crate::archive::format::manifest::Scope>,
     pub(crate) replica_cache: Option<std::path::PathBuf>,
+    pub(crate) cache_size: Option<u64>,
     pub(crate) replica: Option<Arc<crate::archive::io::cold::ColdTier>>,
     pub(crate) replication: bool,
     pub(crate) max_lag: Option<(u64, std::time::Duration)>,
@@ -57,6 +58,7 @@ impl Default for Config {
             level_cache_cells: crate::archive::format::levels::LEVEL_CACHE_CELLS,
             scope: None,
             replica_cache: None,
+            cache_size: None,
             replica: None,
             replication: true,
             max_lag: None,
@@ -71,10 +73,21 @@ impl Config {
     }
 
     /// Where a read-only open of a replica by its URL ([`crate::archive::reader::open`] of
-    /// `s3://bucket/prefix`) keeps the bucket's manifest: a directory of its own per URL
-    /// beneath `dir`. Without it, beneath the system's temporary directory.
+    /// `s3://bucket/prefix`) keeps what it fetched from the bucket: a directory of its own per
+    /// URL beneath `dir`, holding the bucket's manifest (a later open fetches only the parts
+    /// replicated since) and a bounded cache of the footers and row groups its reads fetched
+    /// ([`Config::cache_size`]). Without it, beneath the system's temporary directory.
     pub fn replica_cache(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
         self.replica_cache = Some(dir.into());
+        self
+    }
+
+    /// The most bytes of footers and row groups a read-only open of a replica by its URL
+    /// keeps in its cache directory ([`Config::replica_cache`]), least recently used removed
+    /// first; a range larger than a sixteenth of it is never kept. 0 keeps none (every read
+    /// goes to the bucket). 256 MiB when not set.
+    pub fn cache_size(mut self, bytes: u64) -> Self {
+        self.cache_size = Some(bytes);
         self
     }
 

@@ -131,8 +131,10 @@ fn parse_part(relative: &str) -> Option<(u64, u64)> {
         .flatten()
 }
 
-/// The bucket's manifest: each generation's parts, `(offset, length)` in offset order.
-type Parts = BTreeMap<u64, Vec<(u64, u64)>>;
+/// One generation's parts in the bucket, `(offset, length)` in offset order.
+type PartList = Vec<(u64, u64)>;
+/// The bucket's manifest: each generation's parts.
+type Parts = BTreeMap<u64, PartList>;
 
 /// What the bucket holds, as the archive's own replicator remembers it from one of its passes
 /// to the next, so that a pass does not list the prefix again (a listing grows with the
@@ -838,17 +840,44 @@ fn fetch_manifest(
     Vec<u8>,
     crate::archive::format::manifest::log::Replayed,
 )> {
-    let parts = bucket_parts(tier)?;
-    let Some((generation, end)) = bucket_current(&parts) else {
+    let (generation, end, parts) = current_parts(&bucket_parts(tier)?, tier)?;
+    let manifest = fetch_parts(
+        tier,
+        generation,
+        &parts,
+        Vec::with_capacity(end as usize),
+        end,
+    )?;
+    let replayed = replay_whole(tier, generation, &manifest)?;
+    Ok((generation, manifest, replayed))
+}
+
+/// The generation the bucket serves, its bytes, and its parts; an error when it holds none.
+fn current_parts(parts: &Parts, tier: &ColdTier) -> Result<(u64, u64, PartList)> {
+    let Some((generation, end)) = bucket_current(parts) else {
         return Err(ArchiveError::Replica(format!(
             "{} holds no replicated manifest (no {MANIFEST_DIR}/gen-…/…part object at offset 0): nothing to restore or read",
             tier.url()
         )));
     };
-    let mut manifest = Vec::with_capacity(end as usize);
-    for &(offset, len) in &parts[&generation] {
+    Ok((generation, end, parts[&generation].clone()))
+}
+
+/// Appends to `manifest` (the generation's bytes up to a part boundary) the parts of
+/// `generation` from there up to `end`, each read back whole.
+fn fetch_parts(
+    tier: &ColdTier,
+    generation: u64,
+    parts: &[(u64, u64)],
+    mut manifest: Vec<u8>,
+    end: u64,
+) -> Result<Vec<u8>> {
+    for &(offset, len) in parts {
         if offset >= end {
             break;
+        }
+        if offset < manifest.len() as u64 {
+            continue;
         }
         let bytes = tier.get(&part_name(generation, offset)).map_err(cold)?;
         if bytes.len() as u64 != len {
@@ -860,8 +889,17 @@ fn fetch_manifest(
         }
         manifest.extend_from_slice(&bytes);
     }
+    Ok(manifest)
+}
+
+/// Replays a generation's bytes as the bucket holds them: every record must be whole.
+fn replay_whole(
+    tier: &ColdTier,
+    generation: u64,
+    manifest: &[u8],
+) -> Result<crate::archive::format::manifest::log::Replayed> {
     let shown = format!("{}/{}", tier.url(), part_name(generation, 0));
-    let replayed = replay_bytes(Path::new(&shown), &manifest, generation)?;
+    let replayed = replay_bytes(Path::new(&shown), manifest, generation)?;
     if replayed.trusted_len != manifest.len() as u64 {
         return Err(ArchiveError::Replica(format!(
             "{shown}: the replicated manifest's records end at byte {}, its parts at {}: the bucket's manifest is damaged",
@@ -869,7 +907,7 @@ fn fetch_manifest(
             manifest.len()
         )));
     }
-    Ok((generation, manifest, replayed))
+    Ok(replayed)
 }
 
 /// Makes a writable archive at `dir` (absent or empty) from the replica in `tier`, as of the
@@ -1008,14 +1046,17 @@ pub fn open_url(url: &str, config: &Config) -> Result<Archive> {
 }
 
 fn open_replica(tier: &std::sync::Arc<ColdTier>, config: &Config) -> Result<Archive> {
-    let (generation, manifest, _) = fetch_manifest(tier)?;
     let base = match &config.replica_cache {
         Some(dir) => dir.clone(),
         None => std::env::temp_dir().join("series-archive-replicas"),
     };
+    // One directory per URL and endpoint (two servers may hold the same bucket name).
     let cache = base.join(format!(
         "{:08x}-{}",
-        crc32c::crc32c(tier.url().as_bytes()),
+        crc32c::crc32c_append(
+            crc32c::crc32c(tier.url().as_bytes()),
+            tier.endpoint().unwrap_or("").as_bytes()
+        ),
         tier.url()
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
@@ -1027,12 +1068,58 @@ fn open_replica(tier: &std::sync::Arc<ColdTier>, config: &Config) -> Result<Arch
     durable::create_dir(&disk, &dir)?;
     let tmp = cache.join(TMP_DIR);
     durable::create_dir(&disk, &tmp)?;
-    // Written whole under a name of this process's, then renamed into place: readers of the
-    // same cache never see a part of it.
+    // The parts with their entity tags: what the cache kept of the generation is reused when
+    // every part it was assembled from is still listed alike, and only the parts after it
+    // are fetched (an open costs what was replicated since, not the whole manifest).
+    let mut parts = Parts::new();
+    let mut tags = BTreeMap::new();
+    for (relative, size, tag) in tier.list_tagged(MANIFEST_DIR).map_err(cold)? {
+        if let Some((generation, offset)) = parse_part(&relative) {
+            parts.entry(generation).or_default().push((offset, size));
+            tags.insert((generation, offset), (size, tag));
+        }
+    }
+    for list in parts.values_mut() {
+        list.sort_unstable();
+    }
+    let (generation, end, list) = current_parts(&parts, tier)?;
     let name = layout::generation_name(generation);
+    let kept = cached_prefix(&cache, &dir.join(&name), generation, &tags, end);
+    let reused = !kept.is_empty();
+    let mut manifest = fetch_parts(tier, generation, &list, kept, end)?;
+    if let Err(e) = replay_whole(tier, generation, &manifest) {
+        if !reused {
+            return Err(e);
+        }
+        // The cached bytes were damaged on this machine: the bucket's alone decide.
+        tracing::warn!(
+            "{}: the cached manifest did not replay ({e}); fetched again",
+            cache.display()
+        );
+        manifest = fetch_parts(tier, generation, &list, Vec::new(), end)?;
+        replay_whole(tier, generation, &manifest)?;
+    }
+    // Written whole under a name of this process's, then renamed into place: readers of the
+    // same cache never see a part of it. The list of parts it holds is written after it, so
+    // a list that does not add up to the file is never trusted.
     let staged = tmp.join(format!("{name}.{}", std::process::id()));
     durable::write_synced(&disk, &staged, &manifest)?;
     durable::rename(&disk, &staged, &dir.join(&name))?;
+    let held = CachedParts {
+        generation,
+        parts: list
+            .iter()
+            .filter(|&&(offset, _)| offset < end)
+            .filter_map(|&(offset, len)| {
+                let tag = tags.get(&(generation, offset))?.1.clone()?;
+                Some((offset, len, tag))
+            })
+            .collect(),
+    };
+    let staged = tmp.join(format!("{PARTS_FILE}.{}", std::process::id()));
+    let text = serde_json::to_vec(&held).map_err(|e| ArchiveError::Replica(e.to_string()))?;
+    durable::write_synced(&disk, &staged, &text)?;
+    durable::rename(&disk, &staged, &cache.join(PARTS_FILE))?;
     for old in durable::list_files(&dir)? {
         if generation_of(&old).is_some_and(|g| g < generation) {
             let _ = durable::remove(&disk, &old);
@@ -1046,8 +1133,66 @@ fn open_replica(tier: &std::sync::Arc<ColdTier>, config: &Config) -> Result<Arch
             }
         }
     }
+    let cache_bytes = config
+        .cache_size
+        .unwrap_or(crate::archive::io::cache::DEFAULT_CACHE_BYTES);
+    if cache_bytes > 0 {
+        archive.store.set_cache(std::sync::Arc::new(
+            crate::archive::io::cache::RangeCache::new(cache.join(RANGES_DIR), cache_bytes),
+        ));
+    }
+    archive.store.adopt(tier.clone());
     archive.origin = Some(tier.clone());
     Ok(archive)
+}
+
+/// The file in a URL's cache directory that lists the parts its manifest was assembled from.
+const PARTS_FILE: &str = "parts.json";
+/// The directory in a URL's cache directory that holds cached ranges of its files.
+const RANGES_DIR: &str = "ranges";
+
+/// The parts a cached manifest was assembled from: `(offset, length, entity tag)`.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct CachedParts {
+    generation: u64,
+    parts: Vec<(u64, u64, String)>,
+}
+
+/// The bytes of `generation` the cache at `cache` holds (in `path`) and may be trusted with:
+/// every part they were assembled from is still listed with the same length and entity tag,
+/// the parts run from offset 0 without a gap, and the file holds exactly them. Anything else
+/// (no list, another generation, a part replaced, a store that gives no tags) trusts nothing.
+fn cached_prefix(
+    cache: &Path,
+    path: &Path,
+    generation: u64,
+    tags: &BTreeMap<(u64, u64), (u64, Option<String>)>,
+    end: u64,
+) -> Vec<u8> {
+    let Ok(text) = local::read(&cache.join(PARTS_FILE)) else {
+        return Vec::new();
+    };
+    let Ok(held) = serde_json::from_slice::<CachedParts>(&text) else {
+        return Vec::new();
+    };
+    let mut at = 0;
+    for (offset, len, tag) in &held.parts {
+        let listed = tags.get(&(generation, *offset));
+        if held.generation != generation
+            || *offset != at
+            || listed.map(|(l, t)| (*l, t.as_deref())) != Some((*len, Some(tag.as_str())))
+        {
+            return Vec::new();
+        }
+        at += len;
+    }
+    if at > end {
+        return Vec::new();
+    }
+    match local::read(path) {
+        Ok(bytes) if bytes.len() as u64 == at => bytes,
+        _ => Vec::new(),
+    }
 }
 
 /// Whether the replica in `tier` holds more than the manifest generation `generation` up to

@@ -40,6 +40,8 @@ pub struct Requests {
     pub deletes: AtomicU64,
     /// Listings.
     pub lists: AtomicU64,
+    /// Ranges answered from the local cache ([`crate::archive::io::cache`]) instead of a GET.
+    pub cached: AtomicU64,
 }
 
 impl Requests {
@@ -67,6 +69,9 @@ pub struct ColdTier {
     /// Files at least this large are uploaded in parts of `part_size`.
     multipart_threshold: usize,
     part_size: usize,
+    /// The endpoint an S3 tier opened from a URL was pointed at (`AWS_ENDPOINT`), if any:
+    /// two servers may hold the same bucket name.
+    endpoint: Option<String>,
 }
 
 impl fmt::Debug for ColdTier {
@@ -135,6 +140,7 @@ impl ColdTier {
             requests: Requests::default(),
             multipart_threshold: MULTIPART_THRESHOLD,
             part_size: PART_SIZE,
+            endpoint: None,
         })
     }
 
@@ -148,12 +154,13 @@ impl ColdTier {
             missing: false,
         };
         let parsed = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
+        let mut endpoint = None;
         let (store, prefix): (Arc<dyn ObjectStore>, String) = match parsed.scheme() {
             "s3" | "s3a" => {
-                let store = object_store::aws::AmazonS3Builder::from_env()
-                    .with_url(url)
-                    .build()
-                    .map_err(|e| bad(e.to_string()))?;
+                let builder = object_store::aws::AmazonS3Builder::from_env().with_url(url);
+                endpoint = builder
+                    .get_config_value(&object_store::aws::AmazonS3ConfigKey::Endpoint);
+                let store = builder.build().map_err(|e| bad(e.to_string()))?;
                 (Arc::new(store), parsed.path().to_owned())
             }
             "file" | "memory" => {
@@ -167,7 +174,8 @@ impl ColdTier {
                 )))
             }
         };
-        let tier = ColdTier::new(store, &prefix, url)?;
+        let mut tier = ColdTier::new(store, &prefix, url)?;
+        tier.endpoint = endpoint;
         Ok(match std::env::var(TIMEOUT_ENV) {
             Ok(text) => {
                 let seconds = text
@@ -198,6 +206,11 @@ impl ColdTier {
         self.multipart_threshold = threshold;
         self.part_size = part_size.max(1);
         self
+    }
+
+    /// The endpoint an S3 tier opened from a URL was pointed at, if one was set.
+    pub fn endpoint(&self) -> Option<&str> {
+        self.endpoint.as_deref()
     }
 
     /// The URL naming the tier's prefix.
@@ -386,6 +399,20 @@ impl ColdTier {
 
     /// Every object under `relative_dir`, as archive-relative paths with their sizes.
     pub fn list(&self, relative_dir: &str) -> Result<Vec<(String, u64)>, ColdError> {
+        Ok(self
+            .list_tagged(relative_dir)?
+            .into_iter()
+            .map(|(path, size, _)| (path, size))
+            .collect())
+    }
+
+    /// Every object under `relative_dir`, as archive-relative paths with their sizes and
+    /// entity tags (what the store answers to tell one object's bytes from another's under
+    /// the same name; `None` where it gives none).
+    pub fn list_tagged(
+        &self,
+        relative_dir: &str,
+    ) -> Result<Vec<(String, u64, Option<String>)>, ColdError> {
         let location = self.location(relative_dir);
         let store = self.store.clone();
         let prefix = self.prefix.clone();
@@ -403,7 +430,7 @@ impl ColdTier {
                             .prefix_match(&prefix)?
                             .map(|p| p.as_ref().to_owned())
                             .collect();
-                        Some((parts.join("/"), m.size))
+                        Some((parts.join("/"), m.size, m.e_tag))
                     })
                     .collect())
             },

@@ -6,6 +6,7 @@
 //! calls in here (`engine`); `scripts/layers.py` checks that nothing else names `std::fs`,
 //! `File` or `object_store`.
 
+pub mod cache;
 pub mod cold;
 pub(crate) mod durable;
 pub mod faults;

@@ -320,12 +320,33 @@ fn read_from(
             })?;
             Ok(Bytes::from(buf))
         }
-        Source::Cold(tier, relative) => {
+        Source::Cold {
+            tier,
+            relative,
+            identity,
+        } => {
             store
                 .disk()
                 .before_cold_read(Path::new(shown))
                 .map_err(|e| StoredError::new(StoredErrorKind::Io, format!("{shown}: {e}")))?;
+            // An object's ranges never change under the identity the manifest gives it (see
+            // `io::cache`): a range kept from an earlier read costs no request.
+            let cache = store.cache().filter(|c| len <= c.max_entry());
+            let key = cache.map(|_| format!("{}#{identity}@{offset}+{len}", shown));
+            if let (Some(cache), Some(key)) = (cache, &key) {
+                if let Some(bytes) = cache.get(key).filter(|b| b.len() as u64 == len) {
+                    tier.requests()
+                        .cached
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return Ok(bytes);
+                }
+            }
             let bytes = tier.read(relative, offset, len).map_err(cold_failure)?;
+            if let (Some(cache), Some(key)) = (cache, &key) {
+                if bytes.len() as u64 == len {
+                    cache.put(key, &bytes);
+                }
+            }
             if bytes.len() as u64 != len {
                 return Err(StoredError::corrupt(format!(
                     "{shown}: bytes {offset}..{} answered {} bytes (the object is shorter than the manifest records)",
@@ -347,8 +368,13 @@ fn names(schema: &SchemaRef) -> impl Iterator<Item = &str> {
 enum Source {
     /// The local copy under the root.
     Local(Box<dyn ReadFile>),
-    /// An object in a cold tier, by its archive-relative path.
-    Cold(Arc<ColdTier>, String),
+    /// An object in a cold tier, by its archive-relative path, and what identifies its
+    /// bytes for good (its name, length and footer digest as the manifest records them).
+    Cold {
+        tier: Arc<ColdTier>,
+        relative: String,
+        identity: String,
+    },
 }
 
 /// The files one read opens, each once: a file's footer is verified the first time one of
@@ -562,7 +588,16 @@ impl<'a> OpenSegment<'a> {
             }
             Some(url) => {
                 let tier = store.tier_for(url, &entry.path).map_err(cold_failure)?;
-                (Source::Cold(tier, entry.path.clone()), url.clone())
+                let identity =
+                    format!("{}:{}:{:08x}", entry.name, entry.bytes, entry.footer.crc32c);
+                (
+                    Source::Cold {
+                        tier,
+                        relative: entry.path.clone(),
+                        identity,
+                    },
+                    url.clone(),
+                )
             }
         };
         // One cache for rows, surveys, folds and compaction: a file's verified footer is

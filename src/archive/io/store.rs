@@ -7,6 +7,7 @@
 //! opened.
 
 use crate::archive::error::ColdError;
+use crate::archive::io::cache::RangeCache;
 use crate::archive::io::cold::ColdTier;
 use crate::archive::io::storage::Disk;
 use bytes::Bytes;
@@ -27,6 +28,9 @@ pub struct TierRequests {
     pub deletes: u64,
     /// Listings; 0 locally.
     pub lists: u64,
+    /// Ranges of the tier's objects answered from the local cache instead of a GET (only a
+    /// read of an archive by its URL keeps one); 0 locally.
+    pub cached: u64,
 }
 
 /// Where archive handles add up the requests they made, summed per tier (the local
@@ -58,6 +62,7 @@ impl RequestLog {
                     a.writes += r.writes;
                     a.deletes += r.deletes;
                     a.lists += r.lists;
+                    a.cached += r.cached;
                 }
                 None => all.push(r),
             }
@@ -87,6 +92,8 @@ pub(crate) struct Store {
     footers: Mutex<HashMap<u64, (Bytes, Bytes)>>,
     /// Where this store's requests are added when it is dropped.
     log: RequestLog,
+    /// The on-disk cache of cold ranges, when one is set ([`Store::set_cache`]).
+    cache: std::sync::OnceLock<Arc<RangeCache>>,
 }
 
 impl Store {
@@ -99,6 +106,7 @@ impl Store {
             local_reads: std::sync::atomic::AtomicU64::new(0),
             footers: Mutex::new(HashMap::new()),
             log,
+            cache: std::sync::OnceLock::new(),
         }
     }
 
@@ -108,6 +116,17 @@ impl Store {
 
     pub fn disk(&self) -> &Disk {
         &self.disk
+    }
+
+    /// Keeps the ranges read from cold tiers in `cache` from now on (a store's cache is set
+    /// once; a later call is ignored).
+    pub fn set_cache(&self, cache: Arc<RangeCache>) {
+        let _ = self.cache.set(cache);
+    }
+
+    /// The cache of cold ranges, if one is set.
+    pub fn cache(&self) -> Option<&Arc<RangeCache>> {
+        self.cache.get()
     }
 
     /// The tier configured at assembly, if any.
@@ -140,6 +159,15 @@ impl Store {
         Ok(tier)
     }
 
+    /// Reads through `tier` (already open: a replica's, whose manifest it fetched) the files
+    /// the manifest records beneath its URL, and counts its requests with this store's.
+    pub fn adopt(&self, tier: Arc<ColdTier>) {
+        self.opened
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(tier);
+    }
+
     /// Counts one read of a local file.
     pub fn count_local_read(&self) {
         self.local_reads
@@ -163,6 +191,10 @@ impl Store {
                 writes: puts,
                 deletes,
                 lists,
+                cached: tier
+                    .requests()
+                    .cached
+                    .load(std::sync::atomic::Ordering::Relaxed),
             });
         }
         out

@@ -67,7 +67,21 @@ struct Cli {
     /// (what it committed stays durable locally), in seconds.
     #[arg(long, global = true, value_name = "SECONDS", default_value_t = 60.0)]
     max_lag_wait: f64,
+    /// For reads of an archive by its URL (s3://…, file://…): the directory that keeps what
+    /// they fetched from the bucket, a directory per URL beneath it: the bucket's manifest
+    /// (the next open fetches only what was replicated since) and the footers and row groups
+    /// read (bounded by --cache-size). Default: beneath the system's temporary directory.
+    #[arg(long, global = true, value_name = "DIR")]
+    cache: Option<PathBuf>,
+    /// The most bytes of footers and row groups the cache of a URL keeps (least recently used
+    /// removed first; 0 keeps none, so every read goes to the bucket): bytes or with a unit
+    /// (64MiB, 1GiB).
+    #[arg(long, global = true, value_name = "SIZE", default_value = "256MiB", value_parser = series_archive::archive::lifecycle::parse_size)]
+    cache_size: u64,
 }
+
+/// Where reads of an archive by its URL keep what they fetch (`--cache`, `--cache-size`).
+static CACHE: std::sync::OnceLock<(Option<PathBuf>, u64)> = std::sync::OnceLock::new();
 
 /// What `survey` and `fold` read: a stream, a track selection and an axis range [from, to).
 #[derive(clap::Args)]
@@ -500,7 +514,17 @@ fn positive_seconds(text: &str) -> Result<f64, String> {
 /// that commits ([`replica::after_commit`]); commands that seal many barriers turn the
 /// archive's own replicator on ([`replica::replicating`]).
 pub(crate) fn config() -> Config {
-    Config::new().requests(REQUESTS.clone()).replication(false)
+    let config = Config::new().requests(REQUESTS.clone()).replication(false);
+    match CACHE.get() {
+        Some((dir, size)) => {
+            let config = config.cache_size(*size);
+            match dir {
+                Some(dir) => config.replica_cache(dir),
+                None => config,
+            }
+        }
+        None => config,
+    }
 }
 
 fn main() -> ExitCode {
@@ -517,6 +541,7 @@ fn main() -> ExitCode {
         return ExitCode::from(f.code);
     }
     let requests = cli.requests;
+    let _ = CACHE.set((cli.cache.clone(), cli.cache_size));
     let result = match cli.command {
         Command::Ingest {
             archive,
@@ -711,8 +736,8 @@ fn main() -> ExitCode {
         for r in REQUESTS.totals() {
             if r.tier.contains("://") {
                 eprintln!(
-                    "requests: {}: {} GET, {} PUT, {} DELETE, {} LIST",
-                    r.tier, r.reads, r.writes, r.deletes, r.lists
+                    "requests: {}: {} GET, {} PUT, {} DELETE, {} LIST, {} read from the cache",
+                    r.tier, r.reads, r.writes, r.deletes, r.lists, r.cached
                 );
             } else {
                 eprintln!("requests: {} (local): {} reads", r.tier, r.reads);
