@@ -154,6 +154,26 @@ fn survey(
     (String::from_utf8(out.stdout).expect("utf-8"), took, counts)
 }
 
+/// How many manifest parts and consolidations the bucket holds under `prefix`.
+fn manifest_objects(store: &Arc<dyn object_store::ObjectStore>, prefix: &str) -> (usize, usize) {
+    use futures::TryStreamExt;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let location = object_store::path::Path::from(format!("{prefix}/manifest"));
+    let listed: Vec<object_store::ObjectMeta> = runtime
+        .block_on(store.list(Some(&location)).try_collect())
+        .expect("list");
+    let count = |suffix: &str| {
+        listed
+            .iter()
+            .filter(|m| m.location.as_ref().ends_with(suffix))
+            .count()
+    };
+    (count(".part"), count(".whole"))
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -185,6 +205,8 @@ fn main() {
         let tier = ColdTier::new(store.clone(), &prefix, url.clone()).expect("tier");
         let local = scratch.path().join(&prefix);
         write(&local, tier, barriers, rows, tracks);
+        let (parts, wholes) = manifest_objects(&store, &prefix);
+        eprintln!("{barriers} barriers: the bucket's manifest holds {parts} part(s) and {wholes} consolidation(s)");
         let local = local.display().to_string();
         for track in [Some("h00003"), None] {
             let shown = track.map_or("the whole stream".to_owned(), |t| format!("track {t}"));
@@ -192,28 +214,30 @@ fn main() {
             let (want, _, _) = survey(&bin, &server.endpoint, &local, &unused, track);
             let mut times = [Vec::new(), Vec::new(), Vec::new()];
             let mut requests = [[0; 3]; 3];
-            let warm = scratch.path().join(format!("warm-{prefix}-{}", track.is_some()));
+            let warm = scratch
+                .path()
+                .join(format!("warm-{prefix}-{}", track.is_some()));
             // The warm cache is filled once, untimed.
             survey(&bin, &server.endpoint, &url, &warm, track);
             for run in 0..runs {
-                let cold = scratch.path().join(format!("cold-{prefix}-{run}-{}", track.is_some()));
+                let cold = scratch
+                    .path()
+                    .join(format!("cold-{prefix}-{run}-{}", track.is_some()));
                 let reads = [
                     (local.as_str(), unused.clone()),
                     (url.as_str(), cold),
                     (url.as_str(), warm.clone()),
                 ];
                 for (i, (archive, cache)) in reads.iter().enumerate() {
-                    let (got, took, counts) =
-                        survey(&bin, &server.endpoint, archive, cache, track);
+                    let (got, took, counts) = survey(&bin, &server.endpoint, archive, cache, track);
                     assert_eq!(got, want, "{archive} answered otherwise");
                     times[i].push(took);
                     requests[i] = counts;
                 }
             }
             let [l, c, w] = times.map(median);
-            let shown_requests = |r: [u64; 3]| {
-                format!("{} GET, {} LIST, {} from the cache", r[0], r[1], r[2])
-            };
+            let shown_requests =
+                |r: [u64; 3]| format!("{} GET, {} LIST, {} from the cache", r[0], r[1], r[2]);
             println!(
                 "| {barriers} | {shown} | {:.1} ms | {:.1} ms ({}) | {:.1} ms ({}) | {:.2}× |",
                 l.as_secs_f64() * 1e3,

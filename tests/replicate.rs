@@ -779,3 +779,108 @@ fn a_url_read_keeps_a_bounded_cache_and_fetches_only_what_is_new() {
         );
     }
 }
+
+/// Many passes make many manifest parts; every 16 parts a pass consolidates the generation
+/// so far into one object, so a fresh reader of the bucket fetches it and the parts after it,
+/// not every part: the objects an open reads stay bounded however long the history. The
+/// answers are exact, a restore from it is whole, and a checkpoint's pass removes the old
+/// generation's consolidated objects with its parts.
+#[test]
+fn an_open_from_the_bucket_reads_a_bounded_number_of_manifest_objects() {
+    let dir = process::scratch("replicate-whole");
+    let archive = dir.path().join("a");
+    let a = archive.to_str().expect("utf-8");
+    let bucket = dir.path().join("bucket");
+    let url = format!("file://{}", bucket.display());
+    let env: Vec<(&'static str, String)> = Vec::new();
+    ingest(&env, a, &csv(dir.path(), "t0.csv", 0, 40));
+    ok_env(&env, &["replicate", a, &url]);
+    // Each ingest commits and its closing pass writes at least one part (no compaction, so
+    // no checkpoint starts a new generation meanwhile).
+    for i in 1..40u64 {
+        let input = csv(dir.path(), &format!("t{i}.csv"), i * 40, i * 40 + 40);
+        ok_env(
+            &env,
+            &[
+                "ingest",
+                a,
+                "--stream",
+                "capture",
+                "--track",
+                "run,probe",
+                "--axis",
+                "ordinal",
+                "--no-compact",
+                &input,
+            ],
+        );
+    }
+    let manifest = bucket.join("manifest/gen-000000000001");
+    let names: Vec<String> = std::fs::read_dir(&manifest)
+        .expect("manifest dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    let parts: Vec<u64> = names
+        .iter()
+        .filter_map(|n| n.strip_suffix(".part")?.parse().ok())
+        .collect();
+    let mut wholes: Vec<u64> = names
+        .iter()
+        .filter_map(|n| n.strip_suffix(".whole")?.parse().ok())
+        .collect();
+    wholes.sort_unstable();
+    assert!(parts.len() >= 40, "{names:?}");
+    assert!(wholes.len() >= 2, "{names:?}");
+    let log = std::fs::read(archive.join("manifest/gen-000000000001.log")).expect("log");
+    for &end in &wholes {
+        let whole = std::fs::read(manifest.join(format!("{end:020}.whole"))).expect("whole");
+        assert_eq!(
+            whole[..],
+            log[..end as usize],
+            "a consolidation is the generation's start"
+        );
+        assert!(
+            parts.contains(&end) || end == log.len() as u64,
+            "{end} is not where a part ends: {names:?}"
+        );
+    }
+    let last = *wholes.last().expect("a whole");
+    let after = parts.iter().filter(|&&p| p >= last).count();
+    assert!(after < 16, "{after} parts after the last consolidation");
+
+    // A fresh reader (no cache): the consolidation and the parts after it, nothing more.
+    let cache = dir.path().join("cache");
+    let out = ok_env(
+        &env,
+        &[
+            "--requests",
+            "--cache",
+            cache.to_str().expect("utf-8"),
+            "--cache-size",
+            "0",
+            "inspect",
+            &url,
+        ],
+    );
+    let (gets, _) = bucket_requests(&out.stderr, &url);
+    assert_eq!(
+        gets,
+        1 + after as u64,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(reads(&env, &url), reads(&env, a));
+    let restored = dir.path().join("restored");
+    let r = restored.to_str().expect("utf-8");
+    ok_env(&env, &["restore", &url, r]);
+    assert_eq!(reads(&env, r), reads(&env, a));
+
+    // A checkpoint's pass: generation 2 alone, the old consolidations gone with the parts.
+    ok_env(&env, &["checkpoint", r]);
+    let left: Vec<String> = tree(&bucket.join("manifest")).into_keys().collect();
+    assert_eq!(
+        left,
+        vec![format!("gen-000000000002/{:020}.part", 0)],
+        "{left:?}"
+    );
+}

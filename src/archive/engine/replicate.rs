@@ -120,11 +120,31 @@ fn part_name(generation: u64, offset: u64) -> String {
     )
 }
 
+/// The archive-relative name of the object holding bytes `[0, end)` of `generation`: the
+/// parts up to `end` consolidated, so that an open from the bucket reads one object and the
+/// parts after it, not every part since the generation began.
+fn whole_name(generation: u64, end: u64) -> String {
+    format!("{MANIFEST_DIR}/gen-{generation:012}/{end:020}.whole")
+}
+
+/// How many parts of a generation may follow its last consolidated object (or its start)
+/// before a pass writes one ([`whole_name`]).
+const WHOLE_EVERY: usize = 16;
+
 /// The generation and offset a part's archive-relative name carries.
 fn parse_part(relative: &str) -> Option<(u64, u64)> {
+    parse_manifest_object(relative, ".part")
+}
+
+/// The generation and end a consolidated object's archive-relative name carries.
+fn parse_whole(relative: &str) -> Option<(u64, u64)> {
+    parse_manifest_object(relative, ".whole")
+}
+
+fn parse_manifest_object(relative: &str, suffix: &str) -> Option<(u64, u64)> {
     let rest = relative.strip_prefix(MANIFEST_DIR)?.strip_prefix("/gen-")?;
     let (generation, file) = rest.split_once('/')?;
-    let offset = file.strip_suffix(".part")?;
+    let offset = file.strip_suffix(suffix)?;
     let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
     (digits(generation, 12) && digits(offset, 20))
         .then(|| Some((generation.parse().ok()?, offset.parse().ok()?)))
@@ -135,6 +155,8 @@ fn parse_part(relative: &str) -> Option<(u64, u64)> {
 type PartList = Vec<(u64, u64)>;
 /// The bucket's manifest: each generation's parts.
 type Parts = BTreeMap<u64, PartList>;
+/// Each generation's consolidated objects, by the end offset they hold bytes up to.
+type Wholes = BTreeMap<u64, BTreeSet<u64>>;
 
 /// What the bucket holds, as the archive's own replicator remembers it from one of its passes
 /// to the next, so that a pass does not list the prefix again (a listing grows with the
@@ -144,6 +166,7 @@ type Parts = BTreeMap<u64, PartList>;
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Known {
     parts: Parts,
+    wholes: Wholes,
     /// Objects under `streams/` (data and level files, Delta logs) and their sizes.
     objects: BTreeMap<String, u64>,
 }
@@ -153,16 +176,45 @@ fn cold(e: ColdError) -> ArchiveError {
 }
 
 fn bucket_parts(tier: &ColdTier) -> Result<Parts> {
+    Ok(bucket_manifest(tier)?.0)
+}
+
+/// The bucket's manifest parts and consolidated objects, as one listing shows them.
+fn bucket_manifest(tier: &ColdTier) -> Result<(Parts, Wholes)> {
+    let listed = tier.list(MANIFEST_DIR).map_err(cold)?;
+    Ok(manifest_objects(
+        listed.iter().map(|(r, s)| (r.as_str(), *s)),
+    ))
+}
+
+fn manifest_objects<'a>(listed: impl Iterator<Item = (&'a str, u64)>) -> (Parts, Wholes) {
     let mut parts = Parts::new();
-    for (relative, size) in tier.list(MANIFEST_DIR).map_err(cold)? {
-        if let Some((generation, offset)) = parse_part(&relative) {
+    let mut wholes = Wholes::new();
+    for (relative, size) in listed {
+        if let Some((generation, offset)) = parse_part(relative) {
             parts.entry(generation).or_default().push((offset, size));
+        } else if let Some((generation, end)) = parse_whole(relative) {
+            // One whose size is not its name's end is no consolidation (never written so).
+            if size == end {
+                wholes.entry(generation).or_default().insert(end);
+            }
         }
     }
     for list in parts.values_mut() {
         list.sort_unstable();
     }
-    Ok(parts)
+    (parts, wholes)
+}
+
+/// The consolidated object an open of `generation` (whose parts run to `end`) starts from:
+/// the one holding the most bytes, up to a part boundary within `end`.
+fn best_whole(parts: &[(u64, u64)], wholes: Option<&BTreeSet<u64>>, end: u64) -> Option<u64> {
+    let wholes = wholes?;
+    parts
+        .iter()
+        .map(|&(offset, len)| offset + len)
+        .filter(|&e| e <= end && wholes.contains(&e))
+        .max()
 }
 
 /// The bytes of a generation the bucket holds: the run of parts from offset 0, each
@@ -625,12 +677,13 @@ fn replicate_log(
     // Taken: what is remembered is put back only by a pass that completes.
     let remembered = known.take();
     let ours = remembered.is_some();
-    let (mut parts, mut listed) = match remembered {
-        Some(k) => (k.parts, k.objects),
-        None => (
-            bucket_parts(tier)?,
-            tier.list(STREAMS_DIR).map_err(cold)?.into_iter().collect(),
-        ),
+    let (mut parts, mut wholes, mut listed) = match remembered {
+        Some(k) => (k.parts, k.wholes, k.objects),
+        None => {
+            let (parts, wholes) = bucket_manifest(tier)?;
+            let listed = tier.list(STREAMS_DIR).map_err(cold)?.into_iter().collect();
+            (parts, wholes, listed)
+        }
     };
     let bucket = bucket_current(&parts);
     let mut report = ReplicationReport::default();
@@ -757,12 +810,34 @@ fn replicate_log(
             .or_default()
             .push((from, log.bytes.len() as u64 - from));
         faults.reach(FaultPoint::AfterReplicaPart);
+        // After every WHOLE_EVERY parts, the generation so far as one object, so an open
+        // from the bucket reads a bounded number of objects however many passes there were.
+        // Written after the part it ends with: it holds nothing the bucket has not committed.
+        let end = log.bytes.len() as u64;
+        let since = wholes
+            .get(&log.generation)
+            .and_then(|w| w.last().copied())
+            .unwrap_or(0);
+        let after = parts[&log.generation]
+            .iter()
+            .filter(|(offset, _)| *offset >= since)
+            .count();
+        if after >= WHOLE_EVERY {
+            let name = whole_name(log.generation, end);
+            let whole = Bytes::copy_from_slice(&log.bytes);
+            if tier.put_if_absent(&name, whole.clone()).map_err(cold)?
+                || tier.get(&name).map_err(cold)? == whole
+            {
+                wholes.entry(log.generation).or_default().insert(end);
+            }
+        }
     }
 
-    report.deleted = delete_unnamed(tier, &log, &mut parts, &mut listed)?;
+    report.deleted = delete_unnamed(tier, &log, &mut parts, &mut wholes, &mut listed)?;
     report.status = standing(tier, &log, Some((log.generation, log.bytes.len() as u64)));
     *known = Some(Known {
         parts,
+        wholes,
         objects: listed,
     });
     Ok(report)
@@ -776,9 +851,19 @@ fn delete_unnamed(
     tier: &ColdTier,
     log: &LocalLog,
     parts: &mut Parts,
+    wholes: &mut Wholes,
     listed: &mut BTreeMap<String, u64>,
 ) -> Result<usize> {
     let mut deleted = 0;
+    // A generation's consolidated objects go first: an open that finds one still finds the
+    // parts it was made of.
+    let older: Vec<u64> = wholes.range(..log.generation).map(|(&g, _)| g).collect();
+    for g in older {
+        for end in wholes.remove(&g).unwrap_or_default() {
+            tier.delete(&whole_name(g, end)).map_err(cold)?;
+            deleted += 1;
+        }
+    }
     let older: Vec<u64> = parts.range(..log.generation).map(|(&g, _)| g).collect();
     for g in older {
         for (offset, _) in parts.remove(&g).unwrap_or_default() {
@@ -840,16 +925,39 @@ fn fetch_manifest(
     Vec<u8>,
     crate::archive::format::manifest::log::Replayed,
 )> {
-    let (generation, end, parts) = current_parts(&bucket_parts(tier)?, tier)?;
-    let manifest = fetch_parts(
-        tier,
-        generation,
-        &parts,
-        Vec::with_capacity(end as usize),
-        end,
-    )?;
+    let (parts, wholes) = bucket_manifest(tier)?;
+    let (generation, end, list) = current_parts(&parts, tier)?;
+    let start = fetch_start(tier, generation, &list, wholes.get(&generation), end)?;
+    let manifest = fetch_parts(tier, generation, &list, start, end)?;
     let replayed = replay_whole(tier, generation, &manifest)?;
     Ok((generation, manifest, replayed))
+}
+
+/// What an open from the bucket starts from: the largest consolidated object of the
+/// generation that ends on a part boundary within `end`, read whole (its size checked), or
+/// nothing (the parts from offset 0).
+fn fetch_start(
+    tier: &ColdTier,
+    generation: u64,
+    parts: &[(u64, u64)],
+    wholes: Option<&BTreeSet<u64>>,
+    end: u64,
+) -> Result<Vec<u8>> {
+    let Some(upto) = best_whole(parts, wholes, end) else {
+        return Ok(Vec::with_capacity(end as usize));
+    };
+    let bytes = tier.get(&whole_name(generation, upto)).map_err(cold)?;
+    if bytes.len() as u64 != upto {
+        return Err(ArchiveError::Replica(format!(
+            "{}: {} read back {} bytes, its name says {upto}",
+            tier.url(),
+            whole_name(generation, upto),
+            bytes.len()
+        )));
+    }
+    let mut manifest = Vec::with_capacity(end as usize);
+    manifest.extend_from_slice(&bytes);
+    Ok(manifest)
 }
 
 /// The generation the bucket serves, its bytes, and its parts; an error when it holds none.
@@ -1071,22 +1179,27 @@ fn open_replica(tier: &std::sync::Arc<ColdTier>, config: &Config) -> Result<Arch
     // The parts with their entity tags: what the cache kept of the generation is reused when
     // every part it was assembled from is still listed alike, and only the parts after it
     // are fetched (an open costs what was replicated since, not the whole manifest).
-    let mut parts = Parts::new();
-    let mut tags = BTreeMap::new();
-    for (relative, size, tag) in tier.list_tagged(MANIFEST_DIR).map_err(cold)? {
-        if let Some((generation, offset)) = parse_part(&relative) {
-            parts.entry(generation).or_default().push((offset, size));
-            tags.insert((generation, offset), (size, tag));
-        }
-    }
-    for list in parts.values_mut() {
-        list.sort_unstable();
-    }
+    let listed = tier.list_tagged(MANIFEST_DIR).map_err(cold)?;
+    let (parts, wholes) = manifest_objects(listed.iter().map(|(r, s, _)| (r.as_str(), *s)));
+    let tags: BTreeMap<(u64, u64), (u64, Option<String>)> = listed
+        .into_iter()
+        .filter_map(|(relative, size, tag)| {
+            parse_part(&relative).map(|(generation, offset)| ((generation, offset), (size, tag)))
+        })
+        .collect();
     let (generation, end, list) = current_parts(&parts, tier)?;
     let name = layout::generation_name(generation);
     let kept = cached_prefix(&cache, &dir.join(&name), generation, &tags, end);
+    let from_bucket = || -> Result<Vec<u8>> {
+        let start = fetch_start(tier, generation, &list, wholes.get(&generation), end)?;
+        fetch_parts(tier, generation, &list, start, end)
+    };
     let reused = !kept.is_empty();
-    let mut manifest = fetch_parts(tier, generation, &list, kept, end)?;
+    let mut manifest = if reused {
+        fetch_parts(tier, generation, &list, kept, end)?
+    } else {
+        from_bucket()?
+    };
     if let Err(e) = replay_whole(tier, generation, &manifest) {
         if !reused {
             return Err(e);
@@ -1096,7 +1209,7 @@ fn open_replica(tier: &std::sync::Arc<ColdTier>, config: &Config) -> Result<Arch
             "{}: the cached manifest did not replay ({e}); fetched again",
             cache.display()
         );
-        manifest = fetch_parts(tier, generation, &list, Vec::new(), end)?;
+        manifest = from_bucket()?;
         replay_whole(tier, generation, &manifest)?;
     }
     // Written whole under a name of this process's, then renamed into place: readers of the
@@ -1227,6 +1340,30 @@ mod tests {
         ] {
             assert_eq!(parse_part(other), None, "{other}");
         }
+    }
+
+    #[test]
+    fn an_open_starts_from_the_largest_consolidation_on_a_part_boundary() {
+        let listed = [
+            (part_name(2, 0), 10),
+            (part_name(2, 10), 5),
+            (part_name(2, 15), 7),
+            (whole_name(2, 10), 10),
+            (whole_name(2, 15), 15),
+            // Not a consolidation: its size is not its end.
+            (whole_name(2, 22), 21),
+            (whole_name(1, 40), 40),
+            ("manifest/gen-000000000002/15.whole".to_owned(), 15),
+        ];
+        let (parts, wholes) = manifest_objects(listed.iter().map(|(r, s)| (r.as_str(), *s)));
+        assert_eq!(parts[&2], vec![(0, 10), (10, 5), (15, 7)]);
+        assert_eq!(wholes[&2], BTreeSet::from([10, 15]));
+        assert_eq!(best_whole(&parts[&2], wholes.get(&2), 22), Some(15));
+        // Beyond what the parts hold, a consolidation is not used.
+        assert_eq!(best_whole(&parts[&2], wholes.get(&2), 12), Some(10));
+        assert_eq!(best_whole(&parts[&2], None, 22), None);
+        assert_eq!(parse_whole(&whole_name(7, 99)), Some((7, 99)));
+        assert_eq!(parse_part(&whole_name(7, 99)), None);
     }
 
     #[test]
