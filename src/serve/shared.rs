@@ -74,7 +74,13 @@ impl Shared {
                 });
             match status {
                 Ok(status) => serde_json::to_value(status).unwrap_or_default(),
-                Err(error) => serde_json::json!({ "url": url, "error": error }),
+                Err(error) => serde_json::json!({
+                    "url": url,
+                    "error": error,
+                    "last_seen": replicate::last_seen(&self.root, &url, SystemClock.now_ns())
+                        .ok()
+                        .flatten(),
+                }),
             }
         });
         *seen = Some((std::time::Instant::now(), answer.clone()));

@@ -66,6 +66,12 @@ pub struct ReplicaStatus {
     /// caught up; `None` when behind only by records that carry no time (a declaration, a
     /// compaction, an offload, a checkpoint's snapshot).
     pub seconds_behind: Option<f64>,
+    /// Set when the bucket did not answer: where it stood is then what this archive's last
+    /// completed pass left it at (`REPLICA.seen`), as of this time (ns since the epoch). The
+    /// bucket may hold more (a pass cut short after its part), never less: the figures
+    /// behind are an upper bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub as_of_ns: Option<u64>,
 }
 
 impl ReplicaStatus {
@@ -544,7 +550,63 @@ pub fn declare(root: &Path, disk: &Disk, tier: &ColdTier, now_ns: u64) -> Result
 /// `now_ns` dates the lag.
 pub fn status(root: &Path, tier: &ColdTier, now_ns: u64) -> Result<ReplicaStatus> {
     let log = framed_log(root)?;
-    let mut status = standing(tier, &log, bucket_current(&bucket_parts(tier)?));
+    let status = standing(tier.url(), &log, bucket_current(&bucket_parts(tier)?));
+    Ok(dated(&log, status, now_ns))
+}
+
+/// The advisory file beside `REPLICA` that says where the bucket stood after this archive's
+/// last completed pass (JSON: generation, bytes, when): what the lag is estimated from while
+/// the bucket does not answer. Not part of the commit protocol: written without a sync, and
+/// nothing reads it but the status of an unreachable bucket.
+pub const SEEN_FILE: &str = "REPLICA.seen";
+
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Seen {
+    generation: u64,
+    bytes: u64,
+    at_ns: u64,
+}
+
+/// Records where a completed pass left the bucket (failing to is only logged).
+fn record_seen(root: &Path, generation: u64, bytes: u64) {
+    use crate::archive::clock::Clock;
+    let seen = Seen {
+        generation,
+        bytes,
+        at_ns: crate::archive::clock::SystemClock.now_ns(),
+    };
+    let path = root.join(SEEN_FILE);
+    let written = serde_json::to_vec(&seen)
+        .map_err(std::io::Error::other)
+        .and_then(|bytes| local::replace(&path, &bytes));
+    if let Err(e) = written {
+        tracing::warn!("{}: {e}", path.display());
+    }
+}
+
+/// Where the replica at `url` of the archive at `root` stood as of the archive's last
+/// completed pass, when the bucket itself cannot be asked: `None` when no pass has completed
+/// (or the record of it is unreadable). The figures behind are an upper bound
+/// ([`ReplicaStatus::as_of_ns`]).
+pub fn last_seen(root: &Path, url: &str, now_ns: u64) -> Result<Option<ReplicaStatus>> {
+    let Some(text) = local::read_if_present(&root.join(SEEN_FILE))? else {
+        return Ok(None);
+    };
+    let Ok(seen) = serde_json::from_str::<Seen>(&text) else {
+        return Ok(None);
+    };
+    let log = framed_log(root)?;
+    let mut status = dated(
+        &log,
+        standing(url, &log, Some((seen.generation, seen.bytes))),
+        now_ns,
+    );
+    status.as_of_ns = Some(seen.at_ns);
+    Ok(Some(status))
+}
+
+/// `status` with its lag in seconds, dated at `now_ns`.
+fn dated(log: &LocalLog, mut status: ReplicaStatus, now_ns: u64) -> ReplicaStatus {
     status.seconds_behind = if status.records_behind == 0 {
         Some(0.0)
     } else {
@@ -554,7 +616,7 @@ pub fn status(root: &Path, tier: &ColdTier, now_ns: u64) -> Result<ReplicaStatus
         )
         .map(|t| now_ns.saturating_sub(t) as f64 / 1e9)
     };
-    Ok(status)
+    status
 }
 
 /// The earliest time a record of `bytes` from `from` (a record boundary) on carries: a
@@ -581,7 +643,7 @@ fn oldest_time(bytes: &[u8], from: usize) -> Option<u64> {
     oldest
 }
 
-fn standing(tier: &ColdTier, log: &LocalLog, bucket: Option<(u64, u64)>) -> ReplicaStatus {
+fn standing(url: &str, log: &LocalLog, bucket: Option<(u64, u64)>) -> ReplicaStatus {
     let local_bytes = log.bytes.len() as u64;
     let bytes = match bucket {
         Some((g, held)) if g == log.generation => held.min(local_bytes),
@@ -589,7 +651,7 @@ fn standing(tier: &ColdTier, log: &LocalLog, bucket: Option<(u64, u64)>) -> Repl
     };
     let behind = local_bytes - bytes;
     ReplicaStatus {
-        url: tier.url().to_owned(),
+        url: url.to_owned(),
         local_generation: log.generation,
         local_bytes,
         local_records: log.records,
@@ -598,6 +660,7 @@ fn standing(tier: &ColdTier, log: &LocalLog, bucket: Option<(u64, u64)>) -> Repl
         records_behind: records_from(&log.bytes, bytes as usize),
         bytes_behind: behind,
         seconds_behind: (behind == 0).then_some(0.0),
+        as_of_ns: None,
     }
 }
 
@@ -834,7 +897,12 @@ fn replicate_log(
     }
 
     report.deleted = delete_unnamed(tier, &log, &mut parts, &mut wholes, &mut listed)?;
-    report.status = standing(tier, &log, Some((log.generation, log.bytes.len() as u64)));
+    report.status = standing(
+        tier.url(),
+        &log,
+        Some((log.generation, log.bytes.len() as u64)),
+    );
+    record_seen(root, log.generation, log.bytes.len() as u64);
     *known = Some(Known {
         parts,
         wholes,

@@ -18,6 +18,18 @@ pub(crate) fn read(path: &Path) -> std::io::Result<Vec<u8>> {
     std::fs::read(path)
 }
 
+/// Replaces the file at `path` with `bytes` (written beside it, then renamed over it) without
+/// syncing: for advisory files whose loss costs nothing but a worse estimate.
+pub(crate) fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let staged = path.with_file_name(format!(".{name}.{}", std::process::id()));
+    std::fs::write(&staged, bytes)?;
+    std::fs::rename(&staged, path)
+}
+
 /// The whole file at `path`, as text.
 pub(crate) fn read_to_string(path: &Path) -> std::io::Result<String> {
     std::fs::read_to_string(path)

@@ -108,7 +108,27 @@ pub(crate) fn run(req: Request<'_>) -> Result<(), Failure> {
     }
     let tier = tier_of(req.archive, req.url)?;
     if req.status {
-        let status = replicate::status(req.archive, &tier, SystemClock.now_ns())?;
+        let status = match replicate::status(req.archive, &tier, SystemClock.now_ns()) {
+            Ok(status) => status,
+            Err(e) => {
+                // The bucket did not answer: what the last pass left says the most the lag
+                // can be; the command still fails, since the bucket could not be asked.
+                let url = tier.url();
+                let seen = last_seen(req.archive, url);
+                if req.json {
+                    out!(
+                        "{}",
+                        serde_json::json!({ "url": url, "error": e.to_string(), "last_seen": seen })
+                    );
+                } else if let Some(seen) = &seen {
+                    out!(
+                        "{url}: not reachable; as of the last pass that reached it, {}",
+                        show_seen(seen)
+                    );
+                }
+                return Err(e.into());
+            }
+        };
         if req.json {
             out!("{}", serde_json::to_string(&status)?);
         } else {
@@ -205,8 +225,45 @@ pub(crate) fn inspected(archive: &Path) -> Option<String> {
     let (url, status) = replica_status(archive)?;
     Some(match status {
         Ok(status) => show_status(&status),
-        Err(f) => format!("{url}: not reachable ({})", f.message),
+        Err(f) => match last_seen(archive, &url) {
+            Some(seen) => format!(
+                "{url}: not reachable ({}); as of the last pass that reached it, {}",
+                f.message,
+                show_seen(&seen)
+            ),
+            None => format!(
+                "{url}: not reachable ({}); no pass has reached it yet",
+                f.message
+            ),
+        },
     })
+}
+
+/// Where the bucket stood as of the archive's last completed pass (`None` before the first).
+fn last_seen(archive: &Path, url: &str) -> Option<ReplicaStatus> {
+    replicate::last_seen(archive, url, SystemClock.now_ns())
+        .ok()
+        .flatten()
+}
+
+/// What an unreachable bucket's last known standing says: an upper bound on the lag.
+fn show_seen(s: &ReplicaStatus) -> String {
+    let ago = s
+        .as_of_ns
+        .map(|at| SystemClock.now_ns().saturating_sub(at) as f64 / 1e9)
+        .unwrap_or(0.0);
+    if s.caught_up() {
+        format!("{ago:.0} s ago, it was caught up, and nothing was committed since")
+    } else {
+        format!(
+            "{ago:.0} s ago: now at most {} record(s) ({} bytes of manifest{}) behind",
+            s.records_behind,
+            s.bytes_behind,
+            s.seconds_behind
+                .map(|t| format!(", the oldest committed {t:.1} s ago"))
+                .unwrap_or_default(),
+        )
+    }
 }
 
 /// The archive's recorded replica and where it stands, or why the bucket could not say.
@@ -227,7 +284,11 @@ pub(crate) fn inspected_json(archive: &Path) -> Option<serde_json::Value> {
     let (url, status) = replica_status(archive)?;
     Some(match status {
         Ok(status) => serde_json::to_value(&status).ok()?,
-        Err(f) => serde_json::json!({ "url": url, "error": f.message }),
+        Err(f) => serde_json::json!({
+            "url": url,
+            "error": f.message,
+            "last_seen": last_seen(archive, &url),
+        }),
     })
 }
 
