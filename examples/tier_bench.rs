@@ -57,6 +57,16 @@ fn main() {
     let python = arg("--python").unwrap_or_else(|| ".venv/bin/python".into());
     let server = bench::Server::start(arg("--endpoint"), &python, bucket);
     let s3 = server.store(bucket);
+    // What `ColdTier::from_url` reads (set before any request thread starts).
+    for (key, value) in [
+        ("AWS_ENDPOINT", server.endpoint.as_str()),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+        ("AWS_REGION", "us-east-1"),
+    ] {
+        std::env::set_var(key, value);
+    }
 
     // The archive: a 16-track capture workload, compacted into per-track segments.
     let dir = tempfile::tempdir().expect("tempdir");
@@ -269,8 +279,8 @@ fn main() {
         plain_all.push(began.elapsed());
         let _ = std::fs::remove_file(hot.join("REPLICA"));
         let prefix = format!("replica-{run}");
-        let replica =
-            ColdTier::new(s3.clone(), &prefix, format!("s3://{bucket}/{prefix}")).expect("tier");
+        // As the command line opens it: from the URL, every upload carrying its checksum.
+        let replica = ColdTier::from_url(&format!("s3://{bucket}/{prefix}")).expect("tier");
         series_archive::archive::replicate::declare(&hot, &disk, &replica, 1).expect("declare");
         let began = Instant::now();
         let pass = series_archive::archive::replicate::replicate(

@@ -357,7 +357,16 @@ fn a_slow_flaky_or_forgetful_bucket_is_worked_through() {
         "slow: {said}"
     );
     assert!(!said.contains("WARNING"), "slow: {said}");
-    assert!(count(&site.proxy.counts(), "forwarded") > count(&before, "forwarded"));
+    let after = site.proxy.counts();
+    assert!(count(&after, "forwarded") > count(&before, "forwarded"));
+    // Every upload carried its SHA-256 for the server to check (no read-back needed).
+    let puts = count(&after, "puts") - count(&before, "puts");
+    assert!(puts > 0, "slow: no upload seen");
+    assert_eq!(
+        count(&after, "checksummed") - count(&before, "checksummed"),
+        puts,
+        "slow: an upload without its checksum"
+    );
     assert_eq!(records_behind(&site.direct, a), 0);
 
     // Flaky: every third request fails. Commands exit 0; passes are run until one catches up.

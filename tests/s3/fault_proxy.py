@@ -40,7 +40,8 @@ into the first K of those requests only, then forwards (0, the default: no limit
 
 The counters are totals since the start: every request seen, those forwarded, and each kind
 of fault injected (`upstream_errors`: the server could not be reached or closed mid-answer,
-which the proxy passes on as a reset).
+which the proxy passes on as a reset); `puts` counts PUT requests and `checksummed` those
+carrying `x-amz-checksum-sha256`.
 
 Why faults per request, with HTTP parsing, rather than per connection over raw bytes:
 object_store (reqwest/hyper) keeps connections alive and sends many requests on one, so a
@@ -76,6 +77,7 @@ SLOWDOWN = (
 
 COUNTERS = [
     "requests", "forwarded", "slowdown", "reset", "stalled", "lost", "hungup", "upstream_errors",
+    "puts", "checksummed",
 ]
 
 
@@ -252,6 +254,11 @@ class Proxy:
                 request = {"method": start[0].upper(), "headers": headers}
                 state = self.state
                 state.counts["requests"] += 1
+                if request["method"] == "PUT":
+                    # Uploads, and those that carry a body checksum the server checks.
+                    state.counts["puts"] += 1
+                    if "x-amz-checksum-sha256" in headers:
+                        state.counts["checksummed"] += 1
                 fault = state.fault_for(request)
                 if fault == "reset":
                     state.counts["reset"] += 1

@@ -960,8 +960,11 @@ fn delete_unnamed(
     Ok(deleted)
 }
 
-/// Uploads the local file `relative` (of `bytes` bytes, as the manifest records) and confirms
-/// the object whole by its size.
+/// Uploads the local file `relative` (of `bytes` bytes, as the manifest records). An upload
+/// that succeeds is whole: an S3 tier opened from a URL sends each object's SHA-256, which the
+/// server checks before storing it; a local directory writes it whole and renames it. A tier
+/// built by the embedder ([`ColdTier::new`]) is confirmed by the object's size after the
+/// upload, since its store may do neither.
 fn upload_file(root: &Path, tier: &ColdTier, relative: &str, bytes: u64) -> Result<()> {
     let path = root.join(relative);
     let data = local::read(&path).map_err(ArchiveError::io("read", &path))?;
@@ -973,6 +976,9 @@ fn upload_file(root: &Path, tier: &ColdTier, relative: &str, bytes: u64) -> Resu
         )));
     }
     tier.put(relative, Bytes::from(data)).map_err(cold)?;
+    if tier.verified_puts() {
+        return Ok(());
+    }
     let size = tier.size(relative).map_err(cold)?;
     if size != bytes {
         return Err(ArchiveError::Replica(format!(

@@ -72,6 +72,9 @@ pub struct ColdTier {
     /// The endpoint an S3 tier opened from a URL was pointed at (`AWS_ENDPOINT`), if any:
     /// two servers may hold the same bucket name.
     endpoint: Option<String>,
+    /// Whether an upload that succeeds is known whole (a checksum the server checks, or a
+    /// local write renamed into place): see [`ColdTier::verified_puts`].
+    verified_puts: bool,
 }
 
 impl fmt::Debug for ColdTier {
@@ -141,6 +144,7 @@ impl ColdTier {
             multipart_threshold: MULTIPART_THRESHOLD,
             part_size: PART_SIZE,
             endpoint: None,
+            verified_puts: false,
         })
     }
 
@@ -157,7 +161,14 @@ impl ColdTier {
         let mut endpoint = None;
         let (store, prefix): (Arc<dyn ObjectStore>, String) = match parsed.scheme() {
             "s3" | "s3a" => {
-                let builder = object_store::aws::AmazonS3Builder::from_env().with_url(url);
+                let mut builder = object_store::aws::AmazonS3Builder::from_env().with_url(url);
+                // Every upload carries its SHA-256, which the server checks before it stores
+                // the object: an upload that succeeds is whole, with no read-back (unless the
+                // environment chose the algorithm: AWS_CHECKSUM_ALGORITHM).
+                if std::env::var_os("AWS_CHECKSUM_ALGORITHM").is_none() {
+                    builder =
+                        builder.with_checksum_algorithm(object_store::aws::Checksum::SHA256);
+                }
                 endpoint = builder
                     .get_config_value(&object_store::aws::AmazonS3ConfigKey::Endpoint);
                 let store = builder.build().map_err(|e| bad(e.to_string()))?;
@@ -176,6 +187,9 @@ impl ColdTier {
         };
         let mut tier = ColdTier::new(store, &prefix, url)?;
         tier.endpoint = endpoint;
+        // S3 with a checksum on every upload (set above, or chosen by the environment), or a
+        // local directory or memory, which store an object whole or not at all.
+        tier.verified_puts = true;
         Ok(match std::env::var(TIMEOUT_ENV) {
             Ok(text) => {
                 let seconds = text
@@ -206,6 +220,14 @@ impl ColdTier {
         self.multipart_threshold = threshold;
         self.part_size = part_size.max(1);
         self
+    }
+
+    /// Whether an upload that succeeds is known whole without reading it back: a tier opened
+    /// from a URL (S3 with a checksum on every upload, which the server checks; a local
+    /// directory, written and renamed). A tier built from a store ([`ColdTier::new`]) says
+    /// no: its store may check nothing.
+    pub fn verified_puts(&self) -> bool {
+        self.verified_puts
     }
 
     /// The endpoint an S3 tier opened from a URL was pointed at, if one was set.
