@@ -126,6 +126,29 @@ fn part_name(generation: u64, offset: u64) -> String {
     )
 }
 
+/// Whether `relative` names an object of a Delta log that replication carries: a commit, a
+/// checkpoint, a checksum file, `_last_checkpoint` — not what a writer leaves in the
+/// directory while it writes (object_store's local store stages a file as `NAME#N` and
+/// renames it; a process that stops meanwhile leaves it), which no Delta reader reads and a
+/// restore must not fetch.
+fn is_delta_log_object(relative: &str) -> bool {
+    let name = relative.rsplit('/').next().unwrap_or(relative);
+    if name == "_last_checkpoint" {
+        return true;
+    }
+    let Some((version, rest)) = name.split_at_checked(20) else {
+        return false;
+    };
+    version.bytes().all(|b| b.is_ascii_digit())
+        && rest.starts_with('.')
+        && rest
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_')
+        && [".json", ".parquet", ".crc"]
+            .iter()
+            .any(|suffix| rest.ends_with(suffix))
+}
+
 /// The archive-relative name of the object holding bytes `[0, end)` of `generation`: the
 /// parts up to `end` consolidated, so that an open from the bucket reads one object and the
 /// parts after it, not every part since the generation began.
@@ -819,7 +842,7 @@ fn replicate_log(
             files.sort_by_key(|p| p.file_name().is_some_and(|n| n == "_last_checkpoint"));
             for path in files {
                 let relative = layout::relative(root, &path);
-                if relative.contains("/.") || relative.ends_with(".tmp") {
+                if !is_delta_log_object(&relative) {
                     continue;
                 }
                 // Commits are written once: held at their size, they are held, and are not
@@ -1154,7 +1177,7 @@ pub fn restore(
         progress(done + 1, wanted.len(), report.bytes);
     }
     for (relative, _) in &listed {
-        if relative.contains(&format!("/{LOG_DIR}/")) {
+        if relative.contains(&format!("/{LOG_DIR}/")) && is_delta_log_object(relative) {
             download(relative)?;
             report.delta_objects += 1;
         }
@@ -1438,6 +1461,27 @@ mod tests {
         assert_eq!(best_whole(&parts[&2], None, 22), None);
         assert_eq!(parse_whole(&whole_name(7, 99)), Some((7, 99)));
         assert_eq!(parse_part(&whole_name(7, 99)), None);
+    }
+
+    #[test]
+    fn only_delta_log_objects_are_carried() {
+        for name in [
+            "streams/s/rows/_delta_log/00000000000000000004.json",
+            "streams/s/rows/_delta_log/00000000000000000010.checkpoint.parquet",
+            "streams/s/rows/_delta_log/00000000000000000010.crc",
+            "streams/s/rows/_delta_log/_last_checkpoint",
+        ] {
+            assert!(is_delta_log_object(name), "{name}");
+        }
+        for name in [
+            "streams/s/rows/_delta_log/00000000000000000004.json#1",
+            "streams/s/rows/_delta_log/.00000000000000000004.json.tmp",
+            "streams/s/rows/_delta_log/4.json",
+            "streams/s/rows/_delta_log/0000000000000000000x.json",
+            "streams/s/rows/_delta_log/00000000000000000004.txt",
+        ] {
+            assert!(!is_delta_log_object(name), "{name}");
+        }
     }
 
     #[test]
