@@ -17,8 +17,8 @@ mod replica;
 mod s3;
 
 use replica::{
-    bucket_now, csv, ingest, ok, ok_env, pointed_at, reads, restored_reads, sa_env, status, Env,
-    BUCKET, CHECK,
+    bucket_now, csv, ingest, ingest_with, ok, ok_env, pointed_at, reads, restored_reads, sa_env,
+    status, Env, BUCKET, CHECK,
 };
 use series_archive::archive::cold::ColdTier;
 use series_archive::archive::replicate;
@@ -825,21 +825,7 @@ fn an_open_from_the_bucket_reads_a_bounded_number_of_manifest_objects() {
     // no checkpoint starts a new generation meanwhile).
     for i in 1..40u64 {
         let input = csv(dir.path(), &format!("t{i}.csv"), i * 40, i * 40 + 40);
-        ok_env(
-            &env,
-            &[
-                "ingest",
-                a,
-                "--stream",
-                "capture",
-                "--track",
-                "run,probe",
-                "--axis",
-                "ordinal",
-                "--no-compact",
-                &input,
-            ],
-        );
+        ingest_with(&env, a, &input, &["--no-compact"]);
     }
     let manifest = bucket.join("manifest/gen-000000000001");
     let names: Vec<String> = std::fs::read_dir(&manifest)

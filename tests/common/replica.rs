@@ -117,22 +117,31 @@ pub fn csv(dir: &Path, name: &str, t0: u64, t1: u64) -> String {
 /// Ingests the CSV file `input` (made by [`csv`]) into `archive`'s stream `capture`, tracked by
 /// run and probe along `ordinal`; must exit 0.
 pub fn ingest(env: &[(&'static str, String)], archive: &str, input: &str) -> Output {
-    ok_env(
-        env,
-        &[
-            "ingest",
-            archive,
-            "--stream",
-            "capture",
-            "--track",
-            "run,probe",
-            "--axis",
-            "ordinal",
-            "--seal-rows",
-            "300",
-            input,
-        ],
-    )
+    ingest_with(env, archive, input, &[])
+}
+
+/// [`ingest`] with `extra` flags (`--no-compact`, …) before the input.
+pub fn ingest_with(
+    env: &[(&'static str, String)],
+    archive: &str,
+    input: &str,
+    extra: &[&str],
+) -> Output {
+    let mut args = vec![
+        "ingest",
+        archive,
+        "--stream",
+        "capture",
+        "--track",
+        "run,probe",
+        "--axis",
+        "ordinal",
+        "--seal-rows",
+        "300",
+    ];
+    args.extend_from_slice(extra);
+    args.push(input);
+    ok_env(env, &args)
 }
 
 /// What a reader is served (asked through `env`): every row, a survey, a fold, one track's
