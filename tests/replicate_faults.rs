@@ -306,6 +306,20 @@ fn a_bucket_throttling_resetting_or_stalling_never_stops_a_commit_and_loses_noth
         assert_eq!(got, caught, "{mode}: the bucket while it is behind");
     }
 
+    // A bucket that stalls under the default request deadline (60 s): the command is held
+    // up once, by its replicator's last wait (10 s), not again by a pass of its own.
+    site.proxy.set("stall");
+    let batch = csv(site.dir.path(), "stall-patient.csv", t, t + 150);
+    let patient = pointed_at(&site.moto, &site.proxy.endpoint, "60");
+    let out = ingest(&patient, a, &batch);
+    ingest(&site.none, c, &batch);
+    let said = stderr(&out);
+    assert!(
+        said.contains(&format!("WARNING: replication to {url} failed"))
+            && said.contains("still running"),
+        "patient stall: ingest said:\n{said}"
+    );
+
     // The bucket is back: one pass works the lag off.
     let before = site.proxy.set("pass");
     let said = ok(&site.via, &["replicate", a]);

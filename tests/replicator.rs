@@ -85,6 +85,11 @@ fn under_a_lag_bound_of_zero_every_barrier_returns_once_the_bucket_holds_it() ->
     let progress = archive.replication().ok_or("the handle replicates")?;
     assert_eq!((progress.url.as_str(), progress.behind), (url.as_str(), 0));
     assert!(progress.passes >= 5, "{progress:?}");
+    // Stopped: where it left the bucket, no pass running; the handle replicates no more.
+    let stopped = archive.stop_replication().ok_or("it was replicating")?;
+    assert_eq!((stopped.behind, stopped.running), (0, false), "{stopped:?}");
+    assert!(archive.replication().is_none());
+    assert!(archive.stop_replication().is_none());
     Ok(())
 }
 

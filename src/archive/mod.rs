@@ -43,7 +43,7 @@ pub use config::Config;
 pub use engine::{
     beyond, delta, reader, replicate, restore, Archive, BarrierReport, DeltaDescription,
     Description, Evidence, Floors, Folded, LostRecord, QuarantinedFile, Recovery, RepairPlan,
-    SealedStream, StreamDescription, Survey, TrackDescription, Validator,
+    Replication, SealedStream, StreamDescription, Survey, TrackDescription, Validator,
 };
 pub use error::{
     ArchiveError, ColdError, Invalid, ReadError, Result, StoredError, StoredErrorKind,

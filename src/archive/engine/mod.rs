@@ -188,6 +188,17 @@ impl Archive {
             .map(replicator::Replicator::progress)
     }
 
+    /// Stops this handle's replicator as closing the handle does (a commit not yet replicated
+    /// gets one last pass, waited for at most 10 s) and answers where it left the bucket
+    /// ([`Replication::running`] when a pass was still running then); later commits of the
+    /// handle are not replicated by it. `None` when the handle does not replicate. A command
+    /// that seals many barriers ends with it, to say where its replica stands without another
+    /// pass.
+    pub fn stop_replication(&mut self) -> Option<Replication> {
+        let mut replicator = self.replicator.take()?;
+        Some(replicator.stop())
+    }
+
     /// Whether a writer has committed since this (read-only) open replayed the manifest: a
     /// new generation, or records appended past what was replayed. A reader refused as
     /// `Unreadable` because a file its snapshot named is gone (a compaction or retirement

@@ -52,6 +52,10 @@ pub struct Replication {
     pub failures: u32,
     /// Why the last pass failed, while the bucket is failing.
     pub last_error: Option<String>,
+    /// Set by [`Archive::stop_replication`](crate::archive::Archive::stop_replication) when
+    /// its wait ended with a pass still running (a bucket that stalls, or is slow): that pass
+    /// is left to finish on its own, or to end with the process.
+    pub running: bool,
 }
 
 #[derive(Default)]
@@ -94,6 +98,8 @@ impl Shared {
 pub(crate) struct Replicator {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
+    /// Where [`Replicator::stop`] left it, once it was stopped.
+    stopped: Option<Replication>,
 }
 
 impl std::fmt::Debug for Replicator {
@@ -132,6 +138,7 @@ impl Replicator {
         Ok(Replicator {
             shared,
             thread: Some(thread),
+            stopped: None,
         })
     }
 
@@ -182,11 +189,14 @@ impl Replicator {
     }
 }
 
-impl Drop for Replicator {
+impl Replicator {
     /// Stops the thread: a commit it was handed and has not replicated gets one last pass
     /// (unless the bucket is failing), waited for at most [`CLOSE_WAIT`]; a pass still running
-    /// then is left to end on its own.
-    fn drop(&mut self) {
+    /// then is left to end on its own. Answers where replication stands then.
+    pub(crate) fn stop(&mut self) -> Replication {
+        if let Some(stopped) = &self.stopped {
+            return stopped.clone();
+        }
         let mut p = self.shared.lock();
         p.stopping = true;
         self.shared.changed.notify_all();
@@ -196,12 +206,26 @@ impl Drop for Replicator {
                 replica = %p.shown.url,
                 "closing the archive: the replication pass still running is left to finish on its own"
             );
-            return;
         }
         drop(p);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        if exited {
+            if let Some(thread) = self.thread.take() {
+                let _ = thread.join();
+            }
         }
+        let stopped = Replication {
+            running: !exited,
+            ..self.progress()
+        };
+        self.stopped = Some(stopped.clone());
+        stopped
+    }
+}
+
+impl Drop for Replicator {
+    /// Stops the thread ([`Replicator::stop`]).
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

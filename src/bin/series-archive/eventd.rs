@@ -44,6 +44,7 @@ pub fn import(req: Request) -> Result<(), Failure> {
     if req.compact {
         crate::maintain(&mut imported.archive)?;
     }
+    crate::replica::stopped(&mut imported.archive);
     Ok(())
 }
 

@@ -1046,6 +1046,7 @@ fn ingest(
     if compact {
         maintain(&mut archive)?;
     }
+    replica::stopped(&mut archive);
     if let Some((e, lines)) = output::take_failure() {
         return Err(format!(
             "writing to standard output failed after {lines} barrier line(s): {e}; the ingest went on and finished: all {total} rows are durable (stream {stream:?} through position {}; `inspect` shows it){}",

@@ -166,6 +166,18 @@ pub(crate) fn run(req: Request<'_>) -> Result<(), Failure> {
     }
 }
 
+/// Where the command's own replicator left the bucket ([`stopped`]), for [`after_commit`].
+static STOPPED: std::sync::Mutex<Option<series_archive::archive::Replication>> =
+    std::sync::Mutex::new(None);
+
+/// Stops the replicator of `archive` (a command that sealed with it on, at its end) and keeps
+/// where it left the bucket for [`after_commit`].
+pub(crate) fn stopped(archive: &mut Archive) {
+    if let Some(r) = archive.stop_replication() {
+        *STOPPED.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+    }
+}
+
 /// `--max-lag` and `--max-lag-wait`, for [`replicating`].
 static MAX_LAG: std::sync::OnceLock<Option<(u64, std::time::Duration)>> =
     std::sync::OnceLock::new();
@@ -200,6 +212,30 @@ pub(crate) fn after_commit(archive: &Path, result: Result<(), Failure>) -> Resul
     let Ok(Some(url)) = replicate::recorded(archive) else {
         return Ok(());
     };
+    // A command whose own replicator followed its commits says where that left the bucket,
+    // and runs another pass unless the replicator caught up, or its last pass was still
+    // running at the close: a bucket that stalls holds the command up once (the
+    // replicator's last wait, 10 s), not again for a pass of its own under the request
+    // deadline (60 s). A pass that failed is tried once more here (a transient fault).
+    let replicated = STOPPED.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some(r) = replicated {
+        if r.behind == 0 {
+            eprintln!(
+                "replicated to {url}: caught up ({} pass(es) by the archive's replicator while the command ran)",
+                r.passes
+            );
+            return Ok(());
+        }
+        if r.running {
+            let why = "a pass was still running 10 s after the last commit (the bucket is slow or stalls)";
+            eprintln!(
+                "series-archive: WARNING: replication to {url} failed: the archive's replicator is {} commit(s) behind: {why}; what this command committed is durable locally, and `series-archive replicate {}` works the lag off",
+                r.behind,
+                archive.display()
+            );
+            return Ok(());
+        }
+    }
     let outcome = ColdTier::from_url(&url)
         .map_err(Failure::from)
         .and_then(|tier| pass(archive, &tier));
