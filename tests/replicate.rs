@@ -88,9 +88,20 @@ fn the_bucket_is_a_whole_archive_any_machine_restores() {
     assert_eq!(status["url"], url.as_str());
 
     // Every later commit replicates without a flag (ingest, compact).
-    let out = ingest(&moto.env(), a, &csv(dir.path(), "second.csv", 400, 700));
+    let out = ingest_with(
+        &moto.env(),
+        a,
+        &csv(dir.path(), "second.csv", 400, 700),
+        &["--requests"],
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&format!("replicated to {url}")), "{stderr}");
+    // `--requests` says where the command left its replica.
+    assert!(
+        stderr.contains(&format!("requests: replica {url}: "))
+            && stderr.contains("0 commit(s) behind"),
+        "{stderr}"
+    );
     let out = ok_env(&moto.env(), &["compact", a]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -743,6 +743,9 @@ fn main() -> ExitCode {
                 eprintln!("requests: {} (local): {} reads", r.tier, r.reads);
             }
         }
+        if let Some(lag) = replica::lag_said() {
+            eprintln!("requests: replica {lag}");
+        }
     }
     // A write to standard output that failed in a writer (deferred) fails the run now.
     match output::settle(result) {

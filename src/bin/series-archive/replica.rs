@@ -166,6 +166,19 @@ pub(crate) fn run(req: Request<'_>) -> Result<(), Failure> {
     }
 }
 
+/// Where the command left its replica, for `--requests` ([`lag_said`]).
+static LAG: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+fn lag(said: String) {
+    *LAG.lock().unwrap_or_else(|p| p.into_inner()) = Some(said);
+}
+
+/// Where the command left its replica, when it has one and the command replicated: what
+/// `--requests` prints beside the requests.
+pub(crate) fn lag_said() -> Option<String> {
+    LAG.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
 /// Where the command's own replicator left the bucket ([`stopped`]), for [`after_commit`].
 static STOPPED: std::sync::Mutex<Option<series_archive::archive::Replication>> =
     std::sync::Mutex::new(None);
@@ -219,6 +232,16 @@ pub(crate) fn after_commit(archive: &Path, result: Result<(), Failure>) -> Resul
     // deadline (60 s). A pass that failed is tried once more here (a transient fault).
     let replicated = STOPPED.lock().unwrap_or_else(|p| p.into_inner()).take();
     if let Some(r) = replicated {
+        lag(format!(
+            "{url}: {} pass(es) by the archive's replicator, {} commit(s) behind at its end{}",
+            r.passes,
+            r.behind,
+            if r.running {
+                " (a pass still running)"
+            } else {
+                ""
+            }
+        ));
         if r.behind == 0 {
             eprintln!(
                 "replicated to {url}: caught up ({} pass(es) by the archive's replicator while the command ran)",
@@ -242,7 +265,10 @@ pub(crate) fn after_commit(archive: &Path, result: Result<(), Failure>) -> Resul
     match outcome {
         // Said whether or not this pass found anything left: the archive's own replicator may
         // have carried the commits already.
-        Ok((report, secs)) => eprintln!("{}", show_pass(&report, secs)),
+        Ok((report, secs)) => {
+            lag(show_status(&report.status));
+            eprintln!("{}", show_pass(&report, secs))
+        }
         Err(f) => eprintln!(
             "series-archive: WARNING: replication to {url} failed: {}; what this command committed is durable locally, and `series-archive replicate {}` works the lag off",
             f.message,
