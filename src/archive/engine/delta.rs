@@ -163,7 +163,8 @@ impl Kernel {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .max_blocking_threads(4)
-            .thread_name("series-archive-delta")
+            // At most 15 characters: the part of a name `top -H` and perf show.
+            .thread_name("archive-delta")
             .enable_all()
             .build()
             .map_err(|e| ArchiveError::Internal(format!("no runtime for the Delta log: {e}")))?;

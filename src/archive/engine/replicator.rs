@@ -132,7 +132,8 @@ impl Replicator {
         });
         let theirs = shared.clone();
         let thread = std::thread::Builder::new()
-            .name("series-archive-replicator".into())
+            // At most 15 characters: the part of a name `top -H` and perf show.
+            .name("archive-replica".into())
             .spawn(move || run(&root, &tier, &faults, &theirs))
             .map_err(|e| ArchiveError::Replica(format!("starting the replicator thread: {e}")))?;
         Ok(Replicator {

@@ -121,7 +121,8 @@ impl ColdTier {
     ) -> Result<ColdTier, ColdError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
-            .thread_name("series-archive-cold")
+            // At most 15 characters: the part of a name `top -H` and perf show.
+            .thread_name("archive-cold")
             .enable_all()
             .build()
             .map_err(|e| ColdError {
