@@ -8,7 +8,10 @@
 use arrow::array::{RecordBatch, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema};
 use series_archive::archive::cold::ColdTier;
-use series_archive::archive::{reader, Archive, ArchiveError, Config, StreamSpec};
+use series_archive::archive::replicate;
+use series_archive::archive::{
+    reader, Archive, ArchiveError, Clock, Config, StreamSpec, SystemClock,
+};
 use series_archive::Position;
 use std::path::Path;
 use std::sync::Arc;
@@ -90,6 +93,11 @@ fn under_a_lag_bound_of_zero_every_barrier_returns_once_the_bucket_holds_it() ->
     assert_eq!((stopped.behind, stopped.running), (0, false), "{stopped:?}");
     assert!(archive.replication().is_none());
     assert!(archive.stop_replication().is_none());
+    // Its passes rewrite the record of where they left the bucket at most once a second; the
+    // last one's is written when it stops: caught up, not where an earlier pass was.
+    let seen = replicate::last_seen(&root, &url, SystemClock.now_ns())?
+        .ok_or("a completed pass is recorded")?;
+    assert_eq!((seen.records_behind, seen.bytes_behind), (0, 0), "{seen:?}");
     Ok(())
 }
 

@@ -198,6 +198,24 @@ pub(crate) struct Known {
     wholes: Wholes,
     /// Objects under `streams/` (data and level files, Delta logs) and their sizes.
     objects: BTreeMap<String, u64>,
+    /// When this replicator last wrote [`SEEN_FILE`], and where a later pass left the bucket
+    /// without writing it (a pass writes it at most every [`SEEN_EVERY`]; the replicator
+    /// writes what is left when it stops, see [`flush_seen`]).
+    seen_at: Option<std::time::Instant>,
+    unrecorded: Option<(u64, u64)>,
+}
+
+/// How often the replicator's passes rewrite [`SEEN_FILE`]: the record is advisory (an upper
+/// bound on the lag while the bucket cannot be asked), and rewriting it after every pass was a
+/// quarter of a caught-up pass's own CPU.
+const SEEN_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Writes where the replicator's last completed pass left the bucket, if a throttled pass did
+/// not ([`Known::unrecorded`]): called when the replicator stops.
+pub(crate) fn flush_seen(root: &Path, known: &mut Option<Known>) {
+    if let Some((generation, bytes)) = known.as_mut().and_then(|k| k.unrecorded.take()) {
+        record_seen(root, generation, bytes);
+    }
 }
 
 fn cold(e: ColdError) -> ArchiveError {
@@ -763,12 +781,12 @@ fn replicate_log(
     // Taken: what is remembered is put back only by a pass that completes.
     let remembered = known.take();
     let ours = remembered.is_some();
-    let (mut parts, mut wholes, mut listed) = match remembered {
-        Some(k) => (k.parts, k.wholes, k.objects),
+    let (mut parts, mut wholes, mut listed, seen_at) = match remembered {
+        Some(k) => (k.parts, k.wholes, k.objects, k.seen_at),
         None => {
             let (parts, wholes) = bucket_manifest(tier)?;
             let listed = tier.list(STREAMS_DIR).map_err(cold)?.into_iter().collect();
-            (parts, wholes, listed)
+            (parts, wholes, listed, None)
         }
     };
     let bucket = bucket_current(&parts);
@@ -925,11 +943,23 @@ fn replicate_log(
         &log,
         Some((log.generation, log.bytes.len() as u64)),
     );
-    record_seen(root, log.generation, log.bytes.len() as u64);
+    // A pass of the replicator (one that remembers the bucket) writes the record at most
+    // every SEEN_EVERY; any other pass (a command's, the first after a failure) always does.
+    let end = (log.generation, log.bytes.len() as u64);
+    let mut seen_at = seen_at.filter(|at| at.elapsed() < SEEN_EVERY);
+    let unrecorded = if ours && seen_at.is_some() {
+        Some(end)
+    } else {
+        record_seen(root, end.0, end.1);
+        seen_at = Some(std::time::Instant::now());
+        None
+    };
     *known = Some(Known {
         parts,
         wholes,
         objects: listed,
+        seen_at,
+        unrecorded,
     });
     Ok(report)
 }

@@ -247,6 +247,7 @@ fn run(root: &std::path::Path, tier: &ColdTier, faults: &Faults, shared: &Shared
             match p.pending.take() {
                 Some(next) if !give_up => next,
                 _ => {
+                    replicate::flush_seen(root, &mut known);
                     p.exited = true;
                     shared.changed.notify_all();
                     return;
