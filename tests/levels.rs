@@ -136,7 +136,7 @@ proptest! {
                     prop_assert_eq!(&s.buckets, &cold.buckets, "cold and warm views agree");
                     // A reader that keeps no level group (a one-shot command) decodes only
                     // the selected tracks' rows of a group holding many more.
-                    let once = Archive::open(dir.path(), Config::new().read_only(true).level_cache_cells(0))
+                    let once = Archive::open(dir.path(), Config::new().read_only(true).level_cache_cells(0).raw_cache_bytes(0))
                         .expect("reopen")
                         .survey("capture", &labels, start, end, budget)
                         .expect("survey");
@@ -402,6 +402,92 @@ fn sparse_level_folds_read_coarse_cells_and_equal_the_raw_fold_of_level_0_cells(
         4,
     );
     assert!(climbed > 100, "most folds read stored cells ({climbed})");
+}
+
+/// A long-lived reader (the default configuration: a server's, a host's) keeps a fleet's
+/// packed row groups decoded: a survey answered from raw rows reads a group once, and every
+/// later survey of any of its tracks is cut from it, answering exactly what a one-shot read
+/// (which keeps nothing) and the raw fold answer. A reader reopened on a later commit, sharing
+/// the caches, still reads the new barrier's rows: nothing kept stands in for a file it did
+/// not hold.
+#[test]
+fn a_long_lived_reader_reads_a_packed_row_group_once_and_answers_as_a_one_shot_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Widths 1, 4, 16, 64, 256, 1024; rows 10 apart: 16 rows a cell first at level 4.
+    let ladder = Ladder::new(1, 4, 6).expect("valid");
+    let fleet_rows = |from: u64, to: u64| -> Vec<Row> {
+        let mut rows = Vec::new();
+        for i in from..to {
+            for run in 0..300u64 {
+                rows.push(Row {
+                    run: format!("run_{run:03}"),
+                    probe: "p0".into(),
+                    ordinal: 10 * i,
+                    value: ((i * 7919 + run) % 201) as i64 - 100,
+                    noise: (run % 16) as f64 / 4.0,
+                });
+            }
+        }
+        rows
+    };
+    let mut rows = fleet_rows(0, 30);
+    let positions: Vec<u64> = (1..=rows.len() as u64).collect();
+    let mut writer = archive_with(dir.path(), ladder, &rows, &positions, &[4500]);
+    assert_eq!(writer.state().streams["capture"].first_stored_level(), 4);
+    let once = || {
+        Archive::open(
+            dir.path(),
+            Config::new()
+                .read_only(true)
+                .level_cache_cells(0)
+                .raw_cache_bytes(0),
+        )
+        .expect("reopen")
+    };
+    let reads = |a: &Archive| a.requests()[0].reads;
+    let check = |reader: &Archive, rows: &[Row], run: &str| {
+        let labels = vec![run.to_string(), "p0".to_string()];
+        let s = reader
+            .survey("capture", &labels, Unbounded, Unbounded, 400)
+            .expect("survey");
+        let plan = s.plan.expect("a plan");
+        assert!(plan.level < 4, "answered from raw rows: {plan:?}");
+        let chosen = selected(rows, &[run, "p0"]);
+        assert_eq!(
+            s.buckets,
+            raw_buckets(&chosen, plan.cell_width, plan.cells[0], plan.cells[1]),
+            "{run}"
+        );
+        let one_shot = once()
+            .survey("capture", &labels, Unbounded, Unbounded, 400)
+            .expect("survey");
+        assert_eq!(s.buckets, one_shot.buckets, "{run}: a one-shot read agrees");
+    };
+    let reader = Archive::open(dir.path(), Config::new().read_only(true)).expect("reopen");
+    check(&reader, &rows, "run_000");
+    let warm = reads(&reader);
+    assert!(warm > 0, "the first survey read the groups");
+    for run in ["run_000", "run_150", "run_299", "run_007"] {
+        check(&reader, &rows, run);
+    }
+    assert_eq!(
+        reads(&reader),
+        warm,
+        "later surveys were cut from the kept groups"
+    );
+    // A later barrier: a reader reopened on it and sharing the caches reads its rows too.
+    let more = fleet_rows(30, 45);
+    let next: Vec<u64> = (rows.len() as u64 + 1..=(rows.len() + more.len()) as u64).collect();
+    writer
+        .stage_batch("capture", &batch(&more), &next)
+        .expect("stage");
+    writer.seal_all().expect("seal");
+    rows.extend(more);
+    let mut reopened = Archive::open(dir.path(), Config::new().read_only(true)).expect("reopen");
+    reopened.share_level_cache(&reader);
+    for run in ["run_000", "run_150"] {
+        check(&reopened, &rows, run);
+    }
 }
 
 /// Level folds of `archive` over 41 ranges (SplitMix64, and the unbounded one) for each of

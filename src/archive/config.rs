@@ -28,6 +28,7 @@ pub struct Config {
     pub(crate) offload: BTreeMap<String, crate::archive::plan::offload::OffloadPolicy>,
     pub(crate) delta: bool,
     pub(crate) level_cache_cells: usize,
+    pub(crate) raw_cache_bytes: usize,
     pub(crate) scope: Option<crate::archive::format::manifest::Scope>,
     pub(crate) replica_cache: Option<std::path::PathBuf>,
     pub(crate) cache_size: Option<u64>,
@@ -56,6 +57,7 @@ impl Default for Config {
             offload: BTreeMap::new(),
             delta: true,
             level_cache_cells: crate::archive::format::levels::LEVEL_CACHE_CELLS,
+            raw_cache_bytes: crate::archive::io::decoded::RAW_CACHE_BYTES,
             scope: None,
             replica_cache: None,
             cache_size: None,
@@ -156,6 +158,16 @@ impl Config {
     /// wants that level held whole.
     pub fn level_cache_cells(mut self, cells: usize) -> Self {
         self.level_cache_cells = cells;
+        self
+    }
+
+    /// How many bytes of decoded data row groups the open keeps for surveys and folds that
+    /// answer from raw rows (the default, [`crate::archive::io::decoded::RAW_CACHE_BYTES`],
+    /// is 64 MiB; 0 keeps none). A fleet's packed row group holds thousands of tracks' rows:
+    /// kept decoded, a long-lived reader's next read of any of them costs no read, digest or
+    /// decompression. A one-shot reader wants 0: it decodes only the rows it answers.
+    pub fn raw_cache_bytes(mut self, bytes: usize) -> Self {
+        self.raw_cache_bytes = bytes;
         self
     }
 

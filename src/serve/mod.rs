@@ -62,6 +62,9 @@ pub struct Options {
     pub max_budget: usize,
     /// Decoded level cells kept for surveys (about 100 bytes each), across commits.
     pub level_cache: usize,
+    /// Bytes of decoded data row groups kept for surveys and folds answered from raw rows
+    /// (a fleet's fine levels), across commits.
+    pub raw_cache: usize,
     /// Connections open at once (lowered to fit `open_files`). A connection past it closes
     /// the oldest one still waiting for a request head; when every open one is answering a
     /// request, the new one is answered 503.
@@ -127,6 +130,7 @@ pub fn run(options: Options, announce: &mut dyn Announce) -> Result<(), ServeErr
         token,
         max_budget,
         level_cache,
+        raw_cache,
         max_connections,
         header_timeout,
         open_files,
@@ -143,7 +147,9 @@ pub fn run(options: Options, announce: &mut dyn Announce) -> Result<(), ServeErr
     if max_budget < 4 {
         return Err(ServeError::Budget(max_budget));
     }
-    let config = Config::new().level_cache_cells(level_cache);
+    let config = Config::new()
+        .level_cache_cells(level_cache)
+        .raw_cache_bytes(raw_cache);
     let opened = reader::open(&archive, &config)?;
     let summary = Summary::of(&opened);
     let shared = Arc::new(Shared {

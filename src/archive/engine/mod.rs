@@ -88,6 +88,9 @@ pub struct Archive {
     /// Decoded level row groups, bounded: surveys and folds read only the groups they need.
     /// Shared with a later open of the same archive by [`Archive::share_level_cache`].
     level_cache: Arc<std::sync::Mutex<levels::LevelCache>>,
+    /// Decoded data row groups kept for surveys and folds from raw rows
+    /// ([`crate::archive::io::decoded`]); shared like the level cache.
+    raw_cache: Arc<std::sync::Mutex<crate::archive::io::decoded::DecodedCache>>,
     /// The generation this open replayed and the length of its trusted prefix.
     replayed: Option<(u64, u64)>,
     /// The backend every durable operation and every read of a local file goes through.
@@ -226,14 +229,15 @@ impl Archive {
         }
     }
 
-    /// Keeps the decoded level row groups `earlier` (an open of the same archive) holds, and
-    /// shares its cache from now on: a reader that reopens on every commit does not start
+    /// Keeps the decoded level row groups and data row groups `earlier` (an open of the same
+    /// archive) holds, and shares its caches from now on: a reader that reopens on every commit does not start
     /// cold. Sound because a file's name is never reused and a committed file never changes:
     /// a group decoded under a name is that group for good. Both must be opens of the same
     /// root.
     pub fn share_level_cache(&mut self, earlier: &Archive) {
         if earlier.root == self.root {
             self.level_cache = earlier.level_cache.clone();
+            self.raw_cache = earlier.raw_cache.clone();
         }
     }
 

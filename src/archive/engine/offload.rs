@@ -431,6 +431,10 @@ impl Archive {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .forget(&names);
+        self.raw_cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .forget(&names);
         // An evicted file lives in the replica, whose last commit may still name it: its
         // object goes with the replica pass that no longer does.
         let replica = super::replicate::recorded(&self.root)?.map(|r| format!("{r}/"));

@@ -106,6 +106,9 @@ impl Archive {
         let level_cache = Arc::new(std::sync::Mutex::new(levels::LevelCache::new(
             config.level_cache_cells,
         )));
+        let raw_cache = Arc::new(std::sync::Mutex::new(
+            crate::archive::io::decoded::DecodedCache::new(config.raw_cache_bytes),
+        ));
         let mut archive = Archive {
             replicator: None,
             root,
@@ -117,6 +120,7 @@ impl Archive {
             cursor: Position::ORIGIN,
             recovery: Recovery::default(),
             level_cache,
+            raw_cache,
             replayed: None,
             disk,
             store,

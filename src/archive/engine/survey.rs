@@ -841,7 +841,8 @@ impl Archive {
                 .project(&scanned)
                 .map_err(|e| StoredError::internal(e.to_string()))?,
         );
-        let mut open = crate::archive::io::segment::Opened::projected(&self.store, schema);
+        let mut open = crate::archive::io::segment::Opened::projected(&self.store, schema)
+            .keeping(&self.raw_cache);
         for (t, (_, track)) in tracks.iter().enumerate() {
             for g in &track.groups {
                 let file = &state.files[g.file];

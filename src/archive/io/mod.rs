@@ -8,6 +8,7 @@
 
 pub mod cache;
 pub mod cold;
+pub mod decoded;
 pub(crate) mod durable;
 pub mod faults;
 pub(crate) mod local;

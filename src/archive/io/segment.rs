@@ -10,6 +10,7 @@ use crate::archive::format::segment::{
     PAR1_LEN,
 };
 use crate::archive::io::cold::ColdTier;
+use crate::archive::io::decoded::DecodedCache;
 use crate::archive::io::durable;
 use crate::archive::io::storage::{Disk, ReadFile, WriteFile};
 use crate::archive::io::store::Store;
@@ -23,7 +24,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::file::metadata::PageIndexPolicy;
 use std::borrow::Cow;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// A file being written row group by row group straight to disk, each group's digest taken
 /// as its bytes pass: memory holds one row group, never the file. The bytes and digests are
@@ -388,6 +389,9 @@ pub(crate) struct Opened<'a, K> {
     /// the schema's, and a file holding others is damage.
     projects: bool,
     files: std::collections::BTreeMap<K, OpenSegment<'a>>,
+    /// Decoded row groups kept across reads ([`Opened::keeping`]), and the key of the
+    /// columns this read decodes.
+    decoded: Option<(Arc<Mutex<DecodedCache>>, u64)>,
 }
 
 impl<'a, K: Ord> Opened<'a, K> {
@@ -399,7 +403,26 @@ impl<'a, K: Ord> Opened<'a, K> {
             schema,
             projects: false,
             files: std::collections::BTreeMap::new(),
+            decoded: None,
         }
+    }
+
+    /// Reads packed row groups through `cache` (a long-lived handle's, see
+    /// [`super::decoded`]): a group is decoded whole (the columns of this read's schema) the
+    /// first time any of its slices is read and kept there, and every read of a slice of it
+    /// after, by this read or a later one, is cut from it. A cache that keeps nothing leaves
+    /// the read as it was.
+    pub fn keeping(mut self, cache: &Arc<Mutex<DecodedCache>>) -> Self {
+        if cache.lock().unwrap_or_else(|p| p.into_inner()).keeps() {
+            let mut columns = std::collections::hash_map::DefaultHasher::new();
+            std::hash::Hash::hash(&self.projects, &mut columns);
+            for field in self.schema.fields() {
+                std::hash::Hash::hash(field.name(), &mut columns);
+                std::hash::Hash::hash(&field.data_type().to_string(), &mut columns);
+            }
+            self.decoded = Some((cache.clone(), std::hash::Hasher::finish(&columns)));
+        }
+        self
     }
 
     /// A read of only the columns of `schema`, a projection of the files' stored schema (its
@@ -423,6 +446,7 @@ impl<'a, K: Ord> Opened<'a, K> {
             std::collections::btree_map::Entry::Vacant(v) => {
                 let mut segment = OpenSegment::open(self.store, file)?;
                 segment.projects = self.projects;
+                segment.decoded = self.decoded.clone();
                 v.insert(segment)
             }
         })
@@ -514,6 +538,8 @@ pub(crate) struct OpenSegment<'a> {
     projects: bool,
     /// What reads of a packed file's shared row groups keep: see [`OpenSegment::read_group`].
     kept: std::sync::Mutex<Kept>,
+    /// The long-lived cache its packed groups are read through, if any ([`Opened::keeping`]).
+    decoded: Option<(Arc<Mutex<DecodedCache>>, u64)>,
 }
 
 /// A packed file's row groups read so far, and the one kept decoded whole.
@@ -634,6 +660,7 @@ impl<'a> OpenSegment<'a> {
             store,
             projects: false,
             kept: std::sync::Mutex::new(Kept::default()),
+            decoded: None,
         })
     }
 
@@ -726,10 +753,29 @@ impl<'a> OpenSegment<'a> {
             return Ok(batch.clone());
         }
         drop(kept);
-        // The row group's rows as the record gives them (a scoped replay of a paged file
-        // holds only some of its entries).
-        let total = self.group_rows(physical);
-        let batch = self.decode(physical, span, None, total, schema)?;
+        let key = self
+            .decoded
+            .as_ref()
+            .map(|(cache, columns)| (cache, (self.entry.name, physical, *columns)));
+        let held = key
+            .as_ref()
+            .and_then(|(cache, key)| cache.lock().unwrap_or_else(|p| p.into_inner()).get(*key));
+        let batch = match held {
+            Some(batch) => batch,
+            None => {
+                // The row group's rows as the record gives them (a scoped replay of a paged
+                // file holds only some of its entries).
+                let total = self.group_rows(physical);
+                let batch = self.decode(physical, span, None, total, schema)?;
+                if let Some((cache, key)) = key {
+                    cache
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .put(key, batch.clone());
+                }
+                batch
+            }
+        };
         self.kept.lock().unwrap_or_else(|p| p.into_inner()).whole = Some((physical, batch.clone()));
         Ok(batch)
     }
@@ -753,7 +799,7 @@ impl<'a> OpenSegment<'a> {
         let physical = slice.group as usize;
         let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         let is_kept = kept.whole.as_ref().is_some_and(|(at, _)| *at == physical);
-        if !is_kept && kept.alone(physical, index) {
+        if !is_kept && kept.alone(physical, index) && self.decoded.is_none() {
             return Ok(None);
         }
         drop(kept);

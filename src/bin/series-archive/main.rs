@@ -812,7 +812,8 @@ pub(crate) fn reading_within<T>(
     // a few tracks decodes only their rows.
     let config = crate::config()
         .scope(stream, track.to_vec())
-        .level_cache_cells(0);
+        .level_cache_cells(0)
+        .raw_cache_bytes(0);
     reader::read(archive, &config, read)?.map_err(refused)
 }
 

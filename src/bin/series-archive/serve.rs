@@ -27,6 +27,12 @@ pub struct Options {
     /// hold a large stream's finest level whole.
     #[arg(long, default_value_t = 1 << 20)]
     level_cache: usize,
+    /// Decoded data row groups kept for surveys and folds answered from raw rows (a fleet's
+    /// fine levels, whose cells hold too few rows to be stored), across commits: a packed row
+    /// group is read, checked and decoded once, and every later survey of any of its tracks
+    /// is cut from it. 0 keeps none.
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = series_archive::archive::lifecycle::parse_size)]
+    raw_cache: u64,
     /// Connections open at once (lowered to fit the open-file limit). A connection past it
     /// closes the oldest one still waiting for a request head; when every open one is
     /// answering a request, the new one is answered 503.
@@ -71,6 +77,7 @@ pub fn run(options: Options) -> Result<(), Failure> {
         token,
         max_budget,
         level_cache,
+        raw_cache,
         max_connections,
         header_timeout,
     } = options;
@@ -80,6 +87,7 @@ pub fn run(options: Options) -> Result<(), Failure> {
         token,
         max_budget,
         level_cache,
+        raw_cache: usize::try_from(raw_cache).unwrap_or(usize::MAX),
         max_connections,
         header_timeout,
         open_files: open_file_limit(),
