@@ -101,6 +101,36 @@ fn under_a_lag_bound_of_zero_every_barrier_returns_once_the_bucket_holds_it() ->
     Ok(())
 }
 
+/// A busy writer's commits go up several to a pass (a pass starts at most every 250 ms while
+/// no barrier waits for the bucket), and the bucket still ends up holding the last one.
+#[test]
+fn commits_in_quick_succession_share_passes_and_all_reach_the_bucket() -> Result<(), Failed> {
+    let dir = tempfile::tempdir()?;
+    let root = dir.path().join("a");
+    let url = format!("file://{}", dir.path().join("bucket").display());
+    let cache = dir.path().join("cache");
+    let mut archive = Archive::open(&root, config()?.replicate(ColdTier::from_url(&url)?))?;
+    for i in 0..30 {
+        barrier(&mut archive, i * 10 + 1, i * 10 + 11)?;
+    }
+    assert!(
+        eventually(Duration::from_secs(30), || archive
+            .replication()
+            .is_some_and(|p| p.behind == 0)),
+        "caught up: {:?}",
+        archive.replication()
+    );
+    let progress = archive.replication().ok_or("the handle replicates")?;
+    assert_eq!(progress.commits, 30, "{progress:?}");
+    assert!(
+        progress.passes < 15,
+        "30 commits in quick succession took {} passes",
+        progress.passes
+    );
+    assert_eq!(watermark(&url, &cache)?, Position(300));
+    Ok(())
+}
+
 #[test]
 fn a_failing_bucket_never_fails_a_barrier_and_its_lag_is_worked_off() -> Result<(), Failed> {
     let dir = tempfile::tempdir()?;

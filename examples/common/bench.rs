@@ -51,6 +51,7 @@ impl Server {
     }
 
     /// A client for `bucket` on the server.
+    #[allow(dead_code)] // not every benchmark that includes this module uses it
     pub fn store(&self, bucket: &str) -> Arc<dyn object_store::ObjectStore> {
         Arc::new(
             object_store::aws::AmazonS3Builder::new()

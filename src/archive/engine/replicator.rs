@@ -5,8 +5,9 @@
 //! writer: commit ─► hand the replicator what the commit proves (generation, durable bytes,
 //!                   live files) ─► return (or, under a lag bound, wait for the bucket)
 //! thread: take the newest hand-over ─► one pass (`replicate::replicate_committed`) ─►
-//!         record where the bucket stands ─► wait for the next commit; a failed pass is
-//!         tried again, backing off up to BACKOFF_MAX
+//!         record where the bucket stands ─► wait for the next commit, and until PASS_GAP
+//!         after this pass began (unless a barrier waits for the bucket); a failed pass
+//!         is tried again, backing off up to BACKOFF_MAX
 //! ```
 //!
 //! Hand-overs coalesce: the thread replicates the newest commit it was handed, so a slow
@@ -30,6 +31,12 @@ use std::time::Duration;
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 /// The longest delay between two passes while the bucket keeps failing.
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// The least time from one pass's start to the next while no barrier waits for the bucket:
+/// the commits of a busy writer go up several to a pass (each pass costs the owner check,
+/// reading the manifest's new bytes and listing the Delta logs, on the writer's machine),
+/// and the bucket still holds every commit within about this long of it (Litestream syncs
+/// once a second). A barrier that waits under a lag bound, and a stop, end the pause at once.
+const PASS_GAP: Duration = Duration::from_millis(250);
 /// How long closing the handle waits for the thread's last pass before leaving it to end on
 /// its own (a pass is bounded by the tier's request deadline).
 const CLOSE_WAIT: Duration = Duration::from_secs(10);
@@ -65,6 +72,9 @@ struct Progress {
     shown: Replication,
     stopping: bool,
     exited: bool,
+    /// Barriers waiting for the bucket under a lag bound ([`Replicator::wait_for`]): while
+    /// any is, passes follow each other without a pause.
+    waiting: usize,
 }
 
 struct Shared {
@@ -156,11 +166,14 @@ impl Replicator {
     /// Waits until the bucket holds every commit of this handle but the newest `max_lag`, at
     /// most `wait`. Refuses, saying where the bucket stands, when it does not in time.
     pub(crate) fn wait_for(&self, max_lag: u64, wait: Duration) -> Result<()> {
-        let p = self.shared.lock();
+        let mut p = self.shared.lock();
         let n = p.shown.commits;
-        let (p, held) = self.shared.wait_until(p, wait, |p| {
+        p.waiting += 1;
+        self.shared.changed.notify_all();
+        let (mut p, held) = self.shared.wait_until(p, wait, |p| {
             p.shown.replicated.is_some_and(|r| r + max_lag >= n)
         });
+        p.waiting -= 1;
         if held {
             return Ok(());
         }
@@ -235,6 +248,7 @@ fn run(root: &std::path::Path, tier: &ColdTier, faults: &Faults, shared: &Shared
     // What the bucket held after the last pass: a pass lists the prefix only when it is not
     // known (the first pass, and the one after a failure).
     let mut known: Option<replicate::Known> = None;
+    let mut last_pass: Option<std::time::Instant> = None;
     loop {
         let (n, committed) = {
             let p = shared.lock();
@@ -242,6 +256,15 @@ fn run(root: &std::path::Path, tier: &ColdTier, faults: &Faults, shared: &Shared
                 .changed
                 .wait_while(p, |p| p.pending.is_none() && !p.stopping)
                 .unwrap_or_else(|e| e.into_inner());
+            // Commits that come within PASS_GAP of the last pass's start wait for the next,
+            // together, unless a barrier waits for them or the handle closes.
+            if let Some(pause) = last_pass.map(|at| PASS_GAP.saturating_sub(at.elapsed())) {
+                if !pause.is_zero() && p.waiting == 0 && !p.stopping {
+                    p = shared
+                        .wait_until(p, pause, |p| p.waiting > 0 || p.stopping)
+                        .0;
+                }
+            }
             // Stopping: a pending commit gets its last pass, unless the bucket is failing.
             let give_up = p.stopping && p.shown.failures > 0;
             match p.pending.take() {
@@ -254,6 +277,7 @@ fn run(root: &std::path::Path, tier: &ColdTier, faults: &Faults, shared: &Shared
                 }
             }
         };
+        last_pass = Some(std::time::Instant::now());
         let outcome =
             replicate::replicate_committed(root, tier, faults, committed.clone(), &mut known);
         let mut p = shared.lock();
