@@ -1260,13 +1260,18 @@ fn inspect(archive_dir: &Path, json: bool) -> Result<(), Failure> {
     let archive = read_only(archive_dir)?;
     let d = archive.describe()?;
     if json {
-        let mut shown = serde_json::to_value(&d)?;
-        if let (Some(replica), Some(object)) =
-            (replica::inspected_json(archive_dir), shown.as_object_mut())
-        {
-            object.insert("replica".into(), replica);
+        /// The description, and where the replica stands when there is one.
+        #[derive(serde::Serialize)]
+        struct Inspected<'a> {
+            #[serde(flatten)]
+            description: &'a series_archive::archive::Description,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            replica: Option<serde_json::Value>,
         }
-        out!("{}", serde_json::to_string_pretty(&shown)?);
+        output::json(&Inspected {
+            description: &d,
+            replica: replica::inspected_json(archive_dir),
+        })?;
         return Ok(());
     }
     out!(

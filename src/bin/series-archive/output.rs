@@ -88,6 +88,32 @@ pub(crate) fn line(args: std::fmt::Arguments) {
     }
 }
 
+/// Writes `value` to standard output as pretty-printed JSON and a newline, streamed through a
+/// buffer: a fleet's description (`inspect --json` of 100,000 tracks) is tens of megabytes,
+/// never built whole in memory. A failed write is handled as [`line`]'s; a value that cannot
+/// be written as JSON is an error.
+pub(crate) fn json(value: &impl serde::Serialize) -> Result<(), serde_json::Error> {
+    let mut state = stdout_state();
+    if state.failed.is_some() {
+        return Ok(());
+    }
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let written = serde_json::to_writer_pretty(&mut out, value)
+        .and_then(|()| out.write_all(b"\n").map_err(serde_json::Error::io))
+        .and_then(|()| out.flush().map_err(serde_json::Error::io));
+    match written {
+        Ok(()) => {
+            state.lines += 1;
+            Ok(())
+        }
+        Err(e) if e.is_io() => {
+            stdout_failed(&mut state, e.into());
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// The deferred failure of standard output, if a write failed, with the lines written whole
 /// before it; taken, so it is reported once.
 pub(crate) fn take_failure() -> Option<(std::io::Error, u64)> {

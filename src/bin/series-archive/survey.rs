@@ -43,7 +43,7 @@ pub fn survey(
         a.survey(stream, track, start, end, budget)
     })?;
     if json {
-        out!("{}", serde_json::to_string_pretty(&s)?);
+        crate::output::json(&s)?;
     } else if csv {
         out!("field,first_axis,first,last_axis,last,min_axis,min,max_axis,max,count,sum,sum_sq");
         for b in &s.buckets {
@@ -264,7 +264,7 @@ pub fn fold(
         a.fold(stream, track, start, end, aggregate)
     })?;
     if json {
-        out!("{}", serde_json::to_string_pretty(&f)?);
+        crate::output::json(&f)?;
         return Ok(());
     }
     match f.span {
