@@ -590,7 +590,7 @@ fn golden_records() -> Vec<Record> {
         barrier: 1,
         sealed_at_ns: SEALED_AT_NS,
         footer,
-        groups,
+        groups: std::sync::Arc::new(groups),
         cold: None,
         run: None,
         format: None,

@@ -76,7 +76,7 @@ fn packed(mut entries: Vec<GroupEntry>, per_group: usize) -> SegmentFile {
         barrier: 1,
         sealed_at_ns: SEALED_AT_NS,
         footer: span(4 + 100 * groups as u64, 1044, 0x1122_3344),
-        groups: entries,
+        groups: entries.into(),
         cold: None,
         run: None,
         format: Some(9),
@@ -98,7 +98,7 @@ fn docs_file() -> SegmentFile {
         e.slice = Some(Slice { group, row });
     }
     let mut file = packed(groups.clone(), 4);
-    file.groups = groups;
+    file.groups = groups.into();
     file.bytes = 2048;
     file.footer = span(1004, 1044, 0x1122_3344);
     file

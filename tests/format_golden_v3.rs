@@ -48,7 +48,7 @@ fn file(name: u64, cold: Option<&str>) -> SegmentFile {
             len: 2742,
             crc32c: 0x0BAD_F00D,
         },
-        groups: Vec::new(),
+        groups: Vec::new().into(),
         cold: cold.map(str::to_owned),
         run: None,
         format: None,

@@ -54,7 +54,7 @@ fn file(name: u64, path: &str, groups: Vec<GroupEntry>, run: Option<LevelRun>) -
         barrier: 4,
         sealed_at_ns: 1_764_442_800_000_000_000,
         footer: span(904, 1096, 0x1234_5678),
-        groups,
+        groups: groups.into(),
         cold: None,
         run,
         format: None,
@@ -196,7 +196,7 @@ fn a_run_of_tables_takes_the_place_of_the_files_it_replaces() {
     };
     assert_eq!(merge(one.clone()).version(), 4);
     let mut short = one.clone();
-    short.groups.pop();
+    std::sync::Arc::make_mut(&mut short.groups).pop();
     let err = state
         .apply(&merge(short))
         .expect_err("a run file lacking a level");

@@ -68,7 +68,8 @@ fn file(name: u64, path: &str, format: Option<u16>) -> SegmentFile {
             span: span(4, 896, 0x0A0B_0C0D),
             last_track: None,
             slice: None,
-        }],
+        }]
+        .into(),
         cold: None,
         run: None,
         format,

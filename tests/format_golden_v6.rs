@@ -70,7 +70,8 @@ fn packed_file() -> SegmentFile {
             entry("p1", 3, 0, g0, (0, 0)),
             entry("p2", 2, 3, g0, (0, 3)),
             entry("p3", 4, 5, g1, (1, 0)),
-        ],
+        ]
+        .into(),
         cold: None,
         run: None,
         format: Some(6),
@@ -98,7 +99,7 @@ fn sparse_partials() -> SegmentFile {
         barrier: 1,
         sealed_at_ns: SEALED_AT_NS,
         footer: span(504, 496, 0x0600_0000),
-        groups: (0..5).map(group).collect(),
+        groups: (0..5).map(group).collect::<Vec<_>>().into(),
         cold: None,
         run: None,
         format: Some(5),
@@ -147,7 +148,9 @@ fn a_barrier_naming_a_packed_file_is_locked_and_framed_as_version_6() {
     assert_eq!(log::encode(&barrier(packed_file(), None, None))[4], 6);
     let mut unpacked = packed_file();
     unpacked.format = Some(5);
-    unpacked.groups.iter_mut().for_each(|g| g.slice = None);
+    std::sync::Arc::make_mut(&mut unpacked.groups)
+        .iter_mut()
+        .for_each(|g| g.slice = None);
     assert_eq!(log::encode(&barrier(unpacked, None, Some(0)))[4], 6);
     match frame::decode(&framed, 0) {
         Decoded::Record { payload, .. } => {
@@ -184,7 +187,7 @@ fn entries_that_break_the_slice_rules_are_refused_on_replay() {
         .apply(&barrier(packed_file(), Some(sparse_partials()), Some(3)))
         .is_ok());
     let mut short = sparse_partials();
-    short.groups.pop();
+    std::sync::Arc::make_mut(&mut short.groups).pop();
     assert!(declared()
         .apply(&barrier(packed_file(), Some(short), Some(3)))
         .is_err());
@@ -195,19 +198,19 @@ fn entries_that_break_the_slice_rules_are_refused_on_replay() {
     let broken: Vec<(&str, Damage)> = vec![
         (
             "a slice that does not start where the one before ends",
-            |f| f.groups[1].slice = Some(Slice { group: 0, row: 2 }),
+            |f| std::sync::Arc::make_mut(&mut f.groups)[1].slice = Some(Slice { group: 0, row: 2 }),
         ),
         ("a row group's second slice with another span", |f| {
-            f.groups[1].span.crc32c ^= 1
+            std::sync::Arc::make_mut(&mut f.groups)[1].span.crc32c ^= 1
         }),
         ("a skipped row group", |f| {
-            f.groups[2].slice = Some(Slice { group: 2, row: 0 })
+            std::sync::Arc::make_mut(&mut f.groups)[2].slice = Some(Slice { group: 2, row: 0 })
         }),
         ("a row group starting inside the one before", |f| {
-            f.groups[2].span.offset = 600
+            std::sync::Arc::make_mut(&mut f.groups)[2].span.offset = 600
         }),
         ("an entry of a packed file without a slice", |f| {
-            f.groups[2].slice = None
+            std::sync::Arc::make_mut(&mut f.groups)[2].slice = None
         }),
         ("a slice in a file that is not packed", |f| {
             f.format = Some(5)

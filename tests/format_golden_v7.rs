@@ -60,7 +60,7 @@ fn file(name: u64, barrier: u64, groups: Vec<GroupEntry>, format: u16) -> Segmen
         barrier,
         sealed_at_ns: SEALED_AT_NS + barrier,
         footer: span(3000, 1096, 0x1122_3344 + name as u32),
-        groups,
+        groups: groups.into(),
         cold: None,
         run: None,
         format: Some(format),
@@ -145,7 +145,7 @@ fn a_compaction_packing_several_tracks_is_locked_and_framed_as_version_7() {
     }
     // One track per added file keeps the version its files call for: 6 for a packed file.
     let mut single = packed_compaction();
-    single.added[0].groups.truncate(1);
+    std::sync::Arc::make_mut(&mut single.added[0].groups).truncate(1);
     assert_eq!(log::encode(&Record::Compact(single))[4], 6);
     // The barriers themselves are version 6, as before.
     for barrier in barriers() {
@@ -182,8 +182,7 @@ fn replay_applies_a_packed_compaction_and_refuses_one_that_breaks_the_rules() {
     // A multi-track compacted file that is not packed is damage.
     let mut unpacked = packed_compaction();
     unpacked.added[0].format = Some(5);
-    unpacked.added[0]
-        .groups
+    std::sync::Arc::make_mut(&mut unpacked.added[0].groups)
         .iter_mut()
         .for_each(|g| g.slice = None);
     assert!(with_barriers().apply(&Record::Compact(unpacked)).is_err());
@@ -193,7 +192,7 @@ fn replay_applies_a_packed_compaction_and_refuses_one_that_breaks_the_rules() {
     let g = span(4, 700, 0x0D0D_0D0D);
     let mut first = packed_compaction();
     first.removed = vec![1];
-    first.added[0].groups = vec![entry("p1", [0, 1], g, Some((0, 0)))];
+    first.added[0].groups = vec![entry("p1", [0, 1], g, Some((0, 0)))].into();
     assert!(with_barriers().streams["capture"]
         .check_compact_order(&first)
         .is_ok());
@@ -201,7 +200,7 @@ fn replay_applies_a_packed_compaction_and_refuses_one_that_breaks_the_rules() {
     // refused before it is recorded, and on replay.
     let mut backwards = packed_compaction();
     backwards.removed = vec![1];
-    backwards.added[0].groups = vec![entry("p1", [7, 8], g, Some((0, 0)))];
+    backwards.added[0].groups = vec![entry("p1", [7, 8], g, Some((0, 0)))].into();
     let why = with_barriers().streams["capture"]
         .check_compact_order(&backwards)
         .expect_err("rows 7..=8 of p1 would follow its rows 6..=7");

@@ -45,7 +45,7 @@ fn file(name: u64, kind: &str, groups: Vec<GroupEntry>, format: u16) -> SegmentF
         barrier: 1,
         sealed_at_ns: SEALED_AT_NS,
         footer: span(3000, 1096, 0x1122_3344 + name as u32),
-        groups,
+        groups: groups.into(),
         cold: None,
         run: None,
         format: Some(format),

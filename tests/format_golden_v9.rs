@@ -68,7 +68,8 @@ fn columnar_file() -> SegmentFile {
             entry("p2", 2, 4, 30, g0, (0, 3)),
             entry("p3", 4, 6, 50, g0, (0, 5)),
             entry("p4", 6, 10, 90, g1, (1, 0)),
-        ],
+        ]
+        .into(),
         cold: None,
         run: None,
         format: Some(9),
@@ -124,7 +125,9 @@ fn files_of_earlier_formats_keep_their_groups() {
         let mut file = columnar_file();
         file.format = format;
         if format != Some(6) {
-            file.groups.iter_mut().for_each(|g| g.slice = None);
+            std::sync::Arc::make_mut(&mut file.groups)
+                .iter_mut()
+                .for_each(|g| g.slice = None);
         }
         let record = barrier(file);
         let payload = payload_of(&record);
@@ -136,7 +139,7 @@ fn files_of_earlier_formats_keep_their_groups() {
     // Entries that break the slice rules are written as groups even in a format-9 file (no
     // writer makes one; replay refuses it, as for version 6).
     let mut odd = columnar_file();
-    odd.groups[1].slice = Some(Slice { group: 0, row: 7 });
+    std::sync::Arc::make_mut(&mut odd.groups)[1].slice = Some(Slice { group: 0, row: 7 });
     let payload = payload_of(&barrier(odd.clone()));
     assert!(payload.contains(r#""groups":["#), "{payload}");
     assert_eq!(

@@ -1067,7 +1067,7 @@ mod tests {
             barrier: 1,
             sealed_at_ns: 0,
             footer: span,
-            groups: Vec::new(),
+            groups: Vec::new().into(),
             cold: cold.map(str::to_owned),
             run: None,
             format: None,

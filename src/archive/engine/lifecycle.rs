@@ -512,7 +512,10 @@ impl CompactionJob {
             }
             if groups.len() == levels_n - self.levels_from {
                 let mut file = out.write("levels", &schema, &groups, barrier, sealed_at)?;
-                for (entry, last) in file.groups.iter_mut().zip(lasts) {
+                for (entry, last) in std::sync::Arc::make_mut(&mut file.groups)
+                    .iter_mut()
+                    .zip(lasts)
+                {
                     entry.last_track = Some(last);
                 }
                 file.first_level = (self.levels_from > 0).then_some(self.levels_from as u8);
@@ -553,7 +556,10 @@ impl CompactionJob {
                 continue;
             };
             let mut file = out.finish(placing, barrier, sealed_at)?;
-            for (entry, last) in file.groups.iter_mut().zip(lasts) {
+            for (entry, last) in std::sync::Arc::make_mut(&mut file.groups)
+                .iter_mut()
+                .zip(lasts)
+            {
                 entry.last_track = Some(last);
             }
             file.run = Some(LevelRun {
@@ -1041,7 +1047,7 @@ impl Placer<'_> {
             barrier,
             sealed_at_ns,
             footer,
-            groups,
+            groups: groups.into(),
             cold: None,
             run: None,
             format: Some(format),

@@ -220,7 +220,7 @@ fn rebuild(
         barrier: state.barriers + 1,
         sealed_at_ns,
         footer,
-        groups,
+        groups: std::sync::Arc::new(groups),
         cold: None,
         run: None,
         format: Some(format),

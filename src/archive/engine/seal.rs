@@ -172,7 +172,7 @@ impl Archive {
                     barrier: barrier_no,
                     sealed_at_ns,
                     footer,
-                    groups,
+                    groups: std::sync::Arc::new(groups),
                     cold: None,
                     run: None,
                     format: Some(format),

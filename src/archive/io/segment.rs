@@ -1240,7 +1240,7 @@ mod tests {
             barrier: 1,
             sealed_at_ns: 0,
             footer,
-            groups,
+            groups: groups.into(),
             cold: None,
             run: None,
             format: Some(5),

@@ -816,7 +816,7 @@ fn choose_per_track(
         let mut from: BTreeMap<&[String], usize> = BTreeMap::new();
         for (i, f) in stream.files.iter().enumerate() {
             if inputs.contains(&f.name) {
-                for g in &f.groups {
+                for g in f.groups.iter() {
                     from.entry(&g.track[..]).or_insert(i);
                 }
             }

@@ -35,8 +35,10 @@ pub struct SegmentFile {
     /// The footer region (from the end of the last row group to the end of the file), whose
     /// digest also covers the leading magic `PAR1`.
     pub footer: Span,
-    /// Row groups in file order; all of one track are adjacent, tracks in key order.
-    pub groups: Vec<GroupEntry>,
+    /// Row groups in file order; all of one track are adjacent, tracks in key order. Shared:
+    /// a copy of the entry (a compaction's inputs, a compaction's record applied) copies no
+    /// entry, and a fleet's file holds one per track (`Arc::make_mut` changes them).
+    pub groups: std::sync::Arc<Vec<GroupEntry>>,
     /// Where the file lives once it moved to the cold tier: the object's URL
     /// (`s3://bucket/prefix/streams/<id>/rows/NNNNNNNNNNNN.parquet`). Absent while it is
     /// local, at `path` under the root. Format version 3.
@@ -1237,12 +1239,12 @@ pub(crate) fn read_pages(file: &mut SegmentFile, pages: Option<&[u8]>) -> Result
                 ));
             }
         }
-        file.groups = groups;
+        file.groups = groups.into();
         return Ok(());
     }
     elided.read = true;
     elided.check(&groups)?;
-    file.groups = groups;
+    file.groups = groups.into();
     file.elided = Some(elided);
     Ok(())
 }
@@ -1362,7 +1364,7 @@ impl<'de> Deserialize<'de> for SegmentFile {
             barrier: file.barrier,
             sealed_at_ns: file.sealed_at_ns,
             footer: file.footer,
-            groups,
+            groups: groups.into(),
             cold: file.cold,
             run: file.run,
             format: file.format,
@@ -1415,7 +1417,7 @@ mod tests {
                 len: 8,
                 crc32c: 7,
             },
-            groups,
+            groups: groups.into(),
             cold: None,
             run: None,
             format: Some(COLUMNAR_FORMAT),
@@ -1440,7 +1442,7 @@ mod tests {
             let scoped: SegmentFile =
                 decoding_within(Some(&prefix), || serde_json::from_slice(&json)).expect("decodes");
             assert_eq!(scoped.groups.len(), file.groups.len());
-            for (got, want) in scoped.groups.iter().zip(&file.groups) {
+            for (got, want) in scoped.groups.iter().zip(file.groups.iter()) {
                 if want.track.starts_with(&prefix) {
                     assert_eq!(got, want);
                 } else {
@@ -1564,7 +1566,10 @@ mod tests {
     fn pages_written_on_two_cores_are_the_pages_written_on_one() {
         let mut file = packed(PARALLEL_PAGES * 8 + 5);
         // Labels that sort as the hosts are numbered: only entries in key order are paged.
-        for (i, entry) in file.groups.iter_mut().enumerate() {
+        for (i, entry) in std::sync::Arc::make_mut(&mut file.groups)
+            .iter_mut()
+            .enumerate()
+        {
             entry.track = vec![format!("h{:04}", i / 3), format!("m\"{}", i % 3)].into();
         }
         let page_entries = 4;

@@ -451,7 +451,10 @@ impl StreamState {
             match found {
                 Some(track) => {
                     catalog_group(track, index, file, g)?;
-                    share(&track.labels, &mut file.groups[g].track);
+                    share(
+                        &track.labels,
+                        &mut std::sync::Arc::make_mut(&mut file.groups)[g].track,
+                    );
                 }
                 None => new.push(g),
             }
@@ -478,7 +481,10 @@ impl StreamState {
                 .last_mut()
                 .ok_or_else(|| "a track joining the catalog was lost".to_string())?;
             catalog_group(track, index, file, g)?;
-            share(&track.labels, &mut file.groups[g].track);
+            share(
+                &track.labels,
+                &mut std::sync::Arc::make_mut(&mut file.groups)[g].track,
+            );
         }
         let (before, joining) = (self.tracks.len(), fresh.len());
         let mut fresh: BTreeMap<TrackKey, TrackState> = fresh.into_iter().collect();
@@ -510,7 +516,10 @@ impl StreamState {
             .entry(key)
             .or_insert_with(|| TrackState::named(labels));
         catalog_group(track, index, file, g)?;
-        share(&track.labels, &mut file.groups[g].track);
+        share(
+            &track.labels,
+            &mut std::sync::Arc::make_mut(&mut file.groups)[g].track,
+        );
         Ok(())
     }
 
@@ -1116,7 +1125,8 @@ mod tests {
                     slice: None,
                 }
             })
-            .collect();
+            .collect::<Vec<_>>()
+            .into();
         SegmentFile {
             name,
             path: format!("f{name}"),
@@ -1204,7 +1214,7 @@ mod tests {
         }
         let mut entries = 0;
         for f in &s.files {
-            for g in &f.groups {
+            for g in f.groups.iter() {
                 let key = TrackKey::encode(&g.track).expect("labels");
                 let track = &s.tracks[&key];
                 assert!(
@@ -1334,7 +1344,8 @@ mod tests {
         let mut s = stream();
         s.add_file(file(0, &all, 0, 1)).expect("first");
         let mut bad = file(1, &all, 100, 1);
-        bad.groups[7].track = vec![bad.groups[7].track[0].clone(), "m\u{7}".into()].into();
+        let groups = std::sync::Arc::make_mut(&mut bad.groups);
+        groups[7].track = vec![groups[7].track[0].clone(), "m\u{7}".into()].into();
         let err = s.add_file(bad).expect_err("a control character");
         assert!(err.contains("control character U+0007"), "{err}");
     }
