@@ -152,15 +152,7 @@ fn main() {
     // The tier as `series-archive replicate s3://…` opens it (`ColdTier::from_url`: each
     // upload carries its SHA-256, which the server checks, so none is looked up after), from
     // what it reads of the environment (set before any request thread starts).
-    for (key, value) in [
-        ("AWS_ENDPOINT", server.endpoint.as_str()),
-        ("AWS_ALLOW_HTTP", "true"),
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-        ("AWS_REGION", "us-east-1"),
-    ] {
-        std::env::set_var(key, value);
-    }
+    server.export_env();
     let modes = [Mode::Off, Mode::Async, Mode::Bound0];
     let mut measured: Vec<Vec<Measured>> = modes.iter().map(|_| Vec::new()).collect();
     // One untimed warm-up of each mode, then the runs, modes alternating.

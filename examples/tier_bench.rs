@@ -58,15 +58,7 @@ fn main() {
     let server = bench::Server::start(arg("--endpoint"), &python, bucket);
     let s3 = server.store(bucket);
     // What `ColdTier::from_url` reads (set before any request thread starts).
-    for (key, value) in [
-        ("AWS_ENDPOINT", server.endpoint.as_str()),
-        ("AWS_ALLOW_HTTP", "true"),
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-        ("AWS_REGION", "us-east-1"),
-    ] {
-        std::env::set_var(key, value);
-    }
+    server.export_env();
 
     // The archive: a 16-track capture workload, compacted into per-track segments.
     let dir = tempfile::tempdir().expect("tempdir");

@@ -50,6 +50,21 @@ impl Server {
         }
     }
 
+    /// Sets what `ColdTier::from_url` reads of the environment to reach this server (call it
+    /// before any request thread starts).
+    #[allow(dead_code)] // not every benchmark that includes this module uses it
+    pub fn export_env(&self) {
+        for (key, value) in [
+            ("AWS_ENDPOINT", self.endpoint.as_str()),
+            ("AWS_ALLOW_HTTP", "true"),
+            ("AWS_ACCESS_KEY_ID", "test"),
+            ("AWS_SECRET_ACCESS_KEY", "test"),
+            ("AWS_REGION", "us-east-1"),
+        ] {
+            std::env::set_var(key, value);
+        }
+    }
+
     /// A client for `bucket` on the server.
     #[allow(dead_code)] // not every benchmark that includes this module uses it
     pub fn store(&self, bucket: &str) -> Arc<dyn object_store::ObjectStore> {
