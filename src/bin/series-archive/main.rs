@@ -1353,6 +1353,7 @@ fn inspect(archive_dir: &Path, json: bool) -> Result<(), Failure> {
             "raw floor",
             "raw axis ≥"
         );
+        let mut table = output::Block::new();
         for t in &s.tracks {
             let label = if t.labels.is_empty() {
                 "(untracked)".to_owned()
@@ -1369,7 +1370,7 @@ fn inspect(archive_dir: &Path, json: bool) -> Result<(), Failure> {
                     .collect::<Vec<_>>()
                     .join(" ")
             };
-            out!(
+            table.line(format_args!(
                 "  {:<32} {:>10} {:>7} {:>14} {:>10} {:>12}  {levels}{}",
                 label,
                 t.rows,
@@ -1378,7 +1379,7 @@ fn inspect(archive_dir: &Path, json: bool) -> Result<(), Failure> {
                 t.floor,
                 t.raw_axis_floor,
                 if t.retired { "  (retired)" } else { "" }
-            );
+            ));
         }
     }
     out!();

@@ -73,18 +73,67 @@ fn stdout_failed(state: &mut Stdout, e: std::io::Error) {
 /// Writes one line to standard output, whole, and flushes it (`out!`). After a failed write
 /// nothing more is written: a later line that fits would hide the hole.
 pub(crate) fn line(args: std::fmt::Arguments) {
+    write_lines(&format!("{args}\n"), 1);
+}
+
+/// Writes `text`, `lines` whole lines, to standard output in one write and flushes it, as
+/// [`line`] writes one.
+fn write_lines(text: &str, lines: u64) {
     let mut state = stdout_state();
     if state.failed.is_some() {
         return;
     }
-    let text = format!("{args}\n");
     let mut stdout = std::io::stdout().lock();
     match stdout
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
     {
-        Ok(()) => state.lines += 1,
+        Ok(()) => state.lines += lines,
         Err(e) => stdout_failed(&mut state, e),
+    }
+}
+
+/// Lines for standard output written a block of whole lines at a time (one write for about
+/// 64 KiB, not one a line): a table of 100,000 tracks. What is left is written when the block
+/// is dropped. A failed write is handled as [`line`]'s.
+pub(crate) struct Block {
+    text: String,
+    lines: u64,
+}
+
+impl Block {
+    /// An empty block.
+    pub(crate) fn new() -> Block {
+        Block {
+            text: String::new(),
+            lines: 0,
+        }
+    }
+
+    /// Adds one line, writing the block once it holds about 64 KiB.
+    pub(crate) fn line(&mut self, args: std::fmt::Arguments) {
+        use std::fmt::Write as _;
+        // Writing into a String cannot fail.
+        let _ = writeln!(self.text, "{args}");
+        self.lines += 1;
+        if self.text.len() >= 1 << 16 {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.lines > 0 {
+            write_lines(&self.text, self.lines);
+        }
+        self.text.clear();
+        self.lines = 0;
+    }
+}
+
+impl Drop for Block {
+    /// Writes the lines not written yet.
+    fn drop(&mut self) {
+        self.flush();
     }
 }
 
