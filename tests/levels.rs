@@ -475,6 +475,16 @@ fn a_long_lived_reader_reads_a_packed_row_group_once_and_answers_as_a_one_shot_r
         warm,
         "later surveys were cut from the kept groups"
     );
+    // A cache too small for a group refuses it, and its reads decode what they want, as a
+    // one-shot read does: the same answers, never a group decoded whole for nothing.
+    let small = Archive::open(
+        dir.path(),
+        Config::new().read_only(true).raw_cache_bytes(1024),
+    )
+    .expect("reopen");
+    for run in ["run_000", "run_150"] {
+        check(&small, &rows, run);
+    }
     // A later barrier: a reader reopened on it and sharing the caches reads its rows too.
     let more = fleet_rows(30, 45);
     let next: Vec<u64> = (rows.len() as u64 + 1..=(rows.len() + more.len()) as u64).collect();

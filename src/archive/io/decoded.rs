@@ -28,6 +28,9 @@ pub(crate) type Key = (u64, usize, u64);
 pub(crate) struct DecodedCache {
     /// Each group with its size in bytes and when it was last used.
     entries: HashMap<Key, (RecordBatch, usize, u64)>,
+    /// Groups too large to keep ([`DecodedCache::put`] refused them): reads of them decode
+    /// only the rows they want, as a one-shot read does, instead of the whole group each time.
+    refused: std::collections::HashSet<Key>,
     bytes: usize,
     capacity: usize,
     tick: u64,
@@ -38,6 +41,7 @@ impl DecodedCache {
     pub fn new(capacity: usize) -> Self {
         DecodedCache {
             entries: HashMap::new(),
+            refused: std::collections::HashSet::new(),
             bytes: 0,
             capacity,
             tick: 0,
@@ -48,6 +52,12 @@ impl DecodedCache {
     /// it answers.
     pub fn keeps(&self) -> bool {
         self.capacity > 0
+    }
+
+    /// Whether a read of group `key` should decode the group whole and keep it: the cache
+    /// keeps something, and did not refuse this group as too large.
+    pub fn wants(&self, key: Key) -> bool {
+        self.keeps() && !self.refused.contains(&key)
     }
 
     /// The group, if held (and now the most recently used).
@@ -62,10 +72,11 @@ impl DecodedCache {
 
     /// Keeps `batch` as `key`, the least recently used groups leaving to make room. A group
     /// larger than a quarter of the capacity is not kept (it would push out everything a
-    /// server reads often for one read).
+    /// server reads often for one read), and is remembered as refused ([`DecodedCache::wants`]).
     pub fn put(&mut self, key: Key, batch: RecordBatch) {
         let size = batch.get_array_memory_size().max(1);
         if size > self.capacity / 4 {
+            self.refused.insert(key);
             return;
         }
         self.tick += 1;
@@ -86,6 +97,7 @@ impl DecodedCache {
 
     /// Drops the groups of the named files.
     pub fn forget(&mut self, names: &[u64]) {
+        self.refused.retain(|(name, _, _)| !names.contains(name));
         let bytes = &mut self.bytes;
         self.entries.retain(|(name, _, _), (_, size, _)| {
             let keep = !names.contains(name);
@@ -142,9 +154,17 @@ mod tests {
     #[test]
     fn a_group_of_more_than_a_quarter_of_it_is_not_kept() {
         let mut cache = DecodedCache::new(batch(1000).get_array_memory_size() * 3);
+        assert!(cache.wants((1, 0, 0)));
         cache.put((1, 0, 0), batch(1000));
         assert!(cache.get((1, 0, 0)).is_none());
         assert_eq!(cache.bytes(), 0);
+        assert!(
+            !cache.wants((1, 0, 0)),
+            "a refused group is read as a one-shot read reads it"
+        );
+        assert!(cache.wants((1, 1, 0)));
+        cache.forget(&[1]);
+        assert!(cache.wants((1, 0, 0)));
         assert!(!DecodedCache::new(0).keeps());
     }
 }

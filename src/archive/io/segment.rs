@@ -799,7 +799,16 @@ impl<'a> OpenSegment<'a> {
         let physical = slice.group as usize;
         let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         let is_kept = kept.whole.as_ref().is_some_and(|(at, _)| *at == physical);
-        if !is_kept && kept.alone(physical, index) && self.decoded.is_none() {
+        // Through a long-lived cache, a group it would keep is decoded whole at once; one it
+        // refused as too large is read as a one-shot read reads it.
+        let cached = self.decoded.as_ref().is_some_and(|(cache, columns)| {
+            cache.lock().unwrap_or_else(|p| p.into_inner()).wants((
+                self.entry.name,
+                physical,
+                *columns,
+            ))
+        });
+        if !is_kept && kept.alone(physical, index) && !cached {
             return Ok(None);
         }
         drop(kept);
