@@ -37,13 +37,14 @@ fn refused(env: &[(&'static str, String)], args: &[&str], code: i32, needle: &st
     );
 }
 
-/// Each engine's default reader (DuckDB over httpfs, deltalake, Polars, Daft) reads the
-/// bucket's Delta table of the `capture` rows under `url` exactly as `rows_csv` (what `rows
-/// --format csv` printed): row count and every column's checksum.
+/// Each engine's default reader (DuckDB over httpfs, deltalake, Polars, Daft, and DataFusion's
+/// own Parquet reader over the files the Delta log lists) reads the bucket's Delta table of
+/// the `capture` rows under `url` exactly as `rows_csv` (what `rows --format csv` printed):
+/// row count and every column's checksum.
 fn engines_read_exactly(moto: &s3::Moto, dir: &Path, url: &str, rows_csv: &str) {
     let expected = dir.join("expected.csv");
     std::fs::write(&expected, rows_csv).expect("write");
-    let python = process::python("duckdb, polars, deltalake, daft, boto3");
+    let python = process::python("duckdb, polars, deltalake, datafusion, daft, boto3");
     let engines = Command::new(&python)
         .args([
             CHECK,
@@ -60,7 +61,13 @@ fn engines_read_exactly(moto: &s3::Moto, dir: &Path, url: &str, rows_csv: &str) 
         process::show("engines", &engines)
     );
     let engines_said = String::from_utf8_lossy(&engines.stdout);
-    for engine in ["duckdb ok", "deltalake ok", "polars ok", "daft ok"] {
+    for engine in [
+        "duckdb ok",
+        "deltalake ok",
+        "polars ok",
+        "datafusion ok",
+        "daft ok",
+    ] {
         assert!(engines_said.contains(engine), "{engines_said}");
     }
 }

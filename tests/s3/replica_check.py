@@ -87,6 +87,22 @@ def engines(endpoint, table, expected_csv):
     check("polars", pl.scan_delta(table, storage_options=opts).select(columns)
           .collect().to_dicts())
 
+    # DataFusion reads the files the bucket's Delta log lists (deltalake resolves the log)
+    # with its own Parquet reader and its own S3 store. deltalake's table provider cannot
+    # scan an S3 table here: it crosses DataFusion's FFI, whose other side has no object
+    # store registered ("No suitable object store found", delta-rs issue #4623).
+    import functools
+    import datafusion
+    from datafusion.object_store import AmazonS3
+    bucket = table.split("://", 1)[1].split("/", 1)[0]
+    ctx = datafusion.SessionContext()
+    ctx.register_object_store("s3://", AmazonS3(
+        bucket_name=bucket, region="us-east-1", access_key_id="test",
+        secret_access_key="test", endpoint=endpoint, allow_http=True), bucket)
+    frames = [ctx.read_parquet(uri) for uri in DeltaTable(table, storage_options=opts).file_uris()]
+    check("datafusion", functools.reduce(lambda a, b: a.union(b), frames)
+          .select(*columns).to_arrow_table().to_pylist())
+
     import daft
     from daft.io import IOConfig, S3Config
     io = IOConfig(s3=S3Config(endpoint_url=endpoint, key_id="test", access_key="test",
