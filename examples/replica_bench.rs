@@ -5,7 +5,10 @@
 //! lag bound of 0 (each barrier waits until the bucket holds it). Modes alternate within each
 //! run, each into a fresh archive and a fresh prefix; per barrier the stage-and-seal time, and
 //! in the asynchronous mode how many commits the bucket lacked right after each barrier and how
-//! long it took after the last one to catch up.
+//! long it took after the last one to catch up, and the replication's own CPU (its thread and
+//! its tier's request threads) per barrier. `--modes off,async` runs a subset (under a
+//! profiler, say); `--endpoint URL` reuses a running server (each run takes a prefix of its
+//! own).
 //!
 //! ```sh
 //! cargo run --release --example replica_bench -- --barriers 200 --rows 2000 --runs 3 \
@@ -57,11 +60,39 @@ struct Measured {
     /// This process's CPU time (user and system, every thread) over the sealing: the writer's
     /// and its replicator's, not the server's.
     cpu: Duration,
+    /// The replication's own CPU time (its thread and its tier's request threads), from the
+    /// archive's open until the bucket caught up.
+    replication_cpu: Duration,
 }
 
 /// This process's CPU time so far (Linux: `/proc/self/stat`, in clock ticks of 10 ms).
 fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    stat_cpu(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default())
+}
+
+/// The CPU time so far of this process's live threads whose names start with one of `names`
+/// (Linux: `/proc/self/task/*/stat`): the replicator's thread and its tier's request threads,
+/// which a run starts and keeps until its archive is dropped.
+fn threads_cpu(names: &[&str]) -> Duration {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("stat")).ok())
+        .filter(|stat| {
+            let comm = stat
+                .split_once('(')
+                .and_then(|(_, rest)| rest.rsplit_once(')'))
+                .map_or("", |(comm, _)| comm);
+            names.iter().any(|n| comm.starts_with(n))
+        })
+        .map(|stat| stat_cpu(&stat))
+        .sum()
+}
+
+/// utime + stime of a `/proc/…/stat` line.
+fn stat_cpu(stat: &str) -> Duration {
     let fields: Vec<&str> = stat
         .rsplit_once(')')
         .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
@@ -121,13 +152,15 @@ fn run(mode: Mode, tier: Option<ColdTier>, barriers: u64, rows: u64, tracks: u64
             std::thread::sleep(Duration::from_millis(5));
         }
     }
+    let drain = last.elapsed();
     Measured {
         total,
         barriers: times,
         behind,
-        drain: last.elapsed(),
+        drain,
         passes,
         cpu,
+        replication_cpu: threads_cpu(&["archive-replica", "archive-cold"]),
     }
 }
 
@@ -153,13 +186,26 @@ fn main() {
     // upload carries its SHA-256, which the server checks, so none is looked up after), from
     // what it reads of the environment (set before any request thread starts).
     server.export_env();
-    let modes = [Mode::Off, Mode::Async, Mode::Bound0];
+    // `--modes off,async,bound0` (the default: all three) runs a subset, e.g. one mode under a
+    // profiler; the ratios are then against the first mode named.
+    let modes: Vec<Mode> = arg("--modes")
+        .unwrap_or_else(|| "off,async,bound0".into())
+        .split(',')
+        .map(|m| match m {
+            "off" => Mode::Off,
+            "async" => Mode::Async,
+            "bound0" => Mode::Bound0,
+            other => panic!("--modes: unknown mode {other:?} (off, async, bound0)"),
+        })
+        .collect();
     let mut measured: Vec<Vec<Measured>> = modes.iter().map(|_| Vec::new()).collect();
     // One untimed warm-up of each mode, then the runs, modes alternating.
     for round in 0..=runs {
         for (i, &mode) in modes.iter().enumerate() {
             let tier = (mode != Mode::Off).then(|| {
-                let prefix = format!("r{round}-m{i}");
+                // The process's id in the prefix: a server kept running between runs of the
+                // benchmark (`--endpoint`) gets a fresh prefix each time.
+                let prefix = format!("p{}-r{round}-m{i}", std::process::id());
                 ColdTier::from_url(&format!("s3://{bucket}/{prefix}")).expect("tier")
             });
             let m = run(mode, tier, barriers, rows, tracks);
@@ -178,9 +224,9 @@ fn main() {
         "## Replication's cost to a writer: {barriers} barriers × {rows} rows, {tracks} tracks, moto on loopback, {runs} runs\n"
     );
     println!(
-        "| mode | sealing, median of runs | ÷ no replica | this process's CPU while sealing | barrier p50 | barrier p99 | commits behind after a barrier (mean, max) | catch-up after the last | passes |"
+        "| mode | sealing, median of runs | ÷ no replica | this process's CPU while sealing | replication's CPU a barrier | barrier p50 | barrier p99 | commits behind after a barrier (mean, max) | catch-up after the last | passes |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (i, &mode) in modes.iter().enumerate() {
         let all: Vec<Duration> = measured[i]
             .iter()
@@ -194,12 +240,23 @@ fn main() {
         let drain: Vec<Duration> = measured[i].iter().map(|m| m.drain).collect();
         let mut cpu: Vec<Duration> = measured[i].iter().map(|m| m.cpu).collect();
         cpu.sort();
+        let mut replication: Vec<Duration> =
+            measured[i].iter().map(|m| m.replication_cpu).collect();
+        replication.sort();
         println!(
-            "| {} | {:.2} s | {:.2}× | {:.2} s | {:.2} ms | {:.2} ms | {} | {} | {} |",
+            "| {} | {:.2} s | {:.2}× | {:.2} s | {} | {:.2} ms | {:.2} ms | {} | {} | {} |",
             mode.name(),
             total.as_secs_f64(),
             total.as_secs_f64() / base.as_secs_f64(),
             cpu[cpu.len() / 2].as_secs_f64(),
+            if mode == Mode::Off {
+                "–".to_owned()
+            } else {
+                format!(
+                    "{:.2} ms",
+                    ms(replication[replication.len() / 2]) / barriers as f64
+                )
+            },
             ms(percentile(&all, 0.5)),
             ms(percentile(&all, 0.99)),
             if behind.is_empty() {

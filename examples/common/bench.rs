@@ -22,7 +22,8 @@ pub struct Server {
 }
 
 impl Server {
-    /// `endpoint` when given, else moto started with `python` and `bucket` created.
+    /// `endpoint` when given, else moto started with `python` and `bucket` created, served
+    /// with keep-alive connections as S3 serves them (`moto_server.py --keep-alive`).
     pub fn start(endpoint: Option<String>, python: &str, bucket: &str) -> Server {
         if let Some(endpoint) = endpoint {
             return Server {
@@ -32,7 +33,7 @@ impl Server {
         }
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/s3/moto_server.py");
         let mut child = Command::new(python)
-            .args([script, bucket])
+            .args([script, "--keep-alive", bucket])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -245,6 +245,9 @@ impl Drop for Replicator {
 
 /// The thread: one pass per hand-over it takes, until stopped.
 fn run(root: &std::path::Path, tier: &ColdTier, faults: &Faults, shared: &Shared) {
+    // Off the delivery path, and below it: the pass's reads, hashing and requests take the
+    // CPU the writer leaves (`io::priority`).
+    crate::archive::io::priority::become_background();
     // What the bucket held after the last pass: a pass lists the prefix only when it is not
     // known (the first pass, and the one after a failure).
     let mut known: Option<replicate::Known> = None;

@@ -7,6 +7,7 @@
 //! `block_on`, and a request that outlives its deadline is a transient failure, never a hang.
 
 use crate::archive::error::ColdError;
+use crate::archive::io::priority;
 use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::path::Path as ObjectPath;
@@ -64,6 +65,10 @@ pub struct ColdTier {
     url: String,
     /// Always `Some` until the tier is dropped.
     runtime: Option<tokio::runtime::Runtime>,
+    /// The runtime of requests sent by background threads (the replicator's,
+    /// [`priority::is_background`]), its threads at the background priority; built at the
+    /// first such request.
+    background: std::sync::OnceLock<Option<tokio::runtime::Runtime>>,
     timeout: Duration,
     requests: Requests,
     /// Files at least this large are uploaded in parts of `part_size`.
@@ -91,6 +96,9 @@ impl Drop for ColdTier {
     /// async task, where blocking on a runtime's shutdown is not allowed.
     fn drop(&mut self) {
         if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+        if let Some(Some(runtime)) = self.background.take() {
             runtime.shutdown_background();
         }
     }
@@ -140,6 +148,7 @@ impl ColdTier {
             prefix,
             url: url.into().trim_end_matches('/').to_owned(),
             runtime: Some(runtime),
+            background: std::sync::OnceLock::new(),
             timeout: DEFAULT_TIMEOUT,
             requests: Requests::default(),
             multipart_threshold: MULTIPART_THRESHOLD,
@@ -272,7 +281,29 @@ impl ColdTier {
             .fold(self.prefix.clone(), |path, part| path.join(part))
     }
 
-    /// Runs `request` on the tier's runtime; waits at most the timeout.
+    /// The runtime of background threads' requests: its threads at the background priority
+    /// (one worker: background work is one pass at a time). Falls back to the tier's own
+    /// runtime if it cannot be started.
+    fn background_runtime(&self) -> Option<&tokio::runtime::Runtime> {
+        self.background
+            .get_or_init(|| {
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("archive-cold-bg")
+                    .on_thread_start(priority::lower_priority)
+                    .enable_all()
+                    .build()
+                    .inspect_err(|e| {
+                        tracing::warn!(error = %e, "starting the cold tier's background runtime")
+                    })
+                    .ok()
+            })
+            .as_ref()
+            .or(self.runtime.as_ref())
+    }
+
+    /// Runs `request` on the tier's runtime (the background one for a background thread's
+    /// request); waits at most the timeout.
     fn run<T: Send + 'static>(
         &self,
         what: String,
@@ -280,7 +311,12 @@ impl ColdTier {
     ) -> Result<T, ColdError> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let timeout = self.timeout;
-        let Some(runtime) = self.runtime.as_ref() else {
+        let runtime = if priority::is_background() {
+            self.background_runtime()
+        } else {
+            self.runtime.as_ref()
+        };
+        let Some(runtime) = runtime else {
             return Err(ColdError {
                 message: format!("{what}: the cold tier is shutting down"),
                 transient: true,

@@ -14,6 +14,7 @@ pub mod faults;
 pub(crate) mod local;
 pub(crate) mod lock;
 pub mod log;
+pub mod priority;
 pub(crate) mod segment;
 pub mod storage;
 pub mod store;
