@@ -257,7 +257,7 @@ fn main() {
         .map(|p| std::fs::metadata(hot.join(p)).expect("stat").len())
         .sum();
     let disk: series_archive::archive::Disk = Arc::new(series_archive::archive::LocalDisk);
-    let (mut plain_all, mut passes) = (Vec::new(), Vec::new());
+    let (mut plain_all, mut plain_at_once, mut passes) = (Vec::new(), Vec::new(), Vec::new());
     for run in 0..runs {
         let began = Instant::now();
         for path in &replicated {
@@ -269,6 +269,28 @@ fn main() {
             .expect("put");
         }
         plain_all.push(began.elapsed());
+        // The same puts, as many at a time as the replicator keeps in flight.
+        let began = Instant::now();
+        let puts: Vec<_> = replicated
+            .iter()
+            .map(|path| {
+                let bytes = std::fs::read(hot.join(path)).expect("read");
+                let s3 = s3.clone();
+                let at = ObjectPath::from(format!("plain-at-once-{run}/{path}"));
+                async move { s3.put(&at, PutPayload::from(bytes)).await }
+            })
+            .collect();
+        rt.block_on(async {
+            use futures::StreamExt;
+            let done: Vec<_> = futures::stream::iter(puts)
+                .buffer_unordered(series_archive::archive::cold::UPLOADS_AT_ONCE)
+                .collect()
+                .await;
+            for put in done {
+                put.expect("put");
+            }
+        });
+        plain_at_once.push(began.elapsed());
         let _ = std::fs::remove_file(hot.join("REPLICA"));
         let prefix = format!("replica-{run}");
         // As the command line opens it: from the URL, every upload carrying its checksum.
@@ -286,7 +308,8 @@ fn main() {
         assert!(pass.status.caught_up(), "{pass:?}");
     }
     let _ = std::fs::remove_file(hot.join("REPLICA"));
-    let (plain_all, pass) = (median(plain_all), median(passes));
+    let (plain_all, plain_at_once, pass) =
+        (median(plain_all), median(plain_at_once), median(passes));
     let mb = |d: Duration| replicated_bytes as f64 / 1e6 / d.as_secs_f64();
     println!(
         "| replication pass vs plain puts of the same {} files ({replicated_bytes} bytes) | {:.1} MB/s ({:.3} s) | {:.1} MB/s ({:.3} s) | {:.2}× |",
@@ -296,6 +319,15 @@ fn main() {
         mb(plain_all),
         plain_all.as_secs_f64(),
         plain_all.as_secs_f64() / pass.as_secs_f64()
+    );
+    println!(
+        "| replication pass vs the same plain puts, {} at a time | {:.1} MB/s ({:.3} s) | {:.1} MB/s ({:.3} s) | {:.2}× |",
+        series_archive::archive::cold::UPLOADS_AT_ONCE,
+        mb(pass),
+        pass.as_secs_f64(),
+        mb(plain_at_once),
+        plain_at_once.as_secs_f64(),
+        plain_at_once.as_secs_f64() / pass.as_secs_f64()
     );
     for (name, read) in &reads {
         let mut hot_t = Vec::new();

@@ -206,3 +206,101 @@ fn a_failing_bucket_never_fails_a_barrier_and_its_lag_is_worked_off() -> Result<
     assert_eq!(watermark(&url, &cache)?, Position(60));
     Ok(())
 }
+
+/// Every file of `dir` and beneath, as paths relative to `dir` with their bytes.
+fn tree(dir: &Path) -> Result<std::collections::BTreeMap<String, Vec<u8>>, Failed> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let relative = path.strip_prefix(dir)?.to_string_lossy().into_owned();
+                out.insert(relative, std::fs::read(&path)?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The replicator's passes remember the bucket between them, and still leave it exactly the
+/// archive: after a compaction and a checkpoint while it runs, the bucket's data and level
+/// files are the live ones (what the compaction dropped is deleted by a pass that did not
+/// list the prefix), and its Delta logs are the archive's own, `_last_checkpoint` included.
+#[test]
+fn remembering_passes_delete_what_a_compaction_dropped_and_carry_every_delta_object(
+) -> Result<(), Failed> {
+    let dir = tempfile::tempdir()?;
+    let root = dir.path().join("a");
+    let bucket = dir.path().join("bucket");
+    let url = format!("file://{}", bucket.display());
+    let cache = dir.path().join("cache");
+    let mut archive = Archive::open(
+        &root,
+        config()?
+            .replicate(ColdTier::from_url(&url)?)
+            .max_lag(0, Duration::from_secs(60)),
+    )?;
+    for i in 0..12 {
+        barrier(&mut archive, i * 10 + 1, i * 10 + 11)?;
+    }
+    let dropped: Vec<String> = archive
+        .state()
+        .live_files()
+        .map(|f| f.path.clone())
+        .collect();
+    assert!(
+        !archive.compact(true, |_, _, _| {})?.is_empty(),
+        "compacted"
+    );
+    archive.checkpoint()?;
+    barrier(&mut archive, 121, 131)?;
+    let live: std::collections::BTreeSet<String> = archive
+        .state()
+        .live_files()
+        .map(|f| f.path.clone())
+        .collect();
+    assert!(
+        dropped.iter().any(|f| !live.contains(f)),
+        "the compaction dropped files"
+    );
+    let passes = archive.replication().ok_or("replicating")?.passes;
+    assert!(
+        passes >= 14,
+        "a pass a commit under the lag bound: {passes}"
+    );
+    // Whatever the last pass found still unnamed is gone after it.
+    let stopped = archive.stop_replication().ok_or("it was replicating")?;
+    assert_eq!(stopped.behind, 0, "{stopped:?}");
+
+    let held = tree(&bucket.join("streams"))?;
+    let data: std::collections::BTreeSet<String> = held
+        .keys()
+        .filter(|k| !k.contains("_delta_log"))
+        .map(|k| format!("streams/{k}"))
+        .collect();
+    assert_eq!(
+        data, live,
+        "the bucket's data and level files are the live ones"
+    );
+    let local = tree(&root.join("streams"))?;
+    let logs = |t: &std::collections::BTreeMap<String, Vec<u8>>| {
+        t.iter()
+            .filter(|(k, _)| k.contains("_delta_log/") && !k.contains('#'))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let (theirs, ours) = (logs(&held), logs(&local));
+    assert!(
+        ours.keys().any(|k| k.ends_with("_last_checkpoint")),
+        "the checkpoint wrote a Delta checkpoint"
+    );
+    assert_eq!(
+        theirs, ours,
+        "the bucket's Delta logs are the archive's, byte for byte"
+    );
+    assert_eq!(watermark(&url, &cache)?, Position(130));
+    Ok(())
+}

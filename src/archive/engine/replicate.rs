@@ -21,7 +21,7 @@ use crate::archive::error::{ArchiveError, ColdError, Result};
 use crate::archive::format::manifest::frame::{self, Decoded};
 use crate::archive::format::manifest::log::replay_bytes;
 use crate::archive::format::manifest::State;
-use crate::archive::io::cold::ColdTier;
+use crate::archive::io::cold::{ColdTier, UPLOADS_AT_ONCE};
 use crate::archive::io::faults::{FaultPoint, Faults};
 use crate::archive::io::storage::Disk;
 use crate::archive::io::{durable, local};
@@ -198,6 +198,12 @@ pub(crate) struct Known {
     wholes: Wholes,
     /// Objects under `streams/` (data and level files, Delta logs) and their sizes.
     objects: BTreeMap<String, u64>,
+    /// The bytes of each Delta log's `_last_checkpoint` (rewritten in place) as the bucket
+    /// holds them, so a pass compares the local pointer with them instead of fetching it.
+    pointers: BTreeMap<String, Bytes>,
+    /// The live files the last pass's state named (the next pass deletes, of the objects
+    /// listed, only those that state named and the next one does not).
+    named: BTreeSet<String>,
     /// When this replicator last wrote [`SEEN_FILE`], and where a later pass left the bucket
     /// without writing it (a pass writes it at most every [`SEEN_EVERY`]; the replicator
     /// writes what is left when it stops, see [`flush_seen`]).
@@ -781,14 +787,22 @@ fn replicate_log(
     // Taken: what is remembered is put back only by a pass that completes.
     let remembered = known.take();
     let ours = remembered.is_some();
-    let (mut parts, mut wholes, mut listed, seen_at) = match remembered {
-        Some(k) => (k.parts, k.wholes, k.objects, k.seen_at),
-        None => {
-            let (parts, wholes) = bucket_manifest(tier)?;
-            let listed = tier.list(STREAMS_DIR).map_err(cold)?.into_iter().collect();
-            (parts, wholes, listed, None)
-        }
-    };
+    let (mut parts, mut wholes, mut listed, mut pointers, previously_named, seen_at) =
+        match remembered {
+            Some(k) => (
+                k.parts,
+                k.wholes,
+                k.objects,
+                k.pointers,
+                Some(k.named),
+                k.seen_at,
+            ),
+            None => {
+                let (parts, wholes) = bucket_manifest(tier)?;
+                let listed = tier.list(STREAMS_DIR).map_err(cold)?.into_iter().collect();
+                (parts, wholes, listed, BTreeMap::new(), None, None)
+            }
+        };
     let bucket = bucket_current(&parts);
     let mut report = ReplicationReport::default();
     match bucket {
@@ -843,21 +857,35 @@ fn replicate_log(
         .filter(|f| f.cold.is_none() && listed.get(&f.path) != Some(&f.bytes))
         .map(|f| (f.path.as_str(), f.bytes))
         .collect();
-    for (done, (path, bytes)) in missing.iter().enumerate() {
-        upload_file(root, tier, path, *bytes)?;
-        listed.insert((*path).to_owned(), *bytes);
-        report.files += 1;
-        report.bytes += bytes;
-        faults.reach(FaultPoint::AfterReplicaFile);
-        progress(done + 1, missing.len(), report.bytes);
+    // Several at a time (a request's latency, not the link, bounds one upload at a time), a
+    // batch bounded in files and bytes read into memory.
+    let mut done = 0;
+    for batch in upload_batches(&missing) {
+        upload_files(root, tier, batch)?;
+        for (path, bytes) in batch {
+            listed.insert((*path).to_owned(), *bytes);
+            report.files += 1;
+            report.bytes += bytes;
+            done += 1;
+            faults.reach(FaultPoint::AfterReplicaFile);
+            progress(done, missing.len(), report.bytes);
+        }
     }
 
-    // The Delta logs: commits in version order, `_last_checkpoint` (rewritten in place) last.
+    // The Delta logs: each log's new objects in version order, `_last_checkpoint`
+    // (rewritten in place) last. A log's objects go up one at a time, so a Delta reader of
+    // the bucket never meets a gap in its versions; the logs go up side by side, a wave
+    // carrying the next object of each.
+    // A commit's bytes are read when its wave goes (a pass after a long outage may find
+    // many); the pointer's, small, when it is compared.
+    let mut logs: Vec<std::collections::VecDeque<(String, std::path::PathBuf, Option<Bytes>)>> =
+        Vec::new();
     for id in &log.streams {
         for table in ["rows", "levels"] {
             let dir = root.join(STREAMS_DIR).join(id).join(table).join(LOG_DIR);
             let mut files = durable::list_files(&dir)?;
             files.sort_by_key(|p| p.file_name().is_some_and(|n| n == "_last_checkpoint"));
+            let mut new = std::collections::VecDeque::new();
             for path in files {
                 let relative = layout::relative(root, &path);
                 if !is_delta_log_object(&relative) {
@@ -867,23 +895,60 @@ fn replicate_log(
                 // read (a pass costs what is new, not the log's history). The pointer
                 // `_last_checkpoint` is rewritten in place: held when its bytes are.
                 let pointer = relative.ends_with("_last_checkpoint");
-                let len = local::len(&path).map_err(ArchiveError::io("stat", &path))?;
-                if !pointer && listed.get(&relative) == Some(&len) {
+                if !pointer {
+                    // Every object a completed pass left listed is held at its local size:
+                    // a remembered pass need not look at it again.
+                    if ours && listed.contains_key(&relative) {
+                        continue;
+                    }
+                    let len = local::len(&path).map_err(ArchiveError::io("stat", &path))?;
+                    if listed.get(&relative) != Some(&len) {
+                        new.push_back((relative, path, None));
+                    }
                     continue;
                 }
+                // Compared with what this replicator last put or found there, else with the
+                // bucket's object (one GET).
                 let bytes =
                     Bytes::from(local::read(&path).map_err(ArchiveError::io("read", &path))?);
-                if pointer
-                    && listed.get(&relative) == Some(&(bytes.len() as u64))
-                    && tier.get(&relative).map_err(cold)? == bytes
-                {
-                    continue;
+                let held = match pointers.get(&relative) {
+                    Some(known) => *known == bytes,
+                    None => {
+                        listed.get(&relative) == Some(&(bytes.len() as u64))
+                            && tier.get(&relative).map_err(cold)? == bytes
+                    }
+                };
+                if held {
+                    pointers.insert(relative, bytes);
+                } else {
+                    new.push_back((relative, path, Some(bytes)));
                 }
-                let len = bytes.len() as u64;
-                tier.put(&relative, bytes).map_err(cold)?;
-                listed.insert(relative, len);
-                report.delta_objects += 1;
             }
+            logs.push(new);
+        }
+    }
+    loop {
+        let mut wave = Vec::with_capacity(logs.len());
+        for (relative, path, bytes) in logs.iter_mut().filter_map(|l| l.pop_front()) {
+            let bytes = match bytes {
+                Some(bytes) => bytes,
+                None => Bytes::from(local::read(&path).map_err(ArchiveError::io("read", &path))?),
+            };
+            wave.push((relative, bytes));
+        }
+        if wave.is_empty() {
+            break;
+        }
+        let sent: Vec<(String, Bytes)> = wave.clone();
+        for outcome in tier.put_all(wave) {
+            outcome.map_err(cold)?;
+        }
+        for (relative, bytes) in sent {
+            listed.insert(relative.clone(), bytes.len() as u64);
+            if relative.ends_with("_last_checkpoint") {
+                pointers.insert(relative, bytes);
+            }
+            report.delta_objects += 1;
         }
     }
 
@@ -937,7 +1002,20 @@ fn replicate_log(
         }
     }
 
-    report.deleted = delete_unnamed(tier, &log, &mut parts, &mut wholes, &mut listed)?;
+    // The files a state names only leave it, and new ones are uploaded above: after a pass
+    // that remembers the bucket, only files the last pass named can have become unnamed.
+    let named: BTreeSet<String> = log.files.iter().map(|f| f.path.clone()).collect();
+    let candidates: Option<Vec<String>> =
+        previously_named.map(|before| before.difference(&named).cloned().collect());
+    report.deleted = delete_unnamed(
+        tier,
+        &log,
+        &named,
+        candidates,
+        &mut parts,
+        &mut wholes,
+        &mut listed,
+    )?;
     report.status = standing(
         tier.url(),
         &log,
@@ -958,6 +1036,8 @@ fn replicate_log(
         parts,
         wholes,
         objects: listed,
+        pointers,
+        named,
         seen_at,
         unrecorded,
     });
@@ -971,6 +1051,8 @@ fn replicate_log(
 fn delete_unnamed(
     tier: &ColdTier,
     log: &LocalLog,
+    named: &BTreeSet<String>,
+    candidates: Option<Vec<String>>,
     parts: &mut Parts,
     wholes: &mut Wholes,
     listed: &mut BTreeMap<String, u64>,
@@ -992,19 +1074,22 @@ fn delete_unnamed(
             deleted += 1;
         }
     }
-    let named: BTreeSet<&str> = log.files.iter().map(|f| f.path.as_str()).collect();
-    let unnamed: Vec<String> = listed
-        .keys()
-        .filter(|relative| {
-            let numbered = relative
-                .rsplit('/')
-                .next()
-                .and_then(parse_data_file_name)
-                .filter(|_| !relative.contains(&format!("/{LOG_DIR}/")));
-            numbered.is_some_and(|n| n < log.next_name) && !named.contains(relative.as_str())
-        })
-        .cloned()
-        .collect();
+    let log_dir = format!("/{LOG_DIR}/");
+    let unnamed_file = |relative: &String| {
+        let numbered = relative
+            .rsplit('/')
+            .next()
+            .and_then(parse_data_file_name)
+            .is_some_and(|n| n < log.next_name);
+        numbered && !named.contains(relative) && !relative.contains(&log_dir)
+    };
+    let unnamed: Vec<String> = match candidates {
+        Some(candidates) => candidates
+            .into_iter()
+            .filter(|relative| listed.contains_key(relative) && unnamed_file(relative))
+            .collect(),
+        None => listed.keys().filter(|r| unnamed_file(r)).cloned().collect(),
+    };
     for relative in unnamed {
         tier.delete(&relative).map_err(cold)?;
         listed.remove(&relative);
@@ -1013,33 +1098,63 @@ fn delete_unnamed(
     Ok(deleted)
 }
 
-/// Uploads the local file `relative` (of `bytes` bytes, as the manifest records). An upload
+/// Uploads the local files `files` (each of the bytes the manifest records), several at a
+/// time. An upload
 /// that succeeds is whole: an S3 tier opened from a URL sends each object's SHA-256, which the
 /// server checks before storing it; a local directory writes it whole and renames it. A tier
 /// built by the embedder ([`ColdTier::new`]) is confirmed by the object's size after the
 /// upload, since its store may do neither.
-fn upload_file(root: &Path, tier: &ColdTier, relative: &str, bytes: u64) -> Result<()> {
-    let path = root.join(relative);
-    let data = local::read(&path).map_err(ArchiveError::io("read", &path))?;
-    if data.len() as u64 != bytes {
-        return Err(ArchiveError::Replica(format!(
-            "{}: {} bytes on disk, the manifest records {bytes}; not replicated (run verify)",
-            path.display(),
-            data.len()
-        )));
+fn upload_files(root: &Path, tier: &ColdTier, files: &[(&str, u64)]) -> Result<()> {
+    let mut uploads = Vec::with_capacity(files.len());
+    for &(relative, bytes) in files {
+        let path = root.join(relative);
+        let data = local::read(&path).map_err(ArchiveError::io("read", &path))?;
+        if data.len() as u64 != bytes {
+            return Err(ArchiveError::Replica(format!(
+                "{}: {} bytes on disk, the manifest records {bytes}; not replicated (run verify)",
+                path.display(),
+                data.len()
+            )));
+        }
+        uploads.push((relative.to_owned(), Bytes::from(data)));
     }
-    tier.put(relative, Bytes::from(data)).map_err(cold)?;
+    for outcome in tier.put_all(uploads) {
+        outcome.map_err(cold)?;
+    }
     if tier.verified_puts() {
         return Ok(());
     }
-    let size = tier.size(relative).map_err(cold)?;
-    if size != bytes {
-        return Err(ArchiveError::Replica(format!(
-            "{}: the object holds {size} bytes after the upload, the file {bytes}",
-            tier.object_url(relative)
-        )));
+    for &(relative, bytes) in files {
+        let size = tier.size(relative).map_err(cold)?;
+        if size != bytes {
+            return Err(ArchiveError::Replica(format!(
+                "{}: the object holds {size} bytes after the upload, the file {bytes}",
+                tier.object_url(relative)
+            )));
+        }
     }
     Ok(())
+}
+
+/// The bytes of local files one upload batch reads into memory (a larger file goes alone).
+const BATCH_BYTES: u64 = 64 << 20;
+
+/// `files` cut into batches of at most twice [`UPLOADS_AT_ONCE`] files and [`BATCH_BYTES`]
+/// (a file larger than that alone), in order.
+fn upload_batches<'a>(files: &'a [(&'a str, u64)]) -> Vec<&'a [(&'a str, u64)]> {
+    let mut batches = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, &(_, len)) in files.iter().enumerate() {
+        if i > start && (i - start >= 2 * UPLOADS_AT_ONCE || bytes + len > BATCH_BYTES) {
+            batches.push(&files[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += len;
+    }
+    if start < files.len() {
+        batches.push(&files[start..]);
+    }
+    batches
 }
 
 /// The replica's manifest: its current generation, that generation's bytes (its parts
@@ -1451,6 +1566,31 @@ pub(super) fn bucket_moved(tier: &ColdTier, generation: u64, len: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn upload_batches_bound_files_and_bytes_and_keep_every_file_in_order() {
+        let small: Vec<(&str, u64)> = (0..40).map(|_| ("f", 1)).collect();
+        let batches = upload_batches(&small);
+        assert_eq!(
+            batches.iter().map(|b| b.len()).collect::<Vec<_>>(),
+            [16, 16, 8]
+        );
+        // A file larger than a batch's bytes goes alone; the bytes bound cuts the rest.
+        let big = [
+            ("a", 1),
+            ("b", BATCH_BYTES + 1),
+            ("c", BATCH_BYTES / 2),
+            ("d", BATCH_BYTES / 2),
+            ("e", 1),
+        ];
+        let batches = upload_batches(&big);
+        let names: Vec<Vec<&str>> = batches
+            .iter()
+            .map(|b| b.iter().map(|(n, _)| *n).collect())
+            .collect();
+        assert_eq!(names, [vec!["a"], vec!["b"], vec!["c", "d"], vec!["e"]]);
+        assert!(upload_batches(&[]).is_empty());
+    }
 
     #[test]
     fn part_names_round_trip_and_others_are_not_parts() {

@@ -19,6 +19,9 @@ use std::time::Duration;
 
 /// Files at least this large are uploaded in parts (S3 needs parts of 5 MiB or more).
 pub const MULTIPART_THRESHOLD: usize = 16 << 20;
+/// How many uploads [`ColdTier::put_all`] keeps in flight at once: a request's latency, not
+/// the link, bounds one upload at a time (S3 answers a PUT in tens of milliseconds).
+pub const UPLOADS_AT_ONCE: usize = 8;
 /// The size of one part of a multipart upload.
 pub const PART_SIZE: usize = 8 << 20;
 /// How long one request may take before it is abandoned as a transient failure.
@@ -302,6 +305,16 @@ impl ColdTier {
             .or(self.runtime.as_ref())
     }
 
+    /// The runtime the calling thread's requests run on: the background one for a background
+    /// thread ([`priority::is_background`]), the tier's own otherwise.
+    fn callers_runtime(&self) -> Option<&tokio::runtime::Runtime> {
+        if priority::is_background() {
+            self.background_runtime()
+        } else {
+            self.runtime.as_ref()
+        }
+    }
+
     /// Runs `request` on the tier's runtime (the background one for a background thread's
     /// request); waits at most the timeout.
     fn run<T: Send + 'static>(
@@ -311,11 +324,7 @@ impl ColdTier {
     ) -> Result<T, ColdError> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let timeout = self.timeout;
-        let runtime = if priority::is_background() {
-            self.background_runtime()
-        } else {
-            self.runtime.as_ref()
-        };
+        let runtime = self.callers_runtime();
         let Some(runtime) = runtime else {
             return Err(ColdError {
                 message: format!("{what}: the cold tier is shutting down"),
@@ -328,14 +337,30 @@ impl ColdTier {
             let _ = tx.send(outcome);
         });
         match rx.recv_timeout(timeout + Duration::from_secs(1)) {
-            Ok(Ok(Ok(value))) => Ok(value),
-            Ok(Ok(Err(e))) => Err(ColdError {
+            Ok(outcome) => self.outcome(&what, outcome),
+            Err(_) => Err(ColdError {
+                message: format!("{what}: no answer within {timeout:?}"),
+                transient: true,
+                missing: false,
+            }),
+        }
+    }
+
+    /// A request's outcome under its deadline, as the tier reports it.
+    fn outcome<T>(
+        &self,
+        what: &str,
+        outcome: Result<object_store::Result<T>, tokio::time::error::Elapsed>,
+    ) -> Result<T, ColdError> {
+        match outcome {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(ColdError {
                 transient: is_transient(&e),
                 missing: matches!(e, object_store::Error::NotFound { .. }),
                 message: format!("{what}: {e}"),
             }),
-            Ok(Err(_)) | Err(_) => Err(ColdError {
-                message: format!("{what}: no answer within {timeout:?}"),
+            Err(_) => Err(ColdError {
+                message: format!("{what}: no answer within {:?}", self.timeout),
                 transient: true,
                 missing: false,
             }),
@@ -345,47 +370,129 @@ impl ColdTier {
     /// Writes `bytes` as the object of `relative`: one request below the multipart
     /// threshold, otherwise parts of `PART_SIZE`, the upload aborted on any failure.
     pub fn put(&self, relative: &str, bytes: Bytes) -> Result<(), ColdError> {
+        let (what, upload) = self.upload(relative, bytes);
+        self.run(what, upload)
+    }
+
+    /// Writes each `(relative, bytes)` as [`ColdTier::put`] does, up to [`UPLOADS_AT_ONCE`]
+    /// at a time, each under its own deadline; answers each upload's outcome, in the order
+    /// given. Nothing is said of the order in which the objects appear.
+    pub fn put_all(&self, uploads: Vec<(String, Bytes)>) -> Vec<Result<(), ColdError>> {
+        let runtime = self.callers_runtime();
+        let Some(runtime) = runtime else {
+            return uploads
+                .iter()
+                .map(|(relative, _)| {
+                    Err(ColdError {
+                        message: format!(
+                            "upload {}: the cold tier is shutting down",
+                            self.object_url(relative)
+                        ),
+                        transient: true,
+                        missing: false,
+                    })
+                })
+                .collect();
+        };
+        let count = uploads.len();
+        let timeout = self.timeout;
+        let gate = Arc::new(tokio::sync::Semaphore::new(UPLOADS_AT_ONCE));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut whats = Vec::with_capacity(count);
+        for (i, (relative, bytes)) in uploads.into_iter().enumerate() {
+            let (what, upload) = self.upload(&relative, bytes);
+            whats.push(what);
+            let (gate, tx) = (gate.clone(), tx.clone());
+            runtime.spawn(async move {
+                // The deadline starts when the upload does, not while it waits its turn.
+                let _turn = gate.acquire_owned().await;
+                let _ = tx.send((i, tokio::time::timeout(timeout, upload).await));
+            });
+        }
+        drop(tx);
+        let mut outcomes: Vec<Option<Result<(), ColdError>>> = (0..count).map(|_| None).collect();
+        // Each waits its turn behind at most the others, each bounded by the deadline.
+        let waves = count.div_ceil(UPLOADS_AT_ONCE).max(1) as u32;
+        let deadline = std::time::Instant::now() + (timeout + Duration::from_secs(1)) * waves;
+        while let Some(wait) = deadline.checked_duration_since(std::time::Instant::now()) {
+            match rx.recv_timeout(wait) {
+                Ok((i, outcome)) => outcomes[i] = Some(self.outcome(&whats[i], outcome)),
+                Err(_) => break,
+            }
+        }
+        outcomes
+            .into_iter()
+            .zip(&whats)
+            .map(|(outcome, what)| {
+                outcome.unwrap_or_else(|| {
+                    Err(ColdError {
+                        message: format!("{what}: no answer within {timeout:?}"),
+                        transient: true,
+                        missing: false,
+                    })
+                })
+            })
+            .collect()
+    }
+
+    /// The request that writes `bytes` as the object of `relative` (counted now), and what
+    /// to call it in an error: one PUT below the multipart threshold, otherwise parts of
+    /// `part_size`, the upload aborted on any failure.
+    fn upload(
+        &self,
+        relative: &str,
+        bytes: Bytes,
+    ) -> (
+        String,
+        std::pin::Pin<Box<dyn std::future::Future<Output = object_store::Result<()>> + Send>>,
+    ) {
         let location = self.location(relative);
         let store = self.store.clone();
         let what = format!("upload {}", self.object_url(relative));
         if bytes.len() < self.multipart_threshold {
             self.requests.puts.fetch_add(1, Ordering::Relaxed);
-            return self.run(what, async move {
-                store
-                    .put(&location, PutPayload::from(bytes))
-                    .await
-                    .map(|_| ())
-            });
+            return (
+                what,
+                Box::pin(async move {
+                    store
+                        .put(&location, PutPayload::from(bytes))
+                        .await
+                        .map(|_| ())
+                }),
+            );
         }
         let part_size = self.part_size;
         let parts = bytes.len().div_ceil(part_size) as u64;
         self.requests.puts.fetch_add(parts, Ordering::Relaxed);
-        self.run(what, async move {
-            let mut upload = store.put_multipart(&location).await?;
-            let mut outcome = Ok(());
-            for chunk in bytes.chunks(part_size) {
-                if let Err(e) = upload
-                    .put_part(PutPayload::from(bytes.slice_ref(chunk)))
-                    .await
-                {
-                    outcome = Err(e);
-                    break;
+        (
+            what,
+            Box::pin(async move {
+                let mut upload = store.put_multipart(&location).await?;
+                let mut outcome = Ok(());
+                for chunk in bytes.chunks(part_size) {
+                    if let Err(e) = upload
+                        .put_part(PutPayload::from(bytes.slice_ref(chunk)))
+                        .await
+                    {
+                        outcome = Err(e);
+                        break;
+                    }
                 }
-            }
-            match outcome {
-                Ok(()) => match upload.complete().await {
-                    Ok(_) => Ok(()),
+                match outcome {
+                    Ok(()) => match upload.complete().await {
+                        Ok(_) => Ok(()),
+                        Err(e) => {
+                            let _ = upload.abort().await;
+                            Err(e)
+                        }
+                    },
                     Err(e) => {
                         let _ = upload.abort().await;
                         Err(e)
                     }
-                },
-                Err(e) => {
-                    let _ = upload.abort().await;
-                    Err(e)
                 }
-            }
-        })
+            }),
+        )
     }
 
     /// Writes `bytes` as the object of `relative` only if no object is there (one
