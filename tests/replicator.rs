@@ -46,6 +46,17 @@ fn watermark(root: &str, cache: &Path) -> Result<Position, Failed> {
     Ok(archive.watermark("s"))
 }
 
+/// The archive at `root`, replicating to `url` under a lag bound of 0 (each barrier returns
+/// once the bucket holds it).
+fn bound_to_zero(root: &Path, url: &str) -> Result<Archive, Failed> {
+    Ok(Archive::open(
+        root,
+        config()?
+            .replicate(ColdTier::from_url(url)?)
+            .max_lag(0, Duration::from_secs(60)),
+    )?)
+}
+
 /// Polls `done` every 50 ms for at most `within`.
 fn eventually(within: Duration, mut done: impl FnMut() -> bool) -> bool {
     let began = Instant::now();
@@ -65,12 +76,7 @@ fn under_a_lag_bound_of_zero_every_barrier_returns_once_the_bucket_holds_it() ->
     let root = dir.path().join("a");
     let url = format!("file://{}", dir.path().join("bucket").display());
     let cache = dir.path().join("cache");
-    let mut archive = Archive::open(
-        &root,
-        config()?
-            .replicate(ColdTier::from_url(&url)?)
-            .max_lag(0, Duration::from_secs(60)),
-    )?;
+    let mut archive = bound_to_zero(&root, &url)?;
     assert_eq!(
         std::fs::read_to_string(root.join("REPLICA"))?,
         format!("{url}\n"),
@@ -237,12 +243,7 @@ fn remembering_passes_delete_what_a_compaction_dropped_and_carry_every_delta_obj
     let bucket = dir.path().join("bucket");
     let url = format!("file://{}", bucket.display());
     let cache = dir.path().join("cache");
-    let mut archive = Archive::open(
-        &root,
-        config()?
-            .replicate(ColdTier::from_url(&url)?)
-            .max_lag(0, Duration::from_secs(60)),
-    )?;
+    let mut archive = bound_to_zero(&root, &url)?;
     for i in 0..12 {
         barrier(&mut archive, i * 10 + 1, i * 10 + 11)?;
     }
