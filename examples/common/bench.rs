@@ -45,6 +45,12 @@ impl Server {
         std::io::BufReader::new(child.stdout.take().expect("stdout"))
             .read_line(&mut line)
             .expect("endpoint");
+        // Its errors go nowhere: an empty line is a server that did not start.
+        assert!(
+            line.starts_with("http://"),
+            "moto did not start with {python} (its venv needs requirements-test.txt, cheroot \
+             among them: scripts/test installs it); it said {line:?}"
+        );
         Server {
             child: Some(child),
             endpoint: line.trim().to_owned(),

@@ -787,22 +787,26 @@ fn replicate_log(
     // Taken: what is remembered is put back only by a pass that completes.
     let remembered = known.take();
     let ours = remembered.is_some();
-    let (mut parts, mut wholes, mut listed, mut pointers, previously_named, seen_at) =
-        match remembered {
-            Some(k) => (
-                k.parts,
-                k.wholes,
-                k.objects,
-                k.pointers,
-                Some(k.named),
-                k.seen_at,
-            ),
-            None => {
-                let (parts, wholes) = bucket_manifest(tier)?;
-                let listed = tier.list(STREAMS_DIR).map_err(cold)?.into_iter().collect();
-                (parts, wholes, listed, BTreeMap::new(), None, None)
+    let Known {
+        mut parts,
+        mut wholes,
+        objects: mut listed,
+        mut pointers,
+        named: previously_named,
+        seen_at,
+        ..
+    } = match remembered {
+        Some(k) => k,
+        None => {
+            let (parts, wholes) = bucket_manifest(tier)?;
+            Known {
+                parts,
+                wholes,
+                objects: tier.list(STREAMS_DIR).map_err(cold)?.into_iter().collect(),
+                ..Known::default()
             }
-        };
+        }
+    };
     let bucket = bucket_current(&parts);
     let mut report = ReplicationReport::default();
     match bucket {
@@ -939,11 +943,10 @@ fn replicate_log(
         if wave.is_empty() {
             break;
         }
-        let sent: Vec<(String, Bytes)> = wave.clone();
-        for outcome in tier.put_all(wave) {
+        for outcome in tier.put_all(&wave) {
             outcome.map_err(cold)?;
         }
-        for (relative, bytes) in sent {
+        for (relative, bytes) in wave {
             listed.insert(relative.clone(), bytes.len() as u64);
             if relative.ends_with("_last_checkpoint") {
                 pointers.insert(relative, bytes);
@@ -1006,7 +1009,7 @@ fn replicate_log(
     // that remembers the bucket, only files the last pass named can have become unnamed.
     let named: BTreeSet<String> = log.files.iter().map(|f| f.path.clone()).collect();
     let candidates: Option<Vec<String>> =
-        previously_named.map(|before| before.difference(&named).cloned().collect());
+        ours.then(|| previously_named.difference(&named).cloned().collect());
     report.deleted = delete_unnamed(
         tier,
         &log,
@@ -1099,11 +1102,10 @@ fn delete_unnamed(
 }
 
 /// Uploads the local files `files` (each of the bytes the manifest records), several at a
-/// time. An upload
-/// that succeeds is whole: an S3 tier opened from a URL sends each object's SHA-256, which the
-/// server checks before storing it; a local directory writes it whole and renames it. A tier
-/// built by the embedder ([`ColdTier::new`]) is confirmed by the object's size after the
-/// upload, since its store may do neither.
+/// time. An upload that succeeds is whole: an S3 tier opened from a URL sends each object's
+/// SHA-256, which the server checks before storing it; a local directory writes it whole and
+/// renames it. A tier built by the embedder ([`ColdTier::new`]) is confirmed by each object's
+/// size after the upload, since its store may do neither.
 fn upload_files(root: &Path, tier: &ColdTier, files: &[(&str, u64)]) -> Result<()> {
     let mut uploads = Vec::with_capacity(files.len());
     for &(relative, bytes) in files {
@@ -1118,7 +1120,7 @@ fn upload_files(root: &Path, tier: &ColdTier, files: &[(&str, u64)]) -> Result<(
         }
         uploads.push((relative.to_owned(), Bytes::from(data)));
     }
-    for outcome in tier.put_all(uploads) {
+    for outcome in tier.put_all(&uploads) {
         outcome.map_err(cold)?;
     }
     if tier.verified_puts() {

@@ -107,6 +107,24 @@ impl Drop for ColdTier {
     }
 }
 
+/// A request the tier could not send: its runtime is stopping.
+fn shutting_down(what: &str) -> ColdError {
+    ColdError {
+        message: format!("{what}: the cold tier is shutting down"),
+        transient: true,
+        missing: false,
+    }
+}
+
+/// A request that did not answer within its deadline.
+fn no_answer(what: &str, timeout: Duration) -> ColdError {
+    ColdError {
+        message: format!("{what}: no answer within {timeout:?}"),
+        transient: true,
+        missing: false,
+    }
+}
+
 fn is_transient(e: &object_store::Error) -> bool {
     !matches!(
         e,
@@ -324,13 +342,8 @@ impl ColdTier {
     ) -> Result<T, ColdError> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let timeout = self.timeout;
-        let runtime = self.callers_runtime();
-        let Some(runtime) = runtime else {
-            return Err(ColdError {
-                message: format!("{what}: the cold tier is shutting down"),
-                transient: true,
-                missing: false,
-            });
+        let Some(runtime) = self.callers_runtime() else {
+            return Err(shutting_down(&what));
         };
         runtime.spawn(async move {
             let outcome = tokio::time::timeout(timeout, request).await;
@@ -338,11 +351,7 @@ impl ColdTier {
         });
         match rx.recv_timeout(timeout + Duration::from_secs(1)) {
             Ok(outcome) => self.outcome(&what, outcome),
-            Err(_) => Err(ColdError {
-                message: format!("{what}: no answer within {timeout:?}"),
-                transient: true,
-                missing: false,
-            }),
+            Err(_) => Err(no_answer(&what, timeout)),
         }
     }
 
@@ -359,11 +368,7 @@ impl ColdTier {
                 missing: matches!(e, object_store::Error::NotFound { .. }),
                 message: format!("{what}: {e}"),
             }),
-            Err(_) => Err(ColdError {
-                message: format!("{what}: no answer within {:?}", self.timeout),
-                transient: true,
-                missing: false,
-            }),
+            Err(_) => Err(no_answer(what, self.timeout)),
         }
     }
 
@@ -377,20 +382,15 @@ impl ColdTier {
     /// Writes each `(relative, bytes)` as [`ColdTier::put`] does, up to [`UPLOADS_AT_ONCE`]
     /// at a time, each under its own deadline; answers each upload's outcome, in the order
     /// given. Nothing is said of the order in which the objects appear.
-    pub fn put_all(&self, uploads: Vec<(String, Bytes)>) -> Vec<Result<(), ColdError>> {
-        let runtime = self.callers_runtime();
-        let Some(runtime) = runtime else {
+    pub fn put_all(&self, uploads: &[(String, Bytes)]) -> Vec<Result<(), ColdError>> {
+        let Some(runtime) = self.callers_runtime() else {
             return uploads
                 .iter()
                 .map(|(relative, _)| {
-                    Err(ColdError {
-                        message: format!(
-                            "upload {}: the cold tier is shutting down",
-                            self.object_url(relative)
-                        ),
-                        transient: true,
-                        missing: false,
-                    })
+                    Err(shutting_down(&format!(
+                        "upload {}",
+                        self.object_url(relative)
+                    )))
                 })
                 .collect();
         };
@@ -399,8 +399,8 @@ impl ColdTier {
         let gate = Arc::new(tokio::sync::Semaphore::new(UPLOADS_AT_ONCE));
         let (tx, rx) = std::sync::mpsc::channel();
         let mut whats = Vec::with_capacity(count);
-        for (i, (relative, bytes)) in uploads.into_iter().enumerate() {
-            let (what, upload) = self.upload(&relative, bytes);
+        for (i, (relative, bytes)) in uploads.iter().enumerate() {
+            let (what, upload) = self.upload(relative, bytes.clone());
             whats.push(what);
             let (gate, tx) = (gate.clone(), tx.clone());
             runtime.spawn(async move {
@@ -423,15 +423,7 @@ impl ColdTier {
         outcomes
             .into_iter()
             .zip(&whats)
-            .map(|(outcome, what)| {
-                outcome.unwrap_or_else(|| {
-                    Err(ColdError {
-                        message: format!("{what}: no answer within {timeout:?}"),
-                        transient: true,
-                        missing: false,
-                    })
-                })
-            })
+            .map(|(outcome, what)| outcome.unwrap_or_else(|| Err(no_answer(what, timeout))))
             .collect()
     }
 
