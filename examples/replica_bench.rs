@@ -106,7 +106,14 @@ fn stat_cpu(stat: &str) -> Duration {
     Duration::from_millis((tick(11) + tick(12)) * 10)
 }
 
-fn run(mode: Mode, tier: Option<ColdTier>, barriers: u64, rows: u64, tracks: u64) -> Measured {
+fn run(
+    mode: Mode,
+    tier: Option<ColdTier>,
+    barriers: u64,
+    rows: u64,
+    tracks: u64,
+    maintain: bool,
+) -> Measured {
     let dir = tempfile::tempdir().expect("tempdir");
     let spec = StreamSpec::dynamic("metrics", schema(), vec!["host".into()], Some("ts".into()))
         .expect("spec");
@@ -129,6 +136,11 @@ fn run(mode: Mode, tier: Option<ColdTier>, barriers: u64, rows: u64, tracks: u64
             .stage_batch("metrics", batch, positions)
             .expect("stage");
         archive.seal_all().expect("seal");
+        if maintain {
+            // What a host's sealing service does after each barrier: the declared
+            // retirements, the compactions due, a checkpoint once the manifest is past its size.
+            archive.maintain(now_ns()).expect("maintain");
+        }
         times.push(t.elapsed());
         if let Some(p) = archive.replication() {
             behind.push(p.behind);
@@ -164,6 +176,12 @@ fn run(mode: Mode, tier: Option<ColdTier>, barriers: u64, rows: u64, tracks: u64
     }
 }
 
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
 fn percentile(v: &[Duration], p: f64) -> Duration {
     let mut v = v.to_vec();
     v.sort();
@@ -179,6 +197,9 @@ fn main() {
     let rows = number("--rows", 2_000);
     let tracks = number("--tracks", 16).max(1);
     let runs = number("--runs", 3).max(1);
+    // `--maintain`: the writer runs the archive's lifecycle after each barrier, as a host does
+    // (compactions and checkpoints then count in the barrier's time).
+    let maintain = std::env::args().any(|a| a == "--maintain");
     let bucket = "replica-bench";
     let python = arg("--python").unwrap_or_else(|| ".venv/bin/python".into());
     let server = bench::Server::start(arg("--endpoint"), &python, bucket);
@@ -208,7 +229,7 @@ fn main() {
                 let prefix = format!("p{}-r{round}-m{i}", std::process::id());
                 ColdTier::from_url(&format!("s3://{bucket}/{prefix}")).expect("tier")
             });
-            let m = run(mode, tier, barriers, rows, tracks);
+            let m = run(mode, tier, barriers, rows, tracks, maintain);
             if round > 0 {
                 measured[i].push(m);
             }
@@ -221,7 +242,8 @@ fn main() {
     };
     let base = median_total(&measured[0]);
     println!(
-        "## Replication's cost to a writer: {barriers} barriers × {rows} rows, {tracks} tracks, moto on loopback, {runs} runs\n"
+        "## Replication's cost to a writer: {barriers} barriers × {rows} rows, {tracks} tracks{}, moto on loopback, {runs} runs\n",
+        if maintain { ", lifecycle after each barrier" } else { "" }
     );
     println!(
         "| mode | sealing, median of runs | ÷ no replica | this process's CPU while sealing | replication's CPU a barrier | barrier p50 | barrier p99 | commits behind after a barrier (mean, max) | catch-up after the last | passes |"

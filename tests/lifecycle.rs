@@ -802,3 +802,56 @@ fn a_large_level_table_spans_bounded_row_groups_and_answers_the_same() {
     }
     assert_eq!(answers(&archive), before);
 }
+
+#[test]
+fn a_checkpoint_costs_a_share_of_what_was_appended_even_when_the_state_is_past_the_size() {
+    // A manifest size (1 KiB) the live state soon outgrows, as a fleet's outgrows the default:
+    // a checkpoint after every barrier would write the whole state each time. A generation is
+    // checkpointed once the records appended to it pass its snapshot's size (and the
+    // configured one), so the snapshots written add up to about what was appended; or, after
+    // a compaction, once the log is twice the live state.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(Hand::default());
+    // Data files are never compacted here (level runs still merge), so the state grows.
+    let config = config(&clock, Retention::forever())
+        .checkpoint_bytes(1 << 10)
+        .compaction(Compaction {
+            min_inputs: usize::MAX,
+            ..Compaction::default()
+        });
+    let mut archive = Archive::open(dir.path(), config).expect("open");
+    let mut snapshot = archive.manifest_bytes();
+    let (mut checkpoints, mut appended_in_all, mut written) = (0, 0, 0);
+    for b in 0..80u64 {
+        fill_from(&mut archive, &clock, b, 1, 4);
+        let before = archive.manifest_bytes();
+        let done = archive.maintain(b * HOUR).expect("maintain");
+        let appended = before - snapshot;
+        if done.checkpoint.is_some() {
+            checkpoints += 1;
+            appended_in_all += appended;
+            snapshot = archive.manifest_bytes();
+            written += snapshot;
+        } else {
+            // Never left longer than the size rule says.
+            assert!(
+                appended <= snapshot.max(1 << 10),
+                "barrier {b}: {appended} bytes appended to a snapshot of {snapshot} and no checkpoint"
+            );
+        }
+    }
+    // Past 1 KiB from the first barriers on, and still checkpointed as it grew; the snapshots
+    // written add up to no more than twice the records they replaced (a checkpoint after every
+    // barrier would write the whole state 80 times over).
+    assert!(snapshot > 8 << 10, "the state grew to {snapshot} bytes");
+    assert!(checkpoints >= 4, "{checkpoints} checkpoints");
+    assert!(
+        written <= 2 * appended_in_all,
+        "{checkpoints} checkpoints wrote {written} bytes of snapshots for {appended_in_all} bytes appended"
+    );
+    // And what the checkpoints wrote is still the archive.
+    let state = archive.state().clone();
+    drop(archive);
+    let archive = Archive::open(dir.path(), capture_config()).expect("reopen");
+    assert_eq!(archive.state().streams, state.streams);
+}

@@ -37,7 +37,8 @@ pub struct Config {
     pub(crate) max_lag: Option<(u64, std::time::Duration)>,
 }
 
-/// The manifest size past which a new generation starts with a snapshot (the default).
+/// The bytes appended to a manifest generation past which a new one starts with a snapshot (the
+/// default; see [`Config::checkpoint_bytes`]).
 pub const CHECKPOINT_BYTES: u64 = 8 << 20;
 
 impl Default for Config {
@@ -265,8 +266,10 @@ impl Config {
         self
     }
 
-    /// The manifest size past which [`crate::archive::engine::Archive::maintain`] starts a new
-    /// generation with a snapshot ([`CHECKPOINT_BYTES`] unless told).
+    /// The bytes appended to a manifest generation past which
+    /// [`crate::archive::engine::Archive::maintain`] starts a new generation with a snapshot
+    /// ([`CHECKPOINT_BYTES`] unless told), once they are also past the generation's own
+    /// snapshot (see [`crate::archive::engine::Archive::checkpoint_due`]).
     pub fn checkpoint_bytes(mut self, bytes: u64) -> Self {
         self.checkpoint_bytes = bytes;
         self

@@ -31,6 +31,9 @@ pub(crate) struct CommitPoint {
     poisoned: Option<String>,
     /// The highest generation the archive ever held (live or evidence).
     highest_generation: u64,
+    /// Records this handle committed that can leave the live state smaller (retirements,
+    /// compactions, offloads): what the checkpoint rule asks before it measures the state.
+    replacing: u64,
     disk: Disk,
     root: PathBuf,
 }
@@ -52,6 +55,7 @@ impl CommitPoint {
             next_name,
             poisoned: None,
             highest_generation,
+            replacing: 0,
             disk,
             root: root.to_path_buf(),
         }
@@ -108,6 +112,12 @@ impl CommitPoint {
         }
         self.disk.reached(FaultPoint::AfterRecord);
         let path = log.path().to_path_buf();
+        if matches!(
+            record,
+            Record::Retire(_) | Record::Compact(_) | Record::Offload(_)
+        ) {
+            self.replacing += 1;
+        }
         // The record moves into the state: a barrier of 100,000 tracks is not copied again.
         self.state
             .apply_owned(record)
@@ -162,5 +172,16 @@ impl CommitPoint {
     /// The current generation file's size in bytes (0 read-only).
     pub fn manifest_bytes(&self) -> u64 {
         self.log.as_ref().map_or(0, LogWriter::bytes)
+    }
+
+    /// How many records this handle committed that can leave the live state smaller than the
+    /// records that built it (retirements, compactions, offloads).
+    pub fn replacing(&self) -> u64 {
+        self.replacing
+    }
+
+    /// The bytes of the current generation's snapshot record (0 read-only).
+    pub fn snapshot_bytes(&self) -> u64 {
+        self.log.as_ref().map_or(0, LogWriter::snapshot_bytes)
     }
 }

@@ -251,21 +251,31 @@ fn log_path_beside(file: &SegmentFile, table: Table, replica: Option<&str>) -> S
     }
 }
 
-fn wanted(stream: &StreamState, table: Table, replica: Option<&str>) -> BTreeMap<String, Wanted> {
+/// The files `table` of `stream` holds live, each with the path its log names it by. Only
+/// the paths: a file's [`Wanted`] (its rows a sum over its entries, one per track in a packed
+/// file) is worked out for the files a commit adds, never for the ones the log already shows,
+/// so a barrier's commit costs its own files, not the history's entries.
+fn live_paths<'s>(
+    stream: &'s StreamState,
+    table: Table,
+    replica: Option<&str>,
+) -> BTreeMap<String, &'s SegmentFile> {
     table
         .live(stream)
         .iter()
-        .map(|f| {
-            (
-                log_path_beside(f, table, replica),
-                Wanted {
-                    bytes: f.bytes,
-                    rows: f.groups.iter().map(|g| g.rows).sum(),
-                    sealed_ms: i64::try_from(f.sealed_at_ns / 1_000_000).unwrap_or(i64::MAX),
-                },
-            )
-        })
+        .map(|f| (log_path_beside(f, table, replica), f))
         .collect()
+}
+
+impl Wanted {
+    /// What the log records of `file` when a commit adds it.
+    fn of(file: &SegmentFile) -> Wanted {
+        Wanted {
+            bytes: file.bytes,
+            rows: file.groups.iter().map(|g| g.rows).sum(),
+            sealed_ms: i64::try_from(file.sealed_at_ns / 1_000_000).unwrap_or(i64::MAX),
+        }
+    }
 }
 
 /// Commits between Delta checkpoints taken without the manifest's (a long run of barriers
@@ -485,16 +495,17 @@ impl Diff {
         shown: Option<&BTreeSet<String>>,
         replica: Option<&str>,
     ) -> Option<Diff> {
-        let want = wanted(state, table, replica);
+        let live = live_paths(state, table, replica);
         let removes: BTreeSet<String> = shown
             .into_iter()
             .flatten()
-            .filter(|p| !want.contains_key(*p))
+            .filter(|p| !live.contains_key(*p))
             .cloned()
             .collect();
-        let adds: Vec<(String, Wanted)> = want
+        let adds: Vec<(String, Wanted)> = live
             .into_iter()
             .filter(|(p, _)| !shown.is_some_and(|s| s.contains(p)))
+            .map(|(p, f)| (p, Wanted::of(f)))
             .collect();
         (!adds.is_empty() || !removes.is_empty()).then_some(Diff { adds, removes })
     }

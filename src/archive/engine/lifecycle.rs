@@ -39,6 +39,21 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// The live state's snapshot size, as [`Archive::checkpoint_due`] last measured it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LiveMeasured {
+    /// The manifest generation measured.
+    generation: u64,
+    /// Its bytes when measured.
+    at: u64,
+    /// The bytes a snapshot of the live state took then.
+    live: u64,
+    /// [`CommitPoint::replacing`] then.
+    ///
+    /// [`CommitPoint::replacing`]: super::commit::CommitPoint::replacing
+    replacing: u64,
+}
+
 /// A manifest this small is never checkpointed for being mostly history: replaying it costs
 /// less than a millisecond.
 pub const CHECKPOINT_FLOOR: u64 = 128 << 10;
@@ -1294,7 +1309,16 @@ impl Archive {
         };
         let deferred = |track| deferred_groups(state, track, from);
         // Judged from the catalog alone, without an allocation per track: a stream of 10^5
-        // tracks plans this after every barrier while its rows stay too sparse.
+        // tracks plans this after every barrier while its rows stay too sparse. A judgement
+        // walks every deferred row group, so it is made again only once the deferred rows
+        // grew by a quarter since the last one found them not worth summarising: the walks
+        // of a long deferral cost a few times its rows in all, not its rows after every
+        // barrier.
+        let deferred_rows = state.next_seq.saturating_sub(from);
+        let judged = self.summary_judged.get(stream).copied();
+        if !always && judged.is_some_and(|(f, rows)| f == from && deferred_rows < rows + rows / 4) {
+            return Ok(None);
+        }
         let first = state.first_stored_level();
         let spans = state.tracks.values().filter_map(|track| {
             deferred(track).fold(None, |acc: Option<(u64, [u64; 2])>, (file, g)| {
@@ -1305,6 +1329,8 @@ impl Archive {
             })
         });
         if !always && !levels::worth_summarising(&ladder, first, spans) {
+            self.summary_judged
+                .insert(stream.to_owned(), (from, deferred_rows));
             return Ok(None);
         }
         let mut names = std::collections::BTreeSet::new();
@@ -1583,20 +1609,57 @@ impl Archive {
         }
     }
 
-    /// Whether a checkpoint is due: the manifest is past its configured size, or past
-    /// [`CHECKPOINT_FLOOR`] and more than twice what a snapshot of the live state would be.
+    /// Whether a checkpoint is due:
+    ///
+    /// - the records appended since the generation's snapshot are past the configured size
+    ///   ([`Config::checkpoint_bytes`]) and past the snapshot's own size; or
+    /// - the manifest is past [`CHECKPOINT_FLOOR`] and more than twice what a snapshot of the
+    ///   live state would be.
+    ///
     /// Every open replays the log, so a log that holds mostly replaced history costs every
-    /// reader; a checkpoint makes open time depend on the live state alone.
+    /// reader; a checkpoint makes open time depend on the live state alone. Both rules keep a
+    /// checkpoint's cost (a snapshot of the live state, written whole) a share of the bytes
+    /// appended since the last one, whatever the state's size: a fleet whose snapshot is past
+    /// the configured size would otherwise be checkpointed after every barrier. For the same
+    /// reason the live state (a snapshot encoded, to be measured) is measured again only when
+    /// the log has grown by a quarter of it since it was last measured and a record that can
+    /// shrink it (a retirement, a compaction, an offload) was committed meanwhile: a barrier
+    /// grows the live state by about its own record, so barriers alone never make the log twice
+    /// the state.
+    ///
+    /// [`Config::checkpoint_bytes`]: crate::archive::Config::checkpoint_bytes
     pub fn checkpoint_due(&self) -> bool {
         let log = self.manifest_bytes();
-        if log > self.config.checkpoint_bytes {
+        let snapshot = self.commit.snapshot_bytes();
+        if log.saturating_sub(snapshot) > self.config.checkpoint_bytes.max(snapshot) {
             return true;
         }
         if log <= CHECKPOINT_FLOOR {
             return false;
         }
-        let snapshot = Record::Snapshot(self.commit.state().snapshot(0));
-        let live = serde_json::to_vec(&snapshot).map_or(0, |b| b.len() as u64);
+        let generation = self.commit.state().generation;
+        let mut measured = self
+            .live_measured
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let replacing = self.commit.replacing();
+        let (at, live, shrinkable) = match *measured {
+            Some(m) if m.generation == generation => (m.at, m.live, m.replacing != replacing),
+            // A generation starts as its snapshot: the live state, measured. What an earlier
+            // handle appended to it is not known: measured once.
+            _ => (snapshot, snapshot, true),
+        };
+        if !shrinkable || log < at + live / 4 {
+            return log > 2 * live;
+        }
+        let record = Record::Snapshot(self.commit.state().snapshot(0));
+        let live = serde_json::to_vec(&record).map_or(0, |b| b.len() as u64);
+        *measured = Some(LiveMeasured {
+            generation,
+            at: log,
+            live,
+            replacing,
+        });
         log > 2 * live
     }
 

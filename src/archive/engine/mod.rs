@@ -103,6 +103,11 @@ pub struct Archive {
     /// ([`replicate::open_url`]): whether the manifest moved is asked of it, not of the
     /// local copy.
     origin: Option<Arc<crate::archive::io::cold::ColdTier>>,
+    /// The live state's size as the checkpoint rule last measured it.
+    live_measured: std::sync::Mutex<Option<lifecycle::LiveMeasured>>,
+    /// Per stream, where its deferred levels were last judged not worth summarising: the
+    /// first deferred `_seq` and the deferred rows then ([`Archive::plan_summary`]).
+    summary_judged: BTreeMap<String, (u64, u64)>,
 }
 
 impl std::fmt::Debug for Archive {

@@ -126,6 +126,8 @@ impl Archive {
             store,
             delta: None,
             origin: None,
+            live_measured: std::sync::Mutex::new(None),
+            summary_judged: BTreeMap::new(),
         };
         archive.recover()?;
         archive.declare()?;
@@ -384,7 +386,12 @@ impl Archive {
             moved.push(self.keep_as_evidence(&quarantine, &current_path)?);
             log
         } else {
-            LogWriter::append_to(&self.disk, &current_path, replayed.trusted_len)?
+            LogWriter::append_to(
+                &self.disk,
+                &current_path,
+                replayed.trusted_len,
+                replayed.snapshot_len,
+            )?
         };
         self.recovery.quarantined = moved.iter().map(|p| relative(&self.root, p)).collect();
         if !moved.is_empty() {

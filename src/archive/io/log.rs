@@ -34,6 +34,8 @@ pub struct LogWriter {
     disk: Disk,
     path: PathBuf,
     len: u64,
+    /// Bytes of the generation's first record, its snapshot of the state it started from.
+    snapshot: u64,
 }
 
 impl std::fmt::Debug for LogWriter {
@@ -46,8 +48,9 @@ impl std::fmt::Debug for LogWriter {
 }
 
 impl LogWriter {
-    /// Opens an existing generation whose trusted prefix is all of it.
-    pub fn append_to(disk: &Disk, path: &Path, len: u64) -> Result<LogWriter> {
+    /// Opens an existing generation whose trusted prefix is all of it (`len` bytes, the first
+    /// `snapshot` of them its snapshot record).
+    pub fn append_to(disk: &Disk, path: &Path, len: u64, snapshot: u64) -> Result<LogWriter> {
         let file = disk
             .append(path)
             .map_err(ArchiveError::io("open manifest", path))?;
@@ -56,6 +59,7 @@ impl LogWriter {
             disk: disk.clone(),
             path: path.to_path_buf(),
             len,
+            snapshot,
         })
     }
 
@@ -78,7 +82,7 @@ impl LogWriter {
         durable::rename(disk, &staged, &path)?;
         durable::sync_dir(disk, manifest_dir)?;
         disk.reached(FaultPoint::AfterSnapshotRename);
-        Self::append_to(disk, &path, framed.len() as u64)
+        Self::append_to(disk, &path, framed.len() as u64, framed.len() as u64)
     }
 
     /// Appends one record and syncs it. The record is written in two parts so a fault
@@ -108,5 +112,10 @@ impl LogWriter {
     /// Bytes in the generation.
     pub fn bytes(&self) -> u64 {
         self.len
+    }
+
+    /// Bytes of the generation's snapshot record (its first).
+    pub fn snapshot_bytes(&self) -> u64 {
+        self.snapshot
     }
 }

@@ -416,13 +416,20 @@ pub fn plan_compaction(
 ) -> Option<CompactPlan> {
     let force = rewrite == Rewrite::All;
     let purge = rewrite == Rewrite::Retired;
-    // Each entry's bytes (a packed row group's shared out by rows), per file in stream order.
-    let sizes: Vec<Vec<u64>> = stream.files.iter().map(SegmentFile::entry_sizes).collect();
+    // Each entry's bytes (a packed row group's shared out by rows), per file in stream order:
+    // worked out only when a plan needs them (a maintenance pass that finds nothing due does
+    // not walk every entry of every file).
+    let sizes_of =
+        || -> Vec<Vec<u64>> { stream.files.iter().map(SegmentFile::entry_sizes).collect() };
     let per_track = matches!(split, Split::Axis(_));
-    let mut chosen = if per_track {
-        choose_per_track(stream, policy, split, purge, &sizes)
+    let (mut chosen, sizes) = if per_track {
+        let sizes = sizes_of();
+        (
+            choose_per_track(stream, policy, split, purge, &sizes),
+            Some(sizes),
+        )
     } else {
-        choose_files(stream, policy, split, purge)
+        (choose_files(stream, policy, split, purge), None)
     };
     // Levels: runs merged size-tiered; a forced compaction merges every run into one (or
     // rewrites a lone run to drop the cells a level floor has passed, or to turn a run that is
@@ -467,6 +474,7 @@ pub fn plan_compaction(
     if !chosen.contains(&true) && level_inputs.is_empty() {
         return None;
     }
+    let sizes = sizes.unwrap_or_else(sizes_of);
     let (outputs, more) = if per_track {
         (
             per_track_outputs(stream, policy, split, &chosen, &sizes),

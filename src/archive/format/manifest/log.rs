@@ -66,6 +66,8 @@ pub struct Replayed {
     pub tail: Tail,
     /// The generation's length in bytes when it was read.
     pub file_len: u64,
+    /// Bytes of its first record, the snapshot it starts from.
+    pub snapshot_len: u64,
 }
 
 /// Replays generation `generation` from its bytes, read from `path` (named in errors).
@@ -92,6 +94,7 @@ pub fn replay_scoped(
     };
     let mut offset = 0usize;
     let mut records = 0usize;
+    let mut snapshot_len = 0u64;
     let tail = loop {
         match frame::decode(bytes, offset) {
             Decoded::End => break Tail::Clean,
@@ -145,6 +148,9 @@ pub fn replay_scoped(
                     .apply_owned(record)
                     .map_err(|e| corrupt(offset, format!("record breaks an invariant: {e}")))?;
                 records += 1;
+                if records == 1 {
+                    snapshot_len = next as u64;
+                }
                 offset = next;
             }
         }
@@ -158,6 +164,7 @@ pub fn replay_scoped(
         trusted_len: offset as u64,
         tail,
         file_len: bytes.len() as u64,
+        snapshot_len,
     })
 }
 
