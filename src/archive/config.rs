@@ -163,7 +163,7 @@ impl Config {
     }
 
     /// How many bytes of decoded data row groups the open keeps for surveys and folds that
-    /// answer from raw rows (the default, [`crate::archive::io::decoded::RAW_CACHE_BYTES`],
+    /// answer from raw rows (the default, `RAW_CACHE_BYTES`,
     /// is 64 MiB; 0 keeps none). A fleet's packed row group holds thousands of tracks' rows:
     /// kept decoded, a long-lived reader's next read of any of them costs no read, digest or
     /// decompression. A one-shot reader wants 0: it decodes only the rows it answers.

@@ -44,7 +44,7 @@ pub struct Requests {
     pub deletes: AtomicU64,
     /// Listings.
     pub lists: AtomicU64,
-    /// Ranges answered from the local cache ([`crate::archive::io::cache`]) instead of a GET.
+    /// Ranges answered from the local cache (`archive::io::cache`) instead of a GET.
     pub cached: AtomicU64,
 }
 

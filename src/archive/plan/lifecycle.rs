@@ -404,7 +404,7 @@ pub enum Rewrite {
 /// are merged in contiguous runs (in `_seq` order) into packed files of about the target
 /// size, tracks in key order ([`PlannedFile`]): what they hold is then still in `_seq`
 /// order for every track. Under an axis-distance lifetime ([`Split::Axis`]), files stay one
-/// track each (see [`plan_per_track`]).
+/// track each (see `choose_per_track`).
 ///
 /// Level runs merge size-tiered ([`tiered_merge`]) into one run of whole cells (level
 /// tables once it is large, or forced), retired cells dropped.
