@@ -1623,9 +1623,9 @@ impl Archive {
     /// the configured size would otherwise be checkpointed after every barrier. For the same
     /// reason the live state (a snapshot encoded, to be measured) is measured again only when
     /// the log has grown by a quarter of it since it was last measured and a record that can
-    /// shrink it (a retirement, a compaction, an offload) was committed meanwhile: a barrier
-    /// grows the live state by about its own record, so barriers alone never make the log twice
-    /// the state.
+    /// shrink it (a retirement, a compaction, an offload) was committed meanwhile; between
+    /// measurements the state is taken to have grown by what was appended (a barrier grows it
+    /// by about its own record), so barriers alone never make the log twice the state.
     ///
     /// [`Config::checkpoint_bytes`]: crate::archive::Config::checkpoint_bytes
     pub fn checkpoint_due(&self) -> bool {
@@ -1650,7 +1650,10 @@ impl Archive {
             _ => (snapshot, snapshot, true),
         };
         if !shrinkable || log < at + live / 4 {
-            return log > 2 * live;
+            // Not measured again: the state is taken to have grown by what was appended since
+            // (a barrier adds about its own record to it), so the records a measurement found
+            // no cause to checkpoint for never make one due by themselves.
+            return log > 2 * (live + log.saturating_sub(at));
         }
         let record = Record::Snapshot(self.commit.state().snapshot(0));
         let live = serde_json::to_vec(&record).map_or(0, |b| b.len() as u64);
