@@ -829,11 +829,13 @@ fn a_url_read_keeps_a_bounded_cache_and_fetches_only_what_is_new() {
     }
 }
 
-/// Many passes make many manifest parts; every 16 parts a pass consolidates the generation
-/// so far into one object, so a fresh reader of the bucket fetches it and the parts after it,
-/// not every part: the objects an open reads stay bounded however long the history. The
-/// answers are exact, a restore from it is whole, and a checkpoint's pass removes the old
-/// generation's consolidated objects with its parts.
+/// Many passes make many manifest parts; a pass consolidates them as a counter in base 16
+/// does its digits (sixteen parts into one object, sixteen of those into one, …), so a fresh
+/// reader of the bucket fetches as many objects as the digits of the number of parts add up
+/// to, not every part: the objects an open reads stay bounded however long the history, and
+/// no pass uploads the generation again from its start each time. The answers are exact, a
+/// restore from it is whole, and a checkpoint's pass removes the old generation's
+/// consolidations with its parts.
 #[test]
 fn an_open_from_the_bucket_reads_a_bounded_number_of_manifest_objects() {
     let dir = process::scratch("replicate-whole");
@@ -859,31 +861,43 @@ fn an_open_from_the_bucket_reads_a_bounded_number_of_manifest_objects() {
         .iter()
         .filter_map(|n| n.strip_suffix(".part")?.parse().ok())
         .collect();
-    let mut wholes: Vec<u64> = names
+    // Consolidations: `E.whole` holds [0, E), `S-E.span` holds [S, E).
+    let mut spans: Vec<(u64, u64, &String)> = names
         .iter()
-        .filter_map(|n| n.strip_suffix(".whole")?.parse().ok())
+        .filter_map(|n| {
+            if let Some(end) = n.strip_suffix(".whole") {
+                return Some((0, end.parse().ok()?, n));
+            }
+            let (start, end) = n.strip_suffix(".span")?.split_once('-')?;
+            Some((start.parse().ok()?, end.parse().ok()?, n))
+        })
         .collect();
-    wholes.sort_unstable();
+    spans.sort_unstable();
     assert!(parts.len() >= 40, "{names:?}");
-    assert!(wholes.len() >= 2, "{names:?}");
+    assert!(
+        spans.iter().any(|s| s.0 == 0) && spans.iter().any(|s| s.0 > 0),
+        "{names:?}"
+    );
     let log = std::fs::read(archive.join("manifest/gen-000000000001.log")).expect("log");
-    for &end in &wholes {
-        let whole = std::fs::read(manifest.join(format!("{end:020}.whole"))).expect("whole");
+    for &(start, end, name) in &spans {
+        let bytes = std::fs::read(manifest.join(name)).expect("consolidation");
         assert_eq!(
-            whole[..],
-            log[..end as usize],
-            "a consolidation is the generation's start"
+            bytes[..],
+            log[start as usize..end as usize],
+            "{name} holds the generation's bytes in its range"
         );
-        assert!(
-            parts.contains(&end) || end == log.len() as u64,
-            "{end} is not where a part ends: {names:?}"
-        );
+        for at in [start, end] {
+            assert!(
+                at == 0 || parts.contains(&at) || at == log.len() as u64,
+                "{at} is not where a part starts or ends: {names:?}"
+            );
+        }
     }
-    let last = *wholes.last().expect("a whole");
-    let after = parts.iter().filter(|&&p| p >= last).count();
-    assert!(after < 16, "{after} parts after the last consolidation");
+    // Sixteen parts a digit: n parts read as n / 16 / 16 + (n / 16) % 16 + n % 16 objects.
+    let n = parts.len() as u64;
+    let expected = n / 256 + (n / 16) % 16 + n % 16;
 
-    // A fresh reader (no cache): the consolidation and the parts after it, nothing more.
+    // A fresh reader (no cache): the consolidations and the parts after them, nothing more.
     let cache = dir.path().join("cache");
     let out = ok_env(
         &env,
@@ -898,12 +912,7 @@ fn an_open_from_the_bucket_reads_a_bounded_number_of_manifest_objects() {
         ],
     );
     let (gets, _) = bucket_requests(&out.stderr, &url);
-    assert_eq!(
-        gets,
-        1 + after as u64,
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(gets, expected, "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(reads(&env, &url), reads(&env, a));
     let restored = dir.path().join("restored");
     let r = restored.to_str().expect("utf-8");

@@ -156,9 +156,21 @@ fn whole_name(generation: u64, end: u64) -> String {
     format!("{MANIFEST_DIR}/gen-{generation:012}/{end:020}.whole")
 }
 
-/// How many parts of a generation may follow its last consolidated object (or its start)
-/// before a pass writes one ([`whole_name`]).
-const WHOLE_EVERY: usize = 16;
+/// The archive-relative name of the consolidation holding bytes `[start, end)` of
+/// `generation`: a whole ([`whole_name`]) when it starts at 0, else a span
+/// (`START-END.span`, both 20 digits).
+fn span_name(generation: u64, (start, end): (u64, u64)) -> String {
+    if start == 0 {
+        return whole_name(generation, end);
+    }
+    format!("{MANIFEST_DIR}/gen-{generation:012}/{start:020}-{end:020}.span")
+}
+
+/// How many objects at the end of a generation's cover a pass merges into one, at least
+/// ([`due_consolidation`]): the cover an open reads stays within `FANOUT - 1` objects per
+/// power of `FANOUT` parts, and a byte of the manifest is uploaded again once per such
+/// power.
+const FANOUT: usize = 16;
 
 /// The generation and offset a part's archive-relative name carries.
 fn parse_part(relative: &str) -> Option<(u64, u64)> {
@@ -168,6 +180,20 @@ fn parse_part(relative: &str) -> Option<(u64, u64)> {
 /// The generation and end a consolidated object's archive-relative name carries.
 fn parse_whole(relative: &str) -> Option<(u64, u64)> {
     parse_manifest_object(relative, ".whole")
+}
+
+/// The generation and byte range a span's archive-relative name carries (its start above 0,
+/// its end above its start).
+fn parse_span(relative: &str) -> Option<(u64, (u64, u64))> {
+    let rest = relative.strip_prefix(MANIFEST_DIR)?.strip_prefix("/gen-")?;
+    let (generation, file) = rest.split_once('/')?;
+    let (start, end) = file.strip_suffix(".span")?.split_once('-')?;
+    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+    if !(digits(generation, 12) && digits(start, 20) && digits(end, 20)) {
+        return None;
+    }
+    let (start, end): (u64, u64) = (start.parse().ok()?, end.parse().ok()?);
+    (0 < start && start < end).then_some((generation.parse().ok()?, (start, end)))
 }
 
 fn parse_manifest_object(relative: &str, suffix: &str) -> Option<(u64, u64)> {
@@ -184,8 +210,124 @@ fn parse_manifest_object(relative: &str, suffix: &str) -> Option<(u64, u64)> {
 type PartList = Vec<(u64, u64)>;
 /// The bucket's manifest: each generation's parts.
 type Parts = BTreeMap<u64, PartList>;
-/// Each generation's consolidated objects, by the end offset they hold bytes up to.
-type Wholes = BTreeMap<u64, BTreeSet<u64>>;
+/// Each generation's consolidations, as the byte ranges `[start, end)` they hold (a whole is
+/// `(0, end)`).
+type Spans = BTreeMap<u64, BTreeSet<(u64, u64)>>;
+
+/// One object of a generation's cover: a part or a consolidation, and the bytes it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Piece {
+    range: (u64, u64),
+    span: bool,
+}
+
+impl Piece {
+    fn name(self, generation: u64) -> String {
+        if self.span {
+            span_name(generation, self.range)
+        } else {
+            part_name(generation, self.range.0)
+        }
+    }
+
+    fn len(self) -> u64 {
+        self.range.1 - self.range.0
+    }
+
+    /// How many parts it holds.
+    fn weight(self, parts: &[(u64, u64)]) -> usize {
+        let below = |at: u64| parts.partition_point(|&(offset, _)| offset < at);
+        below(self.range.1) - below(self.range.0)
+    }
+}
+
+/// The fewest objects, each read whole, that hold bytes `[from, end)` of a generation whose
+/// parts are `parts` (`from` and `end` part boundaries, the parts running without a gap
+/// between them): from each offset, the consolidation that reaches furthest within `end` and
+/// ends on a part boundary, else the part that starts there. `None` when no part starts at an
+/// offset the walk reaches (the parts have a gap).
+fn cover(
+    parts: &[(u64, u64)],
+    spans: Option<&BTreeSet<(u64, u64)>>,
+    from: u64,
+    end: u64,
+) -> Option<Vec<Piece>> {
+    let boundary = |at: u64| {
+        at == end
+            || parts
+                .binary_search_by_key(&at, |&(offset, _)| offset)
+                .is_ok()
+    };
+    let mut pieces = Vec::new();
+    let mut at = from;
+    while at < end {
+        let span = spans.and_then(|spans| {
+            spans
+                .range((at, at + 1)..=(at, end))
+                .rev()
+                .find(|&&(_, e)| boundary(e))
+                .copied()
+        });
+        let piece = match span {
+            Some(range) => Piece { range, span: true },
+            None => {
+                let i = parts
+                    .binary_search_by_key(&at, |&(offset, _)| offset)
+                    .ok()?;
+                let (offset, len) = parts[i];
+                Piece {
+                    range: (offset, offset + len),
+                    span: false,
+                }
+            }
+        };
+        if piece.range.1 > end || piece.range.1 <= at {
+            return None;
+        }
+        at = piece.range.1;
+        pieces.push(piece);
+    }
+    Some(pieces)
+}
+
+/// The consolidation a pass writes after the part that ends at `end`, if one is due: the
+/// longest run of at least [`FANOUT`] objects at the end of the generation's cover none of
+/// which holds more than a [`FANOUT`]th of the parts the run holds, as one object. When every
+/// pass writes what is due, this is a counter in base [`FANOUT`] (a carry through several
+/// digits merges them at once): after `n` parts an open reads as many objects as the digits
+/// of `n` add up to, at most `(FANOUT - 1) × log_FANOUT(n)` and each byte has gone up again at
+/// most `log_FANOUT(n)` times, since an object is only ever merged into one at least
+/// [`FANOUT`] times its weight. A pass that failed before its consolidation leaves a longer
+/// run at the end, which a later pass merges.
+///
+/// A run of more than `max_bytes` is not merged: objects that large cost a reader their bytes,
+/// not their requests, so an open of a generation of `B` bytes reads at most about
+/// `B / max_bytes` objects more, and a writer whose every pass carries megabytes does not
+/// upload its manifest a second time.
+fn due_consolidation(
+    parts: &[(u64, u64)],
+    spans: Option<&BTreeSet<(u64, u64)>>,
+    end: u64,
+    max_bytes: u64,
+) -> Option<(u64, u64)> {
+    let pieces = cover(parts, spans, 0, end)?;
+    let (mut total, mut heaviest, mut start) = (0, 0, None);
+    for (k, piece) in pieces.iter().rev().enumerate() {
+        if end - piece.range.0 > max_bytes {
+            break;
+        }
+        let weight = piece.weight(parts);
+        total += weight;
+        heaviest = heaviest.max(weight);
+        if k + 1 >= FANOUT && heaviest * FANOUT <= total {
+            start = Some(piece.range.0);
+        }
+    }
+    Some((start?, end))
+}
+
+/// The largest consolidation a pass writes ([`due_consolidation`]).
+const SPAN_BYTES: u64 = 16 << 20;
 
 /// What the bucket holds, as the archive's own replicator remembers it from one of its passes
 /// to the next, so that a pass does not list the prefix again (a listing grows with the
@@ -195,7 +337,11 @@ type Wholes = BTreeMap<u64, BTreeSet<u64>>;
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Known {
     parts: Parts,
-    wholes: Wholes,
+    spans: Spans,
+    /// How many records the bytes of its generation that the bucket held after the last pass
+    /// hold: `(generation, bytes, records)`. The next pass of the same generation reads the
+    /// manifest file from there on (a pass costs what is new, not the generation's length).
+    held: Option<(u64, u64, usize)>,
     /// Objects under `streams/` (data and level files, Delta logs) and their sizes.
     objects: BTreeMap<String, u64>,
     /// The bytes of each Delta log's `_last_checkpoint` (rewritten in place) as the bucket
@@ -232,42 +378,35 @@ fn bucket_parts(tier: &ColdTier) -> Result<Parts> {
     Ok(bucket_manifest(tier)?.0)
 }
 
-/// The bucket's manifest parts and consolidated objects, as one listing shows them.
-fn bucket_manifest(tier: &ColdTier) -> Result<(Parts, Wholes)> {
+/// The bucket's manifest parts and consolidations, as one listing shows them.
+fn bucket_manifest(tier: &ColdTier) -> Result<(Parts, Spans)> {
     let listed = tier.list(MANIFEST_DIR).map_err(cold)?;
     Ok(manifest_objects(
         listed.iter().map(|(r, s)| (r.as_str(), *s)),
     ))
 }
 
-fn manifest_objects<'a>(listed: impl Iterator<Item = (&'a str, u64)>) -> (Parts, Wholes) {
+fn manifest_objects<'a>(listed: impl Iterator<Item = (&'a str, u64)>) -> (Parts, Spans) {
     let mut parts = Parts::new();
-    let mut wholes = Wholes::new();
+    let mut spans = Spans::new();
     for (relative, size) in listed {
         if let Some((generation, offset)) = parse_part(relative) {
             parts.entry(generation).or_default().push((offset, size));
         } else if let Some((generation, end)) = parse_whole(relative) {
-            // One whose size is not its name's end is no consolidation (never written so).
-            if size == end {
-                wholes.entry(generation).or_default().insert(end);
+            // One whose size is not its name's range is no consolidation (never written so).
+            if size == end && end > 0 {
+                spans.entry(generation).or_default().insert((0, end));
+            }
+        } else if let Some((generation, (start, end))) = parse_span(relative) {
+            if size == end - start {
+                spans.entry(generation).or_default().insert((start, end));
             }
         }
     }
     for list in parts.values_mut() {
         list.sort_unstable();
     }
-    (parts, wholes)
-}
-
-/// The consolidated object an open of `generation` (whose parts run to `end`) starts from:
-/// the one holding the most bytes, up to a part boundary within `end`.
-fn best_whole(parts: &[(u64, u64)], wholes: Option<&BTreeSet<u64>>, end: u64) -> Option<u64> {
-    let wholes = wholes?;
-    parts
-        .iter()
-        .map(|&(offset, len)| offset + len)
-        .filter(|&e| e <= end && wholes.contains(&e))
-        .max()
+    (parts, spans)
 }
 
 /// The bytes of a generation the bucket holds: the run of parts from offset 0, each
@@ -322,14 +461,44 @@ pub(crate) struct LiveFile {
 
 /// What a pass replicates: the archive's current manifest generation, its durable prefix (a
 /// torn or in-flight tail left out), how many records that holds, and of the state it proves
-/// what a pass needs (the live files, the streams, the next name).
+/// what a pass needs (the live files, the streams, the next name). The bytes are the
+/// prefix's from `base` on: a pass of the archive's replicator that knows the bucket holds
+/// the generation up to `base` does not read what lies before it.
 pub(crate) struct LocalLog {
     generation: u64,
+    /// The offset of `bytes` in the generation, a record boundary.
+    base: u64,
     bytes: Vec<u8>,
+    /// Records in the whole prefix (`[0, base)` and `bytes`).
     records: usize,
     files: Vec<LiveFile>,
     streams: Vec<String>,
     next_name: u64,
+}
+
+impl LocalLog {
+    /// The length of the generation's durable prefix.
+    fn len(&self) -> u64 {
+        self.base + self.bytes.len() as u64
+    }
+
+    /// The generation's bytes `[start, end)` (`end` within [`LocalLog::len`]): from memory,
+    /// and what lies before `base` from the generation file at `root`.
+    fn range(&self, root: &Path, (start, end): (u64, u64)) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity((end - start) as usize);
+        if start < self.base {
+            let path = root
+                .join(MANIFEST_DIR)
+                .join(layout::generation_name(self.generation));
+            out = local::read_range(&path, start, self.base.min(end) - start)
+                .map_err(ArchiveError::io("read", &path))?;
+        }
+        if end > self.base {
+            let from = start.max(self.base) - self.base;
+            out.extend_from_slice(&self.bytes[from as usize..(end - self.base) as usize]);
+        }
+        Ok(out)
+    }
 }
 
 /// What the archive's writer hands its replicator after a commit: the state its manifest
@@ -356,25 +525,40 @@ impl Committed {
         }
     }
 
-    /// The pass's view: the manifest file's first `len` bytes (refused when the file is gone
-    /// or shorter: a checkpoint replaced the generation, and a later commit's view is due).
-    fn read(self, root: &Path) -> Result<LocalLog> {
+    /// The pass's view: the manifest file's first `len` bytes, of which only those past
+    /// `held` (`(generation, bytes, records)`: what the bucket held after the last pass, when
+    /// it is of this generation) are read (refused when the file is gone or shorter: a
+    /// checkpoint replaced the generation, and a later commit's view is due).
+    fn read(self, root: &Path, held: Option<(u64, u64, usize)>) -> Result<LocalLog> {
         let path = root
             .join(MANIFEST_DIR)
             .join(layout::generation_name(self.generation));
-        let mut bytes = local::read(&path).map_err(ArchiveError::io("read", &path))?;
-        if (bytes.len() as u64) < self.len {
-            return Err(ArchiveError::Replica(format!(
-                "{}: {} bytes, the writer committed {}",
+        let (base, base_records) = match held {
+            Some((generation, bytes, records))
+                if generation == self.generation && bytes <= self.len =>
+            {
+                (bytes, records)
+            }
+            _ => (0, 0),
+        };
+        let short = |got: u64| {
+            ArchiveError::Replica(format!(
+                "{}: {got} bytes, the writer committed {}",
                 path.display(),
-                bytes.len(),
                 self.len
-            )));
-        }
-        bytes.truncate(self.len as usize);
+            ))
+        };
+        let bytes = match local::read_range(&path, base, self.len - base) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return Err(short(local::len(&path).unwrap_or(0)))
+            }
+            Err(e) => return Err(ArchiveError::io("read", &path)(e)),
+        };
         Ok(LocalLog {
             generation: self.generation,
-            records: records_from(&bytes, 0),
+            base,
+            records: base_records + records_from(&bytes, 0),
             bytes,
             files: self.files,
             streams: self.streams,
@@ -439,6 +623,7 @@ fn local_log(root: &Path, sync: bool) -> Result<LocalLog> {
     bytes.truncate(replayed.trusted_len as usize);
     Ok(LocalLog {
         generation,
+        base: 0,
         bytes,
         records: replayed.records,
         files: live_files(&replayed.state),
@@ -455,6 +640,7 @@ fn framed_log(root: &Path) -> Result<LocalLog> {
     bytes.truncate(end);
     Ok(LocalLog {
         generation,
+        base: 0,
         bytes,
         records,
         files: Vec::new(),
@@ -659,7 +845,7 @@ fn dated(log: &LocalLog, mut status: ReplicaStatus, now_ns: u64) -> ReplicaStatu
     } else {
         oldest_time(
             &log.bytes,
-            (log.bytes.len() as u64 - status.bytes_behind) as usize,
+            (log.len() - status.bytes_behind).saturating_sub(log.base) as usize,
         )
         .map(|t| now_ns.saturating_sub(t) as f64 / 1e9)
     };
@@ -691,7 +877,7 @@ fn oldest_time(bytes: &[u8], from: usize) -> Option<u64> {
 }
 
 fn standing(url: &str, log: &LocalLog, bucket: Option<(u64, u64)>) -> ReplicaStatus {
-    let local_bytes = log.bytes.len() as u64;
+    let local_bytes = log.len();
     let bytes = match bucket {
         Some((g, held)) if g == log.generation => held.min(local_bytes),
         _ => 0,
@@ -704,7 +890,12 @@ fn standing(url: &str, log: &LocalLog, bucket: Option<(u64, u64)>) -> ReplicaSta
         local_records: log.records,
         generation: bucket.map(|(g, _)| g),
         bytes,
-        records_behind: records_from(&log.bytes, bytes as usize),
+        // Bytes before `base` are not in memory: a bucket that holds fewer (never, after a
+        // pass of the same generation) counts every record as behind, an upper bound.
+        records_behind: match bytes.checked_sub(log.base) {
+            Some(at) => records_from(&log.bytes, at as usize),
+            None => log.records,
+        },
         bytes_behind: behind,
         seconds_behind: (behind == 0).then_some(0.0),
         as_of_ns: None,
@@ -751,11 +942,12 @@ pub(crate) fn replicate_committed(
     let remembered = known.take();
     check_owner(root, tier)?;
     *known = remembered;
+    let held = known.as_ref().and_then(|k| k.held);
     replicate_log(
         root,
         tier,
         faults,
-        committed.read(root)?,
+        committed.read(root, held)?,
         |_, _, _| {},
         known,
     )
@@ -789,7 +981,7 @@ fn replicate_log(
     let ours = remembered.is_some();
     let Known {
         mut parts,
-        mut wholes,
+        mut spans,
         objects: mut listed,
         mut pointers,
         named: previously_named,
@@ -798,10 +990,10 @@ fn replicate_log(
     } = match remembered {
         Some(k) => k,
         None => {
-            let (parts, wholes) = bucket_manifest(tier)?;
+            let (parts, spans) = bucket_manifest(tier)?;
             Known {
                 parts,
-                wholes,
+                spans,
                 objects: tier.list(STREAMS_DIR).map_err(cold)?.into_iter().collect(),
                 ..Known::default()
             }
@@ -818,11 +1010,11 @@ fn replicate_log(
             )))
         }
         Some((g, end)) if g == log.generation => {
-            if end > log.bytes.len() as u64 {
+            if end > log.len() {
                 return Err(ArchiveError::Replica(format!(
                     "{} holds {end} bytes of manifest generation {g}, more than this archive's {}: the bucket is not this archive's past",
                     tier.url(),
-                    log.bytes.len()
+                    log.len()
                 )));
             }
             // The last part must be what the archive holds there: a bucket that took another
@@ -839,8 +1031,7 @@ fn replicate_log(
                 let theirs = tier
                     .read(&part_name(g, offset), len - tail, tail)
                     .map_err(cold)?;
-                if theirs[..] != log.bytes[(offset + len - tail) as usize..(offset + len) as usize]
-                {
+                if theirs[..] != log.range(root, (offset + len - tail, offset + len))?[..] {
                     return Err(ArchiveError::Replica(format!(
                         "{}: the manifest part at byte {offset} of generation {g} differs from this archive's: the bucket holds another history",
                         tier.url()
@@ -961,8 +1152,9 @@ fn replicate_log(
     // pass that finds the manifest caught up still did the steps above (a Delta commit written
     // after the pass that carried its record) and does the deletions below (a pass cut short
     // before them).
-    if from < log.bytes.len() as u64 {
-        let part = Bytes::copy_from_slice(&log.bytes[from as usize..]);
+    let end = log.len();
+    if from < end {
+        let part = Bytes::from(log.range(root, (from, end))?);
         let name = part_name(log.generation, from);
         // A conditional put whose answer was lost is retried by the client and refused by
         // the server: the object is then the one this pass wrote. Read back, the same bytes
@@ -980,29 +1172,9 @@ fn replicate_log(
         parts
             .entry(log.generation)
             .or_default()
-            .push((from, log.bytes.len() as u64 - from));
+            .push((from, end - from));
         faults.reach(FaultPoint::AfterReplicaPart);
-        // After every WHOLE_EVERY parts, the generation so far as one object, so an open
-        // from the bucket reads a bounded number of objects however many passes there were.
-        // Written after the part it ends with: it holds nothing the bucket has not committed.
-        let end = log.bytes.len() as u64;
-        let since = wholes
-            .get(&log.generation)
-            .and_then(|w| w.last().copied())
-            .unwrap_or(0);
-        let after = parts[&log.generation]
-            .iter()
-            .filter(|(offset, _)| *offset >= since)
-            .count();
-        if after >= WHOLE_EVERY {
-            let name = whole_name(log.generation, end);
-            let whole = Bytes::copy_from_slice(&log.bytes);
-            if tier.put_if_absent(&name, whole.clone()).map_err(cold)?
-                || tier.get(&name).map_err(cold)? == whole
-            {
-                wholes.entry(log.generation).or_default().insert(end);
-            }
-        }
+        consolidate(root, tier, &log, &parts[&log.generation], &mut spans)?;
     }
 
     // The files a state names only leave it, and new ones are uploaded above: after a pass
@@ -1016,17 +1188,13 @@ fn replicate_log(
         &named,
         candidates,
         &mut parts,
-        &mut wholes,
+        &mut spans,
         &mut listed,
     )?;
-    report.status = standing(
-        tier.url(),
-        &log,
-        Some((log.generation, log.bytes.len() as u64)),
-    );
+    report.status = standing(tier.url(), &log, Some((log.generation, log.len())));
     // A pass of the replicator (one that remembers the bucket) writes the record at most
     // every SEEN_EVERY; any other pass (a command's, the first after a failure) always does.
-    let end = (log.generation, log.bytes.len() as u64);
+    let end = (log.generation, log.len());
     let mut seen_at = seen_at.filter(|at| at.elapsed() < SEEN_EVERY);
     let unrecorded = if ours && seen_at.is_some() {
         Some(end)
@@ -1037,7 +1205,8 @@ fn replicate_log(
     };
     *known = Some(Known {
         parts,
-        wholes,
+        spans,
+        held: Some((log.generation, log.len(), log.records)),
         objects: listed,
         pointers,
         named,
@@ -1045,6 +1214,44 @@ fn replicate_log(
         unrecorded,
     });
     Ok(report)
+}
+
+/// Writes the consolidations due after the part that ends the bucket's copy of `log`
+/// ([`due_consolidation`]), each after the parts it holds, with a conditional create (refused,
+/// it is read back and kept when the bytes are the same). A consolidation is only a shortcut:
+/// one whose bytes cannot be read because a checkpoint replaced the generation meanwhile is
+/// left to no one (the next pass replicates the new generation).
+fn consolidate(
+    root: &Path,
+    tier: &ColdTier,
+    log: &LocalLog,
+    parts: &[(u64, u64)],
+    spans: &mut Spans,
+) -> Result<()> {
+    while let Some(range) =
+        due_consolidation(parts, spans.get(&log.generation), log.len(), SPAN_BYTES)
+    {
+        let bytes = match log.range(root, range) {
+            Ok(bytes) => Bytes::from(bytes),
+            Err(ArchiveError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return Ok(())
+            }
+            Err(e) => return Err(e),
+        };
+        let name = span_name(log.generation, range);
+        if !tier.put_if_absent(&name, bytes.clone()).map_err(cold)?
+            && tier.get(&name).map_err(cold)? != bytes
+        {
+            return Err(ArchiveError::Replica(format!(
+                "{}: {name} appeared meanwhile with other bytes: another replicator writes this prefix",
+                tier.url()
+            )));
+        }
+        spans.entry(log.generation).or_default().insert(range);
+    }
+    Ok(())
 }
 
 /// Deletes what the state `log` proves unnamed, once the bucket holds it: older generations'
@@ -1057,16 +1264,16 @@ fn delete_unnamed(
     named: &BTreeSet<String>,
     candidates: Option<Vec<String>>,
     parts: &mut Parts,
-    wholes: &mut Wholes,
+    spans: &mut Spans,
     listed: &mut BTreeMap<String, u64>,
 ) -> Result<usize> {
     let mut deleted = 0;
-    // A generation's consolidated objects go first: an open that finds one still finds the
-    // parts it was made of.
-    let older: Vec<u64> = wholes.range(..log.generation).map(|(&g, _)| g).collect();
+    // A generation's consolidations go first: an open that finds one still finds the parts
+    // it was made of.
+    let older: Vec<u64> = spans.range(..log.generation).map(|(&g, _)| g).collect();
     for g in older {
-        for end in wholes.remove(&g).unwrap_or_default() {
-            tier.delete(&whole_name(g, end)).map_err(cold)?;
+        for range in spans.remove(&g).unwrap_or_default() {
+            tier.delete(&span_name(g, range)).map_err(cold)?;
             deleted += 1;
         }
     }
@@ -1169,39 +1376,18 @@ fn fetch_manifest(
     Vec<u8>,
     crate::archive::format::manifest::log::Replayed,
 )> {
-    let (parts, wholes) = bucket_manifest(tier)?;
+    let (parts, spans) = bucket_manifest(tier)?;
     let (generation, end, list) = current_parts(&parts, tier)?;
-    let start = fetch_start(tier, generation, &list, wholes.get(&generation), end)?;
-    let manifest = fetch_parts(tier, generation, &list, start, end)?;
+    let manifest = fetch_from(
+        tier,
+        generation,
+        &list,
+        spans.get(&generation),
+        Vec::new(),
+        end,
+    )?;
     let replayed = replay_whole(tier, generation, &manifest)?;
     Ok((generation, manifest, replayed))
-}
-
-/// What an open from the bucket starts from: the largest consolidated object of the
-/// generation that ends on a part boundary within `end`, read whole (its size checked), or
-/// nothing (the parts from offset 0).
-fn fetch_start(
-    tier: &ColdTier,
-    generation: u64,
-    parts: &[(u64, u64)],
-    wholes: Option<&BTreeSet<u64>>,
-    end: u64,
-) -> Result<Vec<u8>> {
-    let Some(upto) = best_whole(parts, wholes, end) else {
-        return Ok(Vec::with_capacity(end as usize));
-    };
-    let bytes = tier.get(&whole_name(generation, upto)).map_err(cold)?;
-    if bytes.len() as u64 != upto {
-        return Err(ArchiveError::Replica(format!(
-            "{}: {} read back {} bytes, its name says {upto}",
-            tier.url(),
-            whole_name(generation, upto),
-            bytes.len()
-        )));
-    }
-    let mut manifest = Vec::with_capacity(end as usize);
-    manifest.extend_from_slice(&bytes);
-    Ok(manifest)
 }
 
 /// The generation the bucket serves, its bytes, and its parts; an error when it holds none.
@@ -1215,28 +1401,34 @@ fn current_parts(parts: &Parts, tier: &ColdTier) -> Result<(u64, u64, PartList)>
     Ok((generation, end, parts[&generation].clone()))
 }
 
-/// Appends to `manifest` (the generation's bytes up to a part boundary) the parts of
-/// `generation` from there up to `end`, each read back whole.
-fn fetch_parts(
+/// Appends to `manifest` (the generation's bytes up to a part boundary) the bytes of
+/// `generation` from there up to `end`: the objects of its [`cover`] (consolidations and
+/// parts), each read whole and its length checked.
+fn fetch_from(
     tier: &ColdTier,
     generation: u64,
     parts: &[(u64, u64)],
+    spans: Option<&BTreeSet<(u64, u64)>>,
     mut manifest: Vec<u8>,
     end: u64,
 ) -> Result<Vec<u8>> {
-    for &(offset, len) in parts {
-        if offset >= end {
-            break;
-        }
-        if offset < manifest.len() as u64 {
-            continue;
-        }
-        let bytes = tier.get(&part_name(generation, offset)).map_err(cold)?;
-        if bytes.len() as u64 != len {
+    let from = manifest.len() as u64;
+    let Some(pieces) = cover(parts, spans, from, end) else {
+        return Err(ArchiveError::Replica(format!(
+            "{}: the parts of manifest generation {generation} do not run from byte {from} to {end} without a gap: the bucket's manifest is damaged",
+            tier.url()
+        )));
+    };
+    manifest.reserve((end - from) as usize);
+    for piece in pieces {
+        let name = piece.name(generation);
+        let bytes = tier.get(&name).map_err(cold)?;
+        if bytes.len() as u64 != piece.len() {
             return Err(ArchiveError::Replica(format!(
-                "{}: part {offset} of generation {generation} read back {} bytes, listed {len}",
+                "{}: {name} read back {} bytes, listed {}",
                 tier.url(),
-                bytes.len()
+                bytes.len(),
+                piece.len()
             )));
         }
         manifest.extend_from_slice(&bytes);
@@ -1424,7 +1616,7 @@ fn open_replica(tier: &std::sync::Arc<ColdTier>, config: &Config) -> Result<Arch
     // every part it was assembled from is still listed alike, and only the parts after it
     // are fetched (an open costs what was replicated since, not the whole manifest).
     let listed = tier.list_tagged(MANIFEST_DIR).map_err(cold)?;
-    let (parts, wholes) = manifest_objects(listed.iter().map(|(r, s, _)| (r.as_str(), *s)));
+    let (parts, spans) = manifest_objects(listed.iter().map(|(r, s, _)| (r.as_str(), *s)));
     let tags: BTreeMap<(u64, u64), (u64, Option<String>)> = listed
         .into_iter()
         .filter_map(|(relative, size, tag)| {
@@ -1434,13 +1626,11 @@ fn open_replica(tier: &std::sync::Arc<ColdTier>, config: &Config) -> Result<Arch
     let (generation, end, list) = current_parts(&parts, tier)?;
     let name = layout::generation_name(generation);
     let kept = cached_prefix(&cache, &dir.join(&name), generation, &tags, end);
-    let from_bucket = || -> Result<Vec<u8>> {
-        let start = fetch_start(tier, generation, &list, wholes.get(&generation), end)?;
-        fetch_parts(tier, generation, &list, start, end)
-    };
+    let spans = spans.get(&generation);
+    let from_bucket = || fetch_from(tier, generation, &list, spans, Vec::new(), end);
     let reused = !kept.is_empty();
     let mut manifest = if reused {
-        fetch_parts(tier, generation, &list, kept, end)?
+        fetch_from(tier, generation, &list, spans, kept, end)?
     } else {
         from_bucket()?
     };
@@ -1612,27 +1802,135 @@ mod tests {
     }
 
     #[test]
-    fn an_open_starts_from_the_largest_consolidation_on_a_part_boundary() {
+    fn an_open_reads_the_consolidations_that_reach_furthest_on_part_boundaries() {
         let listed = [
             (part_name(2, 0), 10),
             (part_name(2, 10), 5),
             (part_name(2, 15), 7),
+            (part_name(2, 22), 3),
             (whole_name(2, 10), 10),
             (whole_name(2, 15), 15),
-            // Not a consolidation: its size is not its end.
+            (span_name(2, (15, 25)), 10),
+            // Not a consolidation: its size is not its range's.
             (whole_name(2, 22), 21),
+            (span_name(2, (10, 22)), 11),
             (whole_name(1, 40), 40),
             ("manifest/gen-000000000002/15.whole".to_owned(), 15),
+            (
+                "manifest/gen-000000000002/00000000000000000000-00000000000000000015.span"
+                    .to_owned(),
+                15,
+            ),
         ];
-        let (parts, wholes) = manifest_objects(listed.iter().map(|(r, s)| (r.as_str(), *s)));
-        assert_eq!(parts[&2], vec![(0, 10), (10, 5), (15, 7)]);
-        assert_eq!(wholes[&2], BTreeSet::from([10, 15]));
-        assert_eq!(best_whole(&parts[&2], wholes.get(&2), 22), Some(15));
+        let (parts, spans) = manifest_objects(listed.iter().map(|(r, s)| (r.as_str(), *s)));
+        assert_eq!(parts[&2], vec![(0, 10), (10, 5), (15, 7), (22, 3)]);
+        assert_eq!(spans[&2], BTreeSet::from([(0, 10), (0, 15), (15, 25)]));
+        let part = |offset, len| Piece {
+            range: (offset, offset + len),
+            span: false,
+        };
+        let span = |range| Piece { range, span: true };
+        assert_eq!(
+            cover(&parts[&2], spans.get(&2), 0, 25),
+            Some(vec![span((0, 15)), span((15, 25))])
+        );
         // Beyond what the parts hold, a consolidation is not used.
-        assert_eq!(best_whole(&parts[&2], wholes.get(&2), 12), Some(10));
-        assert_eq!(best_whole(&parts[&2], None, 22), None);
+        assert_eq!(
+            cover(&parts[&2], spans.get(&2), 0, 22),
+            Some(vec![span((0, 15)), part(15, 7)])
+        );
+        assert_eq!(
+            cover(&parts[&2], spans.get(&2), 0, 12),
+            None,
+            "12 is no part boundary"
+        );
+        assert_eq!(
+            cover(&parts[&2], None, 10, 22),
+            Some(vec![part(10, 5), part(15, 7)])
+        );
+        assert_eq!(cover(&parts[&2], None, 22, 22), Some(vec![]));
+        // A gap in the parts.
+        assert_eq!(cover(&[(0, 10), (12, 3)], None, 0, 15), None);
         assert_eq!(parse_whole(&whole_name(7, 99)), Some((7, 99)));
         assert_eq!(parse_part(&whole_name(7, 99)), None);
+        assert_eq!(parse_span(&span_name(7, (3, 99))), Some((7, (3, 99))));
+        assert_eq!(span_name(7, (0, 99)), whole_name(7, 99));
+        assert_eq!(parse_span(&part_name(7, 99)), None);
+    }
+
+    /// Appends `n` parts of uneven sizes as passes do, writing the consolidations each pass
+    /// finds due (all of them, or with `lost` saying which pass's last one failed), and
+    /// answers the parts, the consolidations and the bytes they uploaded again.
+    fn passes(
+        n: u64,
+        size: impl Fn(u64) -> u64,
+        lost: impl Fn(u64) -> bool,
+    ) -> (PartList, BTreeSet<(u64, u64)>, u64) {
+        let mut parts = PartList::new();
+        let mut spans = Spans::new();
+        let mut uploaded = 0;
+        let mut end = 0;
+        for i in 1..=n {
+            let len = size(i);
+            parts.push((end, len));
+            end += len;
+            while let Some(range) = due_consolidation(&parts, spans.get(&0), end, SPAN_BYTES) {
+                if lost(i) {
+                    break;
+                }
+                uploaded += range.1 - range.0;
+                spans.entry(0).or_default().insert(range);
+            }
+        }
+        (parts, spans.remove(&0).unwrap_or_default(), uploaded)
+    }
+
+    #[test]
+    fn consolidations_keep_an_open_short_and_upload_each_byte_a_few_times() {
+        let uneven = |i: u64| (i * 7919) % 97 + 1;
+        let digit_sum = |mut n: u64| {
+            let mut sum = 0;
+            while n > 0 {
+                sum += n % FANOUT as u64;
+                n /= FANOUT as u64;
+            }
+            sum as usize
+        };
+        for n in [1, 15, 16, 17, 255, 256, 257, 1000, 4096, 5000] {
+            let (parts, spans, uploaded) = passes(n, uneven, |_| false);
+            let end = parts.last().map_or(0, |&(o, l)| o + l);
+            let pieces = cover(&parts, Some(&spans), 0, end).expect("a cover");
+            // A base-16 counter: an open reads one object per unit of each digit of n.
+            assert_eq!(pieces.len(), digit_sum(n), "{n} parts");
+            assert_eq!(pieces.iter().map(|p| p.len()).sum::<u64>(), end);
+            // Each byte goes up again once per power of 16 it was merged into.
+            let levels = (n as f64).log(FANOUT as f64).floor() as u64;
+            assert!(
+                uploaded <= levels * end,
+                "{n} parts: {uploaded} bytes again, {end} in all"
+            );
+        }
+        // Consolidations lost to failed passes leave a longer cover, never a wrong one.
+        let (parts, spans, _) = passes(3000, uneven, |i| i % 7 == 0);
+        let end = parts.last().map_or(0, |&(o, l)| o + l);
+        let pieces = cover(&parts, Some(&spans), 0, end).expect("a cover");
+        let mut at = 0;
+        for piece in &pieces {
+            assert_eq!(piece.range.0, at);
+            at = piece.range.1;
+        }
+        assert_eq!(at, end);
+        assert!(pieces.len() <= 15 * 3, "{} pieces", pieces.len());
+        // Parts of a mebibyte merge sixteen at a time, and no further: a reader of 1,000 of
+        // them reads 62 objects of 16 MiB and 8 parts, and each byte went up twice in all.
+        let (parts, spans, uploaded) = passes(1000, |_| 1 << 20, |_| false);
+        let end = 1000 << 20;
+        let pieces = cover(&parts, Some(&spans), 0, end).expect("a cover");
+        assert_eq!(pieces.len(), 1000 / 16 + 1000 % 16);
+        assert_eq!(uploaded, 1000 / 16 * (16 << 20));
+        // Parts of more than 16 MiB are never merged.
+        let (_, spans, uploaded) = passes(100, |_| 17 << 20, |_| false);
+        assert!(spans.is_empty() && uploaded == 0);
     }
 
     #[test]

@@ -18,6 +18,15 @@ pub(crate) fn read(path: &Path) -> std::io::Result<Vec<u8>> {
     std::fs::read(path)
 }
 
+/// Bytes `[offset, offset + len)` of the file at `path`; `UnexpectedEof` when it is shorter.
+pub(crate) fn read_range(path: &Path, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path)?;
+    let mut bytes = vec![0; len as usize];
+    file.read_exact_at(&mut bytes, offset)?;
+    Ok(bytes)
+}
+
 /// Replaces the file at `path` with `bytes` (written beside it, then renamed over it) without
 /// syncing: for advisory files whose loss costs nothing but a worse estimate.
 pub(crate) fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
