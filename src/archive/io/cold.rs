@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How many times a delete that fails transiently is sent in all ([`ColdTier::delete`]).
+pub const DELETE_ATTEMPTS: usize = 3;
 /// Files at least this large are uploaded in parts (S3 needs parts of 5 MiB or more).
 pub const MULTIPART_THRESHOLD: usize = 16 << 20;
 /// How many uploads [`ColdTier::put_all`] keeps in flight at once: a request's latency, not
@@ -546,19 +548,32 @@ impl ColdTier {
     }
 
     /// Deletes the object (already absent is fine).
+    ///
+    /// A delete is idempotent (an absent object is deleted), so one that fails transiently is
+    /// sent again, up to [`DELETE_ATTEMPTS`] times in all: S3's client sends it as a `POST`,
+    /// which `object_store` does not retry once the request may have reached the server, and
+    /// a delete whose answer was lost would otherwise fail the whole pass that made it.
     pub fn delete(&self, relative: &str) -> Result<(), ColdError> {
-        let location = self.location(relative);
-        let store = self.store.clone();
-        self.requests.deletes.fetch_add(1, Ordering::Relaxed);
-        self.run(
-            format!("delete {}", self.object_url(relative)),
-            async move {
-                match store.delete(&location).await {
-                    Err(object_store::Error::NotFound { .. }) => Ok(()),
-                    other => other,
-                }
-            },
-        )
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let location = self.location(relative);
+            let store = self.store.clone();
+            self.requests.deletes.fetch_add(1, Ordering::Relaxed);
+            let outcome = self.run(
+                format!("delete {}", self.object_url(relative)),
+                async move {
+                    match store.delete(&location).await {
+                        Err(object_store::Error::NotFound { .. }) => Ok(()),
+                        other => other,
+                    }
+                },
+            );
+            match outcome {
+                Err(e) if e.transient && attempt < DELETE_ATTEMPTS => {}
+                other => return other,
+            }
+        }
     }
 
     /// Every object under `relative_dir`, as archive-relative paths with their sizes.
