@@ -928,3 +928,86 @@ fn an_open_from_the_bucket_reads_a_bounded_number_of_manifest_objects() {
         "{left:?}"
     );
 }
+
+/// The Delta log objects under `dir` (a table's `_delta_log/`), here or in the bucket: names.
+fn log_names(names: impl IntoIterator<Item = String>) -> std::collections::BTreeSet<String> {
+    names
+        .into_iter()
+        .filter_map(|n| n.rsplit('/').next().map(str::to_owned))
+        .filter(|n| n.ends_with(".json") || n.ends_with(".parquet") || n == "_last_checkpoint")
+        .collect()
+}
+
+/// A long history keeps bounded Delta logs, here and in the bucket: after a checkpoint a log
+/// drops the versions before its previous checkpoint (and never the newest hundred), a pass
+/// deletes the bucket's copies of them once the new checkpoint is up, and every engine still
+/// reads the bucket's table exactly. A log written anew (`publish`, which numbers versions from
+/// 0 again) replaces the bucket's copy whole: none of the old log's versions is left for a
+/// reader to mix in.
+#[test]
+fn delta_logs_stay_bounded_here_and_in_the_bucket_and_a_rewritten_log_replaces_its_copy() {
+    let dir = process::scratch("replicate-expire");
+    let moto = s3::Moto::start(&[BUCKET]);
+    let env = moto.env();
+    let archive = dir.path().join("a");
+    let a = archive.to_str().expect("utf-8");
+    let prefix = "long";
+    let url = format!("s3://{BUCKET}/{prefix}");
+    ingest(&env, a, &csv(dir.path(), "t0.csv", 0, 40));
+    ok(&env, &["replicate", a, &url]);
+    // 252 barriers of 300 rows: a Delta commit each, checkpoints at versions 100 and 200.
+    ingest_with(
+        &env,
+        a,
+        &csv(dir.path(), "long.csv", 40, 8440),
+        &["--no-compact"],
+    );
+    let local_log = archive.join("streams/capture/rows/_delta_log");
+    let here = || {
+        log_names(
+            std::fs::read_dir(&local_log)
+                .expect("the log")
+                .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()),
+        )
+    };
+    let tier =
+        ColdTier::new(std::sync::Arc::new(moto.store(BUCKET)), prefix, url.clone()).expect("tier");
+    let there = || {
+        log_names(
+            tier.list("streams/capture/rows/_delta_log")
+                .expect("list")
+                .into_iter()
+                .map(|(name, _)| name),
+        )
+    };
+    let commits = |names: &std::collections::BTreeSet<String>| {
+        names.iter().filter(|n| n.ends_with(".json")).count()
+    };
+    let names = here();
+    assert!(!names.contains("00000000000000000000.json"), "{names:?}");
+    assert!(
+        names.contains(&format!("{:020}.json", 100))
+            && names.contains(&format!("{:020}.json", 252)),
+        "{names:?}"
+    );
+    assert!(commits(&names) <= 160, "{} commits kept", commits(&names));
+    ok(&env, &["replicate", a, &url]);
+    assert_eq!(there(), here(), "the bucket's log is the local log");
+    let want = reads(&env, a);
+    engines_read_exactly(&moto, dir.path(), &url, &want[0]);
+
+    // Written anew: version 0 again, and the bucket's copy follows it whole.
+    ok(&env, &["publish", a]);
+    let names = here();
+    assert!(names.contains("00000000000000000000.json"), "{names:?}");
+    assert!(commits(&names) <= 2, "{names:?}");
+    let said = ok(&env, &["replicate", a, &url]);
+    assert!(said.contains("caught up"), "{said}");
+    assert_eq!(
+        there(),
+        here(),
+        "nothing of the old log is left in the bucket"
+    );
+    assert_eq!(reads(&env, a), want);
+    engines_read_exactly(&moto, dir.path(), &url, &want[0]);
+}

@@ -282,6 +282,61 @@ impl Wanted {
 /// between manifest checkpoints would otherwise make every reader replay every commit).
 pub const CHECKPOINT_INTERVAL: u64 = 100;
 
+/// How many versions before a new checkpoint a log keeps, at least, when it expires what lies
+/// before its previous checkpoint ([`expire_log`]).
+pub const KEPT_VERSIONS: u64 = CHECKPOINT_INTERVAL;
+
+/// The version a Delta log object's name carries (`NNNNNNNNNNNNNNNNNNNN.json`, `.crc`,
+/// `.checkpoint.parquet`, `.checkpoint.K.N.parquet`), and whether it is a checkpoint; `None`
+/// for any other name (`_last_checkpoint`, a file the object store is still writing).
+pub(crate) fn log_version(name: &str) -> Option<(u64, bool)> {
+    let (digits, rest) = name.split_at_checked(20)?;
+    if !digits.bytes().all(|b| b.is_ascii_digit()) || !rest.starts_with('.') || rest.contains('#') {
+        return None;
+    }
+    Some((digits.parse().ok()?, rest.starts_with(".checkpoint.")))
+}
+
+/// Expires what the log at `log` holds before its previous checkpoint, once a checkpoint at
+/// `version` was written and `_last_checkpoint` names it: every object of a version below
+/// both that previous checkpoint and `version - KEPT_VERSIONS`, oldest first. A reader that
+/// started from the previous checkpoint still finds every commit after it; the newest commits
+/// stay as evidence of acknowledged barriers (`beyond.rs` reads the newest 8). Without an
+/// earlier checkpoint nothing goes. So a log holds about two checkpoint intervals, however
+/// long the history (as Delta's own log retention does, here without its 30-day window:
+/// reading an expired version is refused by the reader, never answered short). Answers how
+/// many objects went.
+fn expire_log(log: &Path, version: u64) -> Result<usize> {
+    let objects: Vec<(u64, bool, PathBuf)> = crate::archive::io::durable::list_files(log)?
+        .into_iter()
+        .filter_map(|path| {
+            let (v, checkpoint) = log_version(path.file_name()?.to_str()?)?;
+            Some((v, checkpoint, path))
+        })
+        .collect();
+    let previous = objects
+        .iter()
+        .filter(|(v, checkpoint, _)| *checkpoint && *v < version)
+        .map(|(v, _, _)| *v)
+        .max();
+    let Some(previous) = previous else {
+        return Ok(0);
+    };
+    let below = previous.min(version.saturating_sub(KEPT_VERSIONS));
+    let mut expired: Vec<(u64, PathBuf)> = objects
+        .into_iter()
+        .filter(|(v, _, _)| *v < below)
+        .map(|(v, _, path)| (v, path))
+        .collect();
+    expired.sort();
+    let removed = local::remove_files(expired.iter().map(|(_, path)| path.as_path()))
+        .map_err(ArchiveError::io("remove an expired version of", log))?;
+    if removed > 0 {
+        sync_path(log)?;
+    }
+    Ok(removed)
+}
+
 /// What the publisher knows of one table's log: its snapshot, and the files it shows
 /// (read from the log once, then kept in step with the commits this publisher makes, so a
 /// barrier's commit costs its own files, not a replay of the log).
@@ -447,6 +502,10 @@ impl Publisher {
             sync_path(&file)?;
         }
         self.disk.reached(FaultPoint::AfterDeltaCheckpoint);
+        // The log is derived: an expiry that fails only leaves it longer (logged).
+        if let Err(e) = expire_log(&log, snapshot.version()) {
+            tracing::warn!(stream, table = table.dir(), error = %e, "old Delta log versions not expired");
+        }
         Ok(())
     }
 
@@ -1064,6 +1123,61 @@ impl super::Archive {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_expires_what_lies_before_its_previous_checkpoint_and_no_more() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path();
+        let touch = |name: String| std::fs::write(log.join(name), b"{}").expect("write");
+        for v in 0..=350u64 {
+            touch(format!("{v:020}.json"));
+            touch(format!("{v:020}.crc"));
+        }
+        for v in [100u64, 200, 300] {
+            touch(format!("{v:020}.checkpoint.parquet"));
+        }
+        touch("_last_checkpoint".to_owned());
+        touch("00000000000000000351.json#1".to_owned());
+        let left = || -> BTreeSet<String> {
+            std::fs::read_dir(log)
+                .expect("list")
+                .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                .collect()
+        };
+        // A first checkpoint has no earlier one: nothing goes.
+        assert_eq!(expire_log(log, 100).expect("expire"), 0);
+        // After the one at 300: every version below the previous (200) goes, oldest first.
+        assert_eq!(expire_log(log, 300).expect("expire"), 200 * 2 + 1);
+        let names = left();
+        assert!(!names.contains(&format!("{:020}.json", 199)));
+        assert!(!names.contains(&format!("{:020}.checkpoint.parquet", 100)));
+        for kept in [
+            format!("{:020}.json", 200),
+            format!("{:020}.crc", 200),
+            format!("{:020}.checkpoint.parquet", 200),
+            format!("{:020}.checkpoint.parquet", 300),
+            format!("{:020}.json", 350),
+            "_last_checkpoint".to_owned(),
+            "00000000000000000351.json#1".to_owned(),
+        ] {
+            assert!(names.contains(&kept), "{kept} kept");
+        }
+        assert_eq!(names.len(), 151 * 2 + 2 + 2);
+        // Two checkpoints close together keep the newest KEPT_VERSIONS versions at least:
+        // after one at 301, below 201 (not below 300).
+        touch(format!("{:020}.checkpoint.parquet", 301));
+        assert_eq!(expire_log(log, 301).expect("expire"), 3);
+        let names = left();
+        assert!(!names.contains(&format!("{:020}.json", 200)));
+        assert!(names.contains(&format!("{:020}.json", 201)));
+        assert_eq!(
+            log_version("00000000000000000007.checkpoint.0000000001.0000000002.parquet"),
+            Some((7, true))
+        );
+        assert_eq!(log_version("00000000000000000007.json"), Some((7, false)));
+        assert_eq!(log_version("00000000000000000007.json#3"), None);
+        assert_eq!(log_version("_last_checkpoint"), None);
+    }
 
     fn file(path: &str, cold: Option<&str>) -> SegmentFile {
         let span = crate::archive::format::manifest::Span {

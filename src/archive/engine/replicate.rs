@@ -347,6 +347,10 @@ pub(crate) struct Known {
     /// The bytes of each Delta log's `_last_checkpoint` (rewritten in place) as the bucket
     /// holds them, so a pass compares the local pointer with them instead of fetching it.
     pointers: BTreeMap<String, Bytes>,
+    /// Each local Delta log's lowest commit as the last pass found it, `(version, CRC-32C of
+    /// its bytes)`, by the log's archive-relative directory: a log whose lowest commit is
+    /// lower, or the same with other bytes, was written anew ([`level_log`]).
+    anchors: BTreeMap<String, (u64, u32)>,
     /// The live files the last pass's state named (the next pass deletes, of the objects
     /// listed, only those that state named and the next one does not).
     named: BTreeSet<String>,
@@ -984,6 +988,7 @@ fn replicate_log(
         mut spans,
         objects: mut listed,
         mut pointers,
+        mut anchors,
         named: previously_named,
         seen_at,
         ..
@@ -1075,11 +1080,24 @@ fn replicate_log(
     // many); the pointer's, small, when it is compared.
     let mut logs: Vec<std::collections::VecDeque<(String, std::path::PathBuf, Option<Bytes>)>> =
         Vec::new();
+    // Objects of the bucket's logs that the local logs expired, deleted once the uploads
+    // below (the new checkpoint and `_last_checkpoint` with them) are done.
+    let mut expired: Vec<String> = Vec::new();
     for id in &log.streams {
         for table in ["rows", "levels"] {
             let dir = root.join(STREAMS_DIR).join(id).join(table).join(LOG_DIR);
             let mut files = durable::list_files(&dir)?;
             files.sort_by_key(|p| p.file_name().is_some_and(|n| n == "_last_checkpoint"));
+            report.deleted += level_log(
+                root,
+                tier,
+                &dir,
+                &files,
+                &mut listed,
+                &mut pointers,
+                &mut anchors,
+                &mut expired,
+            )?;
             let mut new = std::collections::VecDeque::new();
             for path in files {
                 let relative = layout::relative(root, &path);
@@ -1146,6 +1164,12 @@ fn replicate_log(
         }
     }
 
+    for relative in expired {
+        tier.delete(&relative).map_err(cold)?;
+        listed.remove(&relative);
+        report.deleted += 1;
+    }
+
     faults.reach(FaultPoint::AfterReplicaDelta);
 
     // The commit point: the manifest's bytes past what the bucket holds, as one object. A
@@ -1206,6 +1230,7 @@ fn replicate_log(
     *known = Some(Known {
         parts,
         spans,
+        anchors,
         held: Some((log.generation, log.len(), log.records)),
         objects: listed,
         pointers,
@@ -1252,6 +1277,80 @@ fn consolidate(
         spans.entry(log.generation).or_default().insert(range);
     }
     Ok(())
+}
+
+/// Brings the bucket's copy of the local Delta log at `dir` (its objects `files`) in line
+/// with what the local log's history is, before the pass uploads what the bucket lacks.
+///
+/// - A local log written anew (`publish`, or a damaged log rewritten from the manifest)
+///   numbers its versions from 0 again, so the bucket's objects of the old log, under the same
+///   names or above them, would make a Delta reader of the bucket read a table the archive
+///   never held. Every one of them is deleted first (a reader then finds no table until the
+///   new log is up, and reads the archive's table after): the answer is how many.
+///   Written anew means: its lowest commit is lower than the last pass found, or the same
+///   version with other bytes; with nothing remembered, that commit's bytes differ from the
+///   bucket's object of that name, or the bucket lacks it and holds a later version.
+/// - Otherwise the bucket's objects of versions below the local log's lowest, which the local
+///   log expired after a checkpoint, go to `expired`, deleted after the uploads.
+#[allow(clippy::too_many_arguments)]
+fn level_log(
+    root: &Path,
+    tier: &ColdTier,
+    dir: &Path,
+    files: &[std::path::PathBuf],
+    listed: &mut BTreeMap<String, u64>,
+    pointers: &mut BTreeMap<String, Bytes>,
+    anchors: &mut BTreeMap<String, (u64, u32)>,
+    expired: &mut Vec<String>,
+) -> Result<usize> {
+    use crate::archive::engine::delta::log_version;
+    let version_of = |relative: &str| {
+        relative
+            .rsplit('/')
+            .next()
+            .and_then(log_version)
+            .map(|(v, _)| v)
+    };
+    let lowest = files
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .filter_map(|p| Some((version_of(p.to_str()?)?, p)))
+        .min_by_key(|(v, _)| *v);
+    let Some((lowest, path)) = lowest else {
+        // No local log (or none yet): nothing to compare the bucket's with.
+        return Ok(0);
+    };
+    let bytes = local::read(path).map_err(ArchiveError::io("read", path))?;
+    let crc = crc32c::crc32c(&bytes);
+    let prefix = format!("{}/", layout::relative(root, dir));
+    let held: Vec<String> = listed
+        .range(prefix.clone()..)
+        .take_while(|(relative, _)| relative.starts_with(&prefix))
+        .map(|(relative, _)| relative.clone())
+        .filter(|relative| is_delta_log_object(relative))
+        .collect();
+    let name = layout::relative(root, path);
+    let rewritten = match anchors.get(&prefix) {
+        Some(&(version, was)) => lowest < version || (lowest == version && crc != was),
+        None if listed.contains_key(&name) => tier.get(&name).map_err(cold)? != bytes,
+        None => held
+            .iter()
+            .any(|relative| version_of(relative).is_some_and(|v| v > lowest)),
+    };
+    anchors.insert(prefix, (lowest, crc));
+    if rewritten {
+        for relative in &held {
+            tier.delete(relative).map_err(cold)?;
+            listed.remove(relative);
+            pointers.remove(relative);
+        }
+        return Ok(held.len());
+    }
+    expired.extend(
+        held.into_iter()
+            .filter(|relative| version_of(relative).is_some_and(|v| v < lowest)),
+    );
+    Ok(0)
 }
 
 /// Deletes what the state `log` proves unnamed, once the bucket holds it: older generations'

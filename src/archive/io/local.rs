@@ -27,6 +27,22 @@ pub(crate) fn read_range(path: &Path, offset: u64, len: u64) -> std::io::Result<
     Ok(bytes)
 }
 
+/// Removes the files at `paths` in order (already absent is fine), outside the storage seam:
+/// for derived files whose removal no operation of the archive depends on.
+pub(crate) fn remove_files<'p>(
+    paths: impl IntoIterator<Item = &'p Path>,
+) -> std::io::Result<usize> {
+    let mut removed = 0;
+    for path in paths {
+        match std::fs::remove_file(path) {
+            Ok(()) => removed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(removed)
+}
+
 /// Replaces the file at `path` with `bytes` (written beside it, then renamed over it) without
 /// syncing: for advisory files whose loss costs nothing but a worse estimate.
 pub(crate) fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
