@@ -11,7 +11,7 @@ use std::path::Path;
 #[path = "common/process.rs"]
 mod process;
 
-use process::{python, scratch, script, show, BIN};
+use process::{python, scratch, script, show, table_rows, BIN};
 
 fn bench(data: &Path, extra: &[&str]) -> std::process::Output {
     let python = python("duckdb, pyarrow, numpy, matplotlib");
@@ -85,21 +85,8 @@ fn cardinality_bench_checks_its_answers_and_reports_every_figure() {
         );
     }
     // The table has a figure in both columns of every row.
-    let table: Vec<&str> = written
-        .lines()
-        .skip_while(|l| !l.starts_with("| | 4 tracks"))
-        .skip(2)
-        .take_while(|l| l.starts_with('|'))
-        .collect();
+    let table = table_rows(&written, "| | 4 tracks", 3);
     assert!(table.len() >= 30, "the figures table is whole:\n{written}");
-    for line in &table {
-        let cells: Vec<&str> = line.trim_matches('|').split(" | ").collect();
-        assert_eq!(cells.len(), 3, "a label and two figures: {line}");
-        assert!(
-            cells.iter().all(|c| !c.trim().is_empty()),
-            "no empty cell: {line}"
-        );
-    }
     assert!(
         data.join("bench-cardinality.svg").is_file(),
         "the plot is written"

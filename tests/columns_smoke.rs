@@ -9,7 +9,7 @@
 #[path = "common/process.rs"]
 mod process;
 
-use process::{python, scratch, script, show, BIN};
+use process::{python, scratch, script, show, table_rows, BIN};
 
 #[test]
 fn columns_bench_checks_its_answers_and_reports_every_figure() {
@@ -45,23 +45,12 @@ fn columns_bench_checks_its_answers_and_reports_every_figure() {
         "{report}"
     );
     let written = std::fs::read_to_string(&out_file).expect("the report");
-    let table: Vec<&str> = written
-        .lines()
-        .skip_while(|l| !l.starts_with("| | 4 fields | 40 fields |"))
-        .skip(2)
-        .take_while(|l| l.starts_with('|'))
-        .collect();
+    let table = table_rows(&written, "| | 4 fields | 40 fields |", 3);
     assert_eq!(table.len(), 12, "every figure has its row:\n{written}");
-    for line in &table {
-        let cells: Vec<&str> = line.trim_matches('|').split(" | ").collect();
-        assert_eq!(cells.len(), 3, "a label and two figures: {line}");
-        assert!(
-            cells
-                .iter()
-                .all(|c| !c.trim().is_empty() && !c.contains("n/a")),
-            "no empty or missing figure: {line}"
-        );
-    }
+    assert!(
+        table.iter().flatten().all(|c| !c.contains("n/a")),
+        "no missing figure:\n{written}"
+    );
     for needle in [
         "| rows | 10,000 | 1,000 |",
         "`survey` of one track, 100 buckets a field",

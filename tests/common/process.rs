@@ -180,3 +180,25 @@ pub fn run(verb: &str, archive: &Path, rest: &[&str]) -> Out {
     args.extend(rest.iter().map(OsStr::new));
     sa(args)
 }
+
+/// The rows of the Markdown table in `report` whose header line starts with `header`, each as
+/// its cells (label first); every row must have `columns` cells, none empty.
+pub fn table_rows(report: &str, header: &str, columns: usize) -> Vec<Vec<String>> {
+    let rows: Vec<Vec<String>> = report
+        .lines()
+        .skip_while(|l| !l.starts_with(header))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|line| {
+            let cells: Vec<String> = line
+                .trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().to_owned())
+                .collect();
+            assert_eq!(cells.len(), columns, "a label and its figures: {line}");
+            assert!(cells.iter().all(|c| !c.is_empty()), "no empty cell: {line}");
+            cells
+        })
+        .collect();
+    rows
+}
