@@ -283,7 +283,7 @@ impl Wanted {
 pub const CHECKPOINT_INTERVAL: u64 = 100;
 
 /// How many versions before a new checkpoint a log keeps, at least, when it expires what lies
-/// before its previous checkpoint ([`expire_log`]).
+/// before its previous checkpoint (`docs/format.md`, "The Delta logs": expiry).
 pub const KEPT_VERSIONS: u64 = CHECKPOINT_INTERVAL;
 
 /// The version a Delta log object's name carries (`NNNNNNNNNNNNNNNNNNNN.json`, `.crc`,
