@@ -323,13 +323,12 @@ fn expire_log(log: &Path, version: u64) -> Result<usize> {
         return Ok(0);
     };
     let below = previous.min(version.saturating_sub(KEPT_VERSIONS));
-    let mut expired: Vec<(u64, PathBuf)> = objects
-        .into_iter()
+    // Listed sorted by name, which begins with the zero-padded version: oldest first.
+    let expired = objects
+        .iter()
         .filter(|(v, _, _)| *v < below)
-        .map(|(v, _, path)| (v, path))
-        .collect();
-    expired.sort();
-    let removed = local::remove_files(expired.iter().map(|(_, path)| path.as_path()))
+        .map(|(_, _, path)| path.as_path());
+    let removed = local::remove_files(expired)
         .map_err(ArchiveError::io("remove an expired version of", log))?;
     if removed > 0 {
         sync_path(log)?;

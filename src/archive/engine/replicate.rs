@@ -17,6 +17,7 @@
 
 use super::Archive;
 use crate::archive::config::Config;
+use crate::archive::engine::delta::log_version;
 use crate::archive::error::{ArchiveError, ColdError, Result};
 use crate::archive::format::manifest::frame::{self, Decoded};
 use crate::archive::format::manifest::log::replay_bytes;
@@ -133,20 +134,14 @@ fn part_name(generation: u64, offset: u64) -> String {
 /// restore must not fetch.
 fn is_delta_log_object(relative: &str) -> bool {
     let name = relative.rsplit('/').next().unwrap_or(relative);
-    if name == "_last_checkpoint" {
-        return true;
-    }
-    let Some((version, rest)) = name.split_at_checked(20) else {
-        return false;
-    };
-    version.bytes().all(|b| b.is_ascii_digit())
-        && rest.starts_with('.')
-        && rest
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_')
-        && [".json", ".parquet", ".crc"]
-            .iter()
-            .any(|suffix| rest.ends_with(suffix))
+    name == "_last_checkpoint"
+        || (log_version(name).is_some()
+            && name[20..]
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_')
+            && [".json", ".parquet", ".crc"]
+                .iter()
+                .any(|suffix| name.ends_with(suffix)))
 }
 
 /// The archive-relative name of the object holding bytes `[0, end)` of `generation`: the
@@ -185,24 +180,29 @@ fn parse_whole(relative: &str) -> Option<(u64, u64)> {
 /// The generation and byte range a span's archive-relative name carries (its start above 0,
 /// its end above its start).
 fn parse_span(relative: &str) -> Option<(u64, (u64, u64))> {
-    let rest = relative.strip_prefix(MANIFEST_DIR)?.strip_prefix("/gen-")?;
-    let (generation, file) = rest.split_once('/')?;
+    let (generation, file) = manifest_file(relative)?;
     let (start, end) = file.strip_suffix(".span")?.split_once('-')?;
-    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
-    if !(digits(generation, 12) && digits(start, 20) && digits(end, 20)) {
-        return None;
-    }
-    let (start, end): (u64, u64) = (start.parse().ok()?, end.parse().ok()?);
-    (0 < start && start < end).then_some((generation.parse().ok()?, (start, end)))
+    let (start, end) = (digits(start, 20)?, digits(end, 20)?);
+    (0 < start && start < end).then_some((generation, (start, end)))
 }
 
 fn parse_manifest_object(relative: &str, suffix: &str) -> Option<(u64, u64)> {
+    let (generation, file) = manifest_file(relative)?;
+    Some((generation, digits(file.strip_suffix(suffix)?, 20)?))
+}
+
+/// The generation of a manifest object's archive-relative name (`manifest/gen-N/FILE`) and
+/// its file name.
+fn manifest_file(relative: &str) -> Option<(u64, &str)> {
     let rest = relative.strip_prefix(MANIFEST_DIR)?.strip_prefix("/gen-")?;
     let (generation, file) = rest.split_once('/')?;
-    let offset = file.strip_suffix(suffix)?;
-    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
-    (digits(generation, 12) && digits(offset, 20))
-        .then(|| Some((generation.parse().ok()?, offset.parse().ok()?)))
+    Some((digits(generation, 12)?, file))
+}
+
+/// `s` as a number when it is exactly `n` decimal digits.
+fn digits(s: &str, n: usize) -> Option<u64> {
+    (s.len() == n && s.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| s.parse().ok())
         .flatten()
 }
 
@@ -338,10 +338,10 @@ const SPAN_BYTES: u64 = 16 << 20;
 pub(crate) struct Known {
     parts: Parts,
     spans: Spans,
-    /// How many records the bytes of its generation that the bucket held after the last pass
-    /// hold: `(generation, bytes, records)`. The next pass of the same generation reads the
-    /// manifest file from there on (a pass costs what is new, not the generation's length).
-    held: Option<(u64, u64, usize)>,
+    /// How many records the bytes of the bucket's current generation ([`bucket_current`] of
+    /// `parts`) hold: the next pass of the same generation reads the manifest file from there
+    /// on (a pass costs what is new, not the generation's length).
+    records_held: usize,
     /// Objects under `streams/` (data and level files, Delta logs) and their sizes.
     objects: BTreeMap<String, u64>,
     /// The bytes of each Delta log's `_last_checkpoint` (rewritten in place) as the bucket
@@ -349,7 +349,7 @@ pub(crate) struct Known {
     pointers: BTreeMap<String, Bytes>,
     /// Each local Delta log's lowest commit as the last pass found it, `(version, CRC-32C of
     /// its bytes)`, by the log's archive-relative directory: a log whose lowest commit is
-    /// lower, or the same with other bytes, was written anew ([`level_log`]).
+    /// lower, or the same with other bytes, was written anew ([`bucket_log`]).
     anchors: BTreeMap<String, (u64, u32)>,
     /// The live files the last pass's state named (the next pass deletes, of the objects
     /// listed, only those that state named and the next one does not).
@@ -946,7 +946,10 @@ pub(crate) fn replicate_committed(
     let remembered = known.take();
     check_owner(root, tier)?;
     *known = remembered;
-    let held = known.as_ref().and_then(|k| k.held);
+    let held = known.as_ref().and_then(|k| {
+        let (generation, bytes) = bucket_current(&k.parts)?;
+        Some((generation, bytes, k.records_held))
+    });
     replicate_log(
         root,
         tier,
@@ -1088,16 +1091,17 @@ fn replicate_log(
             let dir = root.join(STREAMS_DIR).join(id).join(table).join(LOG_DIR);
             let mut files = durable::list_files(&dir)?;
             files.sort_by_key(|p| p.file_name().is_some_and(|n| n == "_last_checkpoint"));
-            report.deleted += level_log(
-                root,
-                tier,
-                &dir,
-                &files,
-                &mut listed,
-                &mut pointers,
-                &mut anchors,
-                &mut expired,
-            )?;
+            match bucket_log(root, tier, &dir, &files, &listed, &mut anchors)? {
+                LogCopy::Rewritten(old) => {
+                    for relative in old {
+                        tier.delete(&relative).map_err(cold)?;
+                        listed.remove(&relative);
+                        pointers.remove(&relative);
+                        report.deleted += 1;
+                    }
+                }
+                LogCopy::Expired(old) => expired.extend(old),
+            }
             let mut new = std::collections::VecDeque::new();
             for path in files {
                 let relative = layout::relative(root, &path);
@@ -1231,7 +1235,7 @@ fn replicate_log(
         parts,
         spans,
         anchors,
-        held: Some((log.generation, log.len(), log.records)),
+        records_held: log.records,
         objects: listed,
         pointers,
         named,
@@ -1279,31 +1283,38 @@ fn consolidate(
     Ok(())
 }
 
-/// Brings the bucket's copy of the local Delta log at `dir` (its objects `files`) in line
-/// with what the local log's history is, before the pass uploads what the bucket lacks.
+/// What the bucket's copy of one local Delta log needs beside the new objects a pass uploads
+/// ([`bucket_log`]).
+enum LogCopy {
+    /// The local log was written anew: these objects of the old one go before anything is
+    /// uploaded.
+    Rewritten(Vec<String>),
+    /// These objects the local log expired go after the uploads.
+    Expired(Vec<String>),
+}
+
+/// What the bucket's copy of the local Delta log at `dir` (its objects `files`, sorted) needs,
+/// by `listed` (what the bucket holds) and `anchors` (each log's lowest commit as the last
+/// pass found it, updated here).
 ///
 /// - A local log written anew (`publish`, or a damaged log rewritten from the manifest)
 ///   numbers its versions from 0 again, so the bucket's objects of the old log, under the same
 ///   names or above them, would make a Delta reader of the bucket read a table the archive
-///   never held. Every one of them is deleted first (a reader then finds no table until the
-///   new log is up, and reads the archive's table after): the answer is how many.
-///   Written anew means: its lowest commit is lower than the last pass found, or the same
-///   version with other bytes; with nothing remembered, that commit's bytes differ from the
-///   bucket's object of that name, or the bucket lacks it and holds a later version.
-/// - Otherwise the bucket's objects of versions below the local log's lowest, which the local
-///   log expired after a checkpoint, go to `expired`, deleted after the uploads.
-#[allow(clippy::too_many_arguments)]
-fn level_log(
+///   never held: every one of them is to be deleted first (a reader then finds no table until
+///   the new log is up, and reads the archive's table after). Written anew means: its lowest
+///   commit is lower than the last pass found, or the same version with other bytes; with
+///   nothing remembered, that commit's bytes differ from the bucket's object of that name, or
+///   the bucket lacks it and holds a later version.
+/// - Otherwise the bucket's objects of versions below the local log's lowest commit, which
+///   the local log expired after a checkpoint, are to be deleted after the uploads.
+fn bucket_log(
     root: &Path,
     tier: &ColdTier,
     dir: &Path,
     files: &[std::path::PathBuf],
-    listed: &mut BTreeMap<String, u64>,
-    pointers: &mut BTreeMap<String, Bytes>,
+    listed: &BTreeMap<String, u64>,
     anchors: &mut BTreeMap<String, (u64, u32)>,
-    expired: &mut Vec<String>,
-) -> Result<usize> {
-    use crate::archive::engine::delta::log_version;
+) -> Result<LogCopy> {
     let version_of = |relative: &str| {
         relative
             .rsplit('/')
@@ -1311,14 +1322,15 @@ fn level_log(
             .and_then(log_version)
             .map(|(v, _)| v)
     };
+    // Sorted by name, which begins with the zero-padded version: the first commit is the
+    // lowest.
     let lowest = files
         .iter()
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .filter_map(|p| Some((version_of(p.to_str()?)?, p)))
-        .min_by_key(|(v, _)| *v);
+        .find_map(|p| Some((version_of(p.to_str()?)?, p)));
     let Some((lowest, path)) = lowest else {
         // No local log (or none yet): nothing to compare the bucket's with.
-        return Ok(0);
+        return Ok(LogCopy::Expired(Vec::new()));
     };
     let bytes = local::read(path).map_err(ArchiveError::io("read", path))?;
     let crc = crc32c::crc32c(&bytes);
@@ -1338,19 +1350,15 @@ fn level_log(
             .any(|relative| version_of(relative).is_some_and(|v| v > lowest)),
     };
     anchors.insert(prefix, (lowest, crc));
-    if rewritten {
-        for relative in &held {
-            tier.delete(relative).map_err(cold)?;
-            listed.remove(relative);
-            pointers.remove(relative);
-        }
-        return Ok(held.len());
-    }
-    expired.extend(
-        held.into_iter()
-            .filter(|relative| version_of(relative).is_some_and(|v| v < lowest)),
-    );
-    Ok(0)
+    Ok(if rewritten {
+        LogCopy::Rewritten(held)
+    } else {
+        LogCopy::Expired(
+            held.into_iter()
+                .filter(|relative| version_of(relative).is_some_and(|v| v < lowest))
+                .collect(),
+        )
+    })
 }
 
 /// Deletes what the state `log` proves unnamed, once the bucket holds it: older generations'
@@ -1857,6 +1865,54 @@ pub(super) fn bucket_moved(tier: &ColdTier, generation: u64, len: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pass_that_knows_what_the_bucket_holds_reads_only_the_bytes_after_it() {
+        let root = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(root.path().join(MANIFEST_DIR)).expect("manifest dir");
+        let path = root
+            .path()
+            .join(MANIFEST_DIR)
+            .join(layout::generation_name(3));
+        let records: Vec<Vec<u8>> = (0..3)
+            .map(|i| frame::encode(format!("{{\"record\":{i}}}").as_bytes()))
+            .collect();
+        local::replace(&path, &records.concat()).expect("write");
+        let held = (records[0].len() + records[1].len()) as u64;
+        let len = held + records[2].len() as u64;
+        let committed = Committed {
+            generation: 3,
+            len,
+            files: Vec::new(),
+            streams: Vec::new(),
+            next_name: 0,
+        };
+        // What the bucket holds is not read again: damage there goes unseen by this pass,
+        // which proves it read only the bytes after it.
+        let mut bytes = local::read(&path).expect("read");
+        bytes[0] ^= 0xff;
+        local::replace(&path, &bytes).expect("write");
+        let log = committed
+            .clone()
+            .read(root.path(), Some((3, held, 2)))
+            .expect("read");
+        assert_eq!((log.base, log.len(), log.records), (held, len, 3));
+        assert_eq!(log.bytes, records[2]);
+        // Bytes before `base` are read from the file when a part or a consolidation needs them.
+        assert_eq!(log.range(root.path(), (1, len)).expect("range"), bytes[1..]);
+        // Another generation held, or nothing remembered: the whole prefix is read (and the
+        // damaged first record then counts no record at all).
+        for held in [Some((2, held, 2)), None] {
+            let log = committed.clone().read(root.path(), held).expect("read");
+            assert_eq!((log.base, log.len(), log.records), (0, len, 0));
+        }
+        // A file shorter than the writer committed is refused.
+        let short = Committed {
+            len: len + 1,
+            ..committed
+        };
+        assert!(short.read(root.path(), Some((3, held, 2))).is_err());
+    }
 
     #[test]
     fn upload_batches_bound_files_and_bytes_and_keep_every_file_in_order() {
