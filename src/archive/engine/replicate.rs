@@ -22,7 +22,7 @@ use crate::archive::error::{ArchiveError, ColdError, Result};
 use crate::archive::format::manifest::frame::{self, Decoded};
 use crate::archive::format::manifest::log::replay_bytes;
 use crate::archive::format::manifest::State;
-use crate::archive::io::cold::{ColdTier, UPLOADS_AT_ONCE};
+use crate::archive::io::cold::{ColdTier, Pending, UPLOADS_AT_ONCE};
 use crate::archive::io::faults::{FaultPoint, Faults};
 use crate::archive::io::storage::Disk;
 use crate::archive::io::{durable, local};
@@ -678,7 +678,14 @@ pub(super) fn local_token(root: &Path) -> Result<Option<String>> {
 
 /// The token the `OWNER` object of `tier`'s prefix holds, if there is one.
 pub(super) fn bucket_token(tier: &ColdTier) -> std::result::Result<Option<String>, ColdError> {
-    match tier.get(OWNER_FILE) {
+    token(tier.get(OWNER_FILE))
+}
+
+/// The token an `OWNER` object's read answered (`None` when there is no such object).
+fn token(
+    read: std::result::Result<Bytes, ColdError>,
+) -> std::result::Result<Option<String>, ColdError> {
+    match read {
         Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).trim().to_owned())),
         Err(e) if e.missing => Ok(None),
         Err(e) => Err(e),
@@ -921,15 +928,10 @@ pub fn replicate(
     faults: &Faults,
     progress: impl FnMut(usize, usize, u64),
 ) -> Result<ReplicationReport> {
-    check_owner(root, tier)?;
-    replicate_log(
-        root,
-        tier,
-        faults,
-        local_log(root, true)?,
-        progress,
-        &mut None,
-    )
+    let look = Look::send(tier, None);
+    let log = local_log(root, true)?;
+    let bucket = look.finish(root, tier)?;
+    replicate_log(root, tier, faults, log, progress, bucket, &mut None)
 }
 
 /// The pass the archive's own replicator runs after its writer committed `committed`: as
@@ -943,27 +945,86 @@ pub(crate) fn replicate_committed(
     committed: Committed,
     known: &mut Option<Known>,
 ) -> Result<ReplicationReport> {
-    let remembered = known.take();
-    check_owner(root, tier)?;
-    *known = remembered;
     let held = known.as_ref().and_then(|k| {
         let (generation, bytes) = bucket_current(&k.parts)?;
         Some((generation, bytes, k.records_held))
     });
-    replicate_log(
-        root,
-        tier,
-        faults,
-        committed.read(root, held)?,
-        |_, _, _| {},
-        known,
-    )
+    // Taken: what is remembered is put back only by a pass that completes.
+    let look = Look::send(tier, known.take());
+    let log = committed.read(root, held)?;
+    let bucket = look.finish(root, tier)?;
+    replicate_log(root, tier, faults, log, |_, _, _| {}, bucket, known)
 }
 
-/// Refuses a prefix whose `OWNER` object is not the token of the archive at `root`.
-fn check_owner(root: &Path, tier: &ColdTier) -> Result<()> {
+/// What a pass asks the bucket before it writes anything: the prefix's `OWNER` token and,
+/// when it remembers nothing of the bucket, the listings of its manifest and of its streams.
+/// The requests are sent side by side and waited for together (one round trip, not three),
+/// while the pass reads its own manifest.
+struct Look<'t> {
+    owner: Pending<'t, Bytes>,
+    listings: Option<(Pending<'t, Listing>, Pending<'t, Listing>)>,
+    remembered: Option<Known>,
+}
+
+/// A listing's objects: archive-relative paths, sizes and entity tags.
+type Listing = Vec<(String, u64, Option<String>)>;
+
+/// What the bucket holds as a pass starts, and whether this replicator's earlier passes left
+/// it so (`remembered`: the parts are its own, and the objects it listed are up whole).
+struct Bucket {
+    known: Known,
+    remembered: bool,
+}
+
+impl<'t> Look<'t> {
+    fn send(tier: &'t ColdTier, remembered: Option<Known>) -> Look<'t> {
+        Look {
+            owner: tier.begin_get(OWNER_FILE),
+            listings: remembered
+                .is_none()
+                .then(|| (tier.begin_list(MANIFEST_DIR), tier.begin_list(STREAMS_DIR))),
+            remembered,
+        }
+    }
+
+    /// Refuses a prefix whose `OWNER` object is not the token of the archive at `root`, and
+    /// answers what the bucket holds.
+    fn finish(self, root: &Path, tier: &ColdTier) -> Result<Bucket> {
+        check_owner(root, tier, token(self.owner.wait()).map_err(cold)?)?;
+        match (self.remembered, self.listings) {
+            (Some(known), _) => Ok(Bucket {
+                known,
+                remembered: true,
+            }),
+            (None, listings) => {
+                let (manifest, streams) = match listings {
+                    Some((manifest, streams)) => (manifest.wait(), streams.wait()),
+                    None => (
+                        tier.list_tagged(MANIFEST_DIR),
+                        tier.list_tagged(STREAMS_DIR),
+                    ),
+                };
+                let (manifest, streams) = (manifest.map_err(cold)?, streams.map_err(cold)?);
+                let (parts, spans) =
+                    manifest_objects(manifest.iter().map(|(r, s, _)| (r.as_str(), *s)));
+                Ok(Bucket {
+                    known: Known {
+                        parts,
+                        spans,
+                        objects: streams.into_iter().map(|(r, s, _)| (r, s)).collect(),
+                        ..Known::default()
+                    },
+                    remembered: false,
+                })
+            }
+        }
+    }
+}
+
+/// Refuses a prefix whose `OWNER` object holds `theirs`, not the token of the archive at
+/// `root`.
+fn check_owner(root: &Path, tier: &ColdTier, theirs: Option<String>) -> Result<()> {
     let mine = local_token(root)?;
-    let theirs = bucket_token(tier).map_err(cold)?;
     if mine.is_none() || mine != theirs {
         return Err(ArchiveError::Replica(format!(
             "{} is not this archive's replica: its {OWNER_FILE} object holds {}, this archive's token is {} — another archive owns it, or a restore took it over (this archive is fenced); declare a replica with `series-archive replicate ARCHIVE URL`",
@@ -981,11 +1042,12 @@ fn replicate_log(
     faults: &Faults,
     log: LocalLog,
     mut progress: impl FnMut(usize, usize, u64),
+    bucket: Bucket,
     known: &mut Option<Known>,
 ) -> Result<ReplicationReport> {
-    // Taken: what is remembered is put back only by a pass that completes.
-    let remembered = known.take();
-    let ours = remembered.is_some();
+    // What is remembered is put back only by a pass that completes.
+    *known = None;
+    let ours = bucket.remembered;
     let Known {
         mut parts,
         mut spans,
@@ -995,18 +1057,7 @@ fn replicate_log(
         named: previously_named,
         seen_at,
         ..
-    } = match remembered {
-        Some(k) => k,
-        None => {
-            let (parts, spans) = bucket_manifest(tier)?;
-            Known {
-                parts,
-                spans,
-                objects: tier.list(STREAMS_DIR).map_err(cold)?.into_iter().collect(),
-                ..Known::default()
-            }
-        }
-    };
+    } = bucket.known;
     let bucket = bucket_current(&parts);
     let mut report = ReplicationReport::default();
     match bucket {

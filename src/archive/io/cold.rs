@@ -20,7 +20,7 @@ use std::time::Duration;
 /// How many times a delete that fails transiently is sent in all ([`ColdTier::delete`]).
 pub const DELETE_ATTEMPTS: usize = 3;
 /// Files at least this large are uploaded in parts (S3 needs parts of 5 MiB or more).
-pub const MULTIPART_THRESHOLD: usize = 16 << 20;
+pub const MULTIPART_THRESHOLD: usize = 100 << 20;
 /// How many uploads [`ColdTier::put_all`] keeps in flight at once: a request's latency, not
 /// the link, bounds one upload at a time (S3 answers a PUT in tens of milliseconds).
 pub const UPLOADS_AT_ONCE: usize = 8;
@@ -342,18 +342,29 @@ impl ColdTier {
         what: String,
         request: impl std::future::Future<Output = object_store::Result<T>> + Send + 'static,
     ) -> Result<T, ColdError> {
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let timeout = self.timeout;
-        let Some(runtime) = self.callers_runtime() else {
-            return Err(shutting_down(&what));
-        };
-        runtime.spawn(async move {
-            let outcome = tokio::time::timeout(timeout, request).await;
-            let _ = tx.send(outcome);
+        self.begin(what, request).wait()
+    }
+
+    /// Sends `request` on the tier's runtime (the background one for a background thread's
+    /// request) and answers at once; [`Pending::wait`] waits at most the timeout.
+    fn begin<T: Send + 'static>(
+        &self,
+        what: String,
+        request: impl std::future::Future<Output = object_store::Result<T>> + Send + 'static,
+    ) -> Pending<'_, T> {
+        let answer = self.callers_runtime().map(|runtime| {
+            let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            let timeout = self.timeout;
+            runtime.spawn(async move {
+                let outcome = tokio::time::timeout(timeout, request).await;
+                let _ = tx.send(outcome);
+            });
+            rx
         });
-        match rx.recv_timeout(timeout + Duration::from_secs(1)) {
-            Ok(outcome) => self.outcome(&what, outcome),
-            Err(_) => Err(no_answer(&what, timeout)),
+        Pending {
+            tier: self,
+            what,
+            answer,
         }
     }
 
@@ -528,10 +539,16 @@ impl ColdTier {
 
     /// The whole object (one GET).
     pub fn get(&self, relative: &str) -> Result<Bytes, ColdError> {
+        self.begin_get(relative).wait()
+    }
+
+    /// Sends the read of [`ColdTier::get`] and answers at once, so that requests that do not
+    /// depend on each other wait one round trip together instead of one each.
+    pub fn begin_get(&self, relative: &str) -> Pending<'_, Bytes> {
         let location = self.location(relative);
         let store = self.store.clone();
         self.requests.gets.fetch_add(1, Ordering::Relaxed);
-        self.run(format!("read {}", self.object_url(relative)), async move {
+        self.begin(format!("read {}", self.object_url(relative)), async move {
             store.get(&location).await?.bytes().await
         })
     }
@@ -585,18 +602,17 @@ impl ColdTier {
             .collect())
     }
 
-    /// Every object under `relative_dir`, as archive-relative paths with their sizes and
-    /// entity tags (what the store answers to tell one object's bytes from another's under
-    /// the same name; `None` where it gives none).
-    pub fn list_tagged(
+    /// Sends the listing of [`ColdTier::list_tagged`] and answers at once (see
+    /// [`ColdTier::begin_get`]).
+    pub fn begin_list(
         &self,
         relative_dir: &str,
-    ) -> Result<Vec<(String, u64, Option<String>)>, ColdError> {
+    ) -> Pending<'_, Vec<(String, u64, Option<String>)>> {
         let location = self.location(relative_dir);
         let store = self.store.clone();
         let prefix = self.prefix.clone();
         self.requests.lists.fetch_add(1, Ordering::Relaxed);
-        self.run(
+        self.begin(
             format!("list {}", self.object_url(relative_dir)),
             async move {
                 let metas: Vec<object_store::ObjectMeta> =
@@ -614,6 +630,40 @@ impl ColdTier {
                     .collect())
             },
         )
+    }
+
+    /// Every object under `relative_dir`, as archive-relative paths with their sizes and
+    /// entity tags (what the store answers to tell one object's bytes from another's under
+    /// the same name; `None` where it gives none).
+    pub fn list_tagged(
+        &self,
+        relative_dir: &str,
+    ) -> Result<Vec<(String, u64, Option<String>)>, ColdError> {
+        self.begin_list(relative_dir).wait()
+    }
+}
+
+/// A request sent to a tier and not yet waited for ([`ColdTier::begin_get`],
+/// [`ColdTier::begin_list`]). Dropped unwaited, its answer is discarded.
+pub struct Pending<'t, T> {
+    tier: &'t ColdTier,
+    what: String,
+    /// `None` when the tier is shutting down (nothing was sent).
+    answer: Option<
+        std::sync::mpsc::Receiver<Result<object_store::Result<T>, tokio::time::error::Elapsed>>,
+    >,
+}
+
+impl<T> Pending<'_, T> {
+    /// The request's outcome, waiting at most the tier's timeout for it.
+    pub fn wait(self) -> Result<T, ColdError> {
+        let Some(answer) = self.answer else {
+            return Err(shutting_down(&self.what));
+        };
+        match answer.recv_timeout(self.tier.timeout + Duration::from_secs(1)) {
+            Ok(outcome) => self.tier.outcome(&self.what, outcome),
+            Err(_) => Err(no_answer(&self.what, self.tier.timeout)),
+        }
     }
 }
 
