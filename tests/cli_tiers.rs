@@ -137,12 +137,13 @@ fn offload_to_s3_and_every_read_answers_the_same() {
     assert!(out.status.success(), "{}", process::show("offload", &out));
     let moved = String::from_utf8(out.stdout).expect("utf-8");
     assert!(moved.contains("offloaded capture: 5 file(s)"), "{moved}");
-    // What the move cost: one PUT per file (below the multipart threshold), one GET to read
-    // each back whole; claiming the prefix at the first writable open, one GET of `OWNER`
-    // (absent), one LIST (empty, reused by the orphan sweep) and one conditional PUT.
+    // What the move cost: one PUT per file (below the multipart threshold), carrying its
+    // SHA-256 for the server to check, so nothing is read back; claiming the prefix at the
+    // first writable open, one GET of `OWNER` (absent), one LIST (empty, reused by the orphan
+    // sweep) and one conditional PUT.
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("requests: s3://cli-tier/site-a: 6 GET, 6 PUT, 0 DELETE, 1 LIST"),
+        stderr.contains("requests: s3://cli-tier/site-a: 1 GET, 6 PUT, 0 DELETE, 1 LIST"),
         "{stderr}"
     );
     let local: Vec<_> = std::fs::read_dir(archive.join("streams/capture/rows"))

@@ -595,6 +595,71 @@ fn a_faulty_store_records_nothing_partial_loses_nothing_and_never_hangs() {
     }
 }
 
+/// A tier whose uploads the server checks (here a local directory opened from its URL, as S3
+/// is with a checksum on every upload) takes no read-back, so the bytes are checked before
+/// they go: a local file damaged since it was sealed is refused, stays local and unrecorded,
+/// and leaves no object; repaired, it moves, and every answer is as before.
+#[test]
+fn a_checked_tier_refuses_a_damaged_file_before_it_goes_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (root, bucket) = (dir.path().join("archive"), dir.path().join("bucket"));
+    std::fs::create_dir_all(&bucket).expect("mkdir bucket");
+    let url = format!("file://{}/site", bucket.display());
+    let tier = || ColdTier::from_url(&url).expect("tier");
+    assert!(tier().verified_puts());
+    let mut archive = Archive::open(&root, capture_config().cold(tier())).expect("open");
+    for b in 0..4 {
+        stage(&mut archive, b);
+        archive.seal_all().expect("seal");
+    }
+    let before = served(&archive);
+    let files: Vec<String> = archive.state().streams["capture"]
+        .files
+        .iter()
+        .map(|f| f.path.clone())
+        .collect();
+    let victim = root.join(&files[0]);
+    let original = std::fs::read(&victim).expect("read");
+    let mut damaged = original.clone();
+    damaged[4] ^= 0xff; // the first row group's first byte, after the leading magic
+    std::fs::write(&victim, &damaged).expect("damage");
+
+    let everything = OffloadPolicy::default().local_budget(0);
+    let report = archive
+        .offload(Some(&everything), 0, |_, _, _| {})
+        .expect("offload");
+    assert_eq!(report[0].failed.len(), 1, "{report:?}");
+    assert!(
+        report[0].failed[0].contains("digest mismatch") && report[0].failed[0].contains(&files[0]),
+        "{report:?}"
+    );
+    assert_eq!(report[0].files, files.len() - 1, "{report:?}");
+    let still = archive
+        .state()
+        .live_files()
+        .find(|f| f.path == files[0])
+        .expect("still named");
+    assert!(still.cold.is_none(), "unrecorded: {:?}", still.cold);
+    assert!(victim.exists(), "left local");
+    let uploaded = walk(&bucket.join("site/streams"));
+    assert_eq!(uploaded.len(), files.len() - 1, "{uploaded:?}");
+    assert!(
+        !uploaded.iter().any(|p| p.ends_with(&files[0])),
+        "{uploaded:?}"
+    );
+
+    std::fs::write(&victim, &original).expect("repair");
+    let report = archive
+        .offload(Some(&everything), 0, |_, _, _| {})
+        .expect("offload again");
+    assert_eq!(
+        (report[0].files, report[0].failed.len()),
+        (1, 0),
+        "{report:?}"
+    );
+    assert_eq!(served(&archive), before, "nothing lost");
+}
+
 const CRASH_DIR: &str = "SERIES_ARCHIVE_TIER_CRASH_DIR";
 const CRASH_AT: &str = "SERIES_ARCHIVE_TIER_CRASH_AT";
 

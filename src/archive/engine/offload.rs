@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! plan (pure: age, local byte budget) ─► upload (multipart when large, aborted on failure)
-//!   ─► confirm whole (read back in one GET, every digest checked) ─► ONE `offload` record
+//!   ─► confirm whole (digests checked before a checked upload, else read back in one GET)
+//!   ─► ONE `offload` record
 //!   ─► delete the local copies (only after the record is durable)
 //! ```
 //!
@@ -216,7 +217,11 @@ impl Archive {
         Ok(())
     }
 
-    /// Uploads one file and confirms the object is whole: every digest read back.
+    /// Uploads one file and confirms the object is whole. A tier whose uploads are checked by
+    /// the server ([`ColdTier::verified_puts`]: S3 opened from a URL, whose every upload
+    /// carries its SHA-256; a local directory, written whole and renamed) is sent bytes whose
+    /// every digest was checked first, so the object is those bytes: no read-back. Any other
+    /// tier's object is read back whole (one GET) and every digest checked, as a reader will.
     fn upload(
         &self,
         tier: &ColdTier,
@@ -226,7 +231,10 @@ impl Archive {
         let path = self.root.join(&file.path);
         let bytes = crate::archive::io::local::read(&path)
             .map_err(|e| format!("reading {}: {e}", path.display()))?;
-        if bytes.len() as u64 != file.bytes {
+        if tier.verified_puts() {
+            segment::verify_bytes(file, &bytes)
+                .map_err(|why| format!("{}: {why}; not offloaded (run verify)", path.display()))?;
+        } else if bytes.len() as u64 != file.bytes {
             return Err(format!(
                 "{}: {} bytes on disk, the manifest recorded {}",
                 path.display(),
@@ -243,7 +251,9 @@ impl Archive {
         };
         tier.put(&file.path, bytes.into())
             .map_err(|e| discard(e.to_string()))?;
-        // Read back whole (one GET) and check every digest, as a reader will.
+        if tier.verified_puts() {
+            return Ok(());
+        }
         let back = tier.get(&file.path).map_err(|e| discard(e.to_string()))?;
         segment::verify_bytes(file, &back)
             .map_err(|why| discard(format!("{url} read back: {why}")))?;
