@@ -14,6 +14,11 @@
 //! cargo run --release --example replica_bench -- --barriers 200 --rows 2000 --runs 3 \
 //!     --python .venv/bin/python
 //! ```
+//!
+//! `taskset -c 0` around it holds the writer and its replicator to one core (replication then
+//! costs the writer its CPU); `--writer-core 0` holds only the writer's thread there, leaving
+//! the replicator the machine's other cores, as a writer on a machine with cores to spare
+//! has.
 
 #[path = "common/bench.rs"]
 mod bench;
@@ -113,6 +118,7 @@ fn run(
     rows: u64,
     tracks: u64,
     maintain: bool,
+    writer_core: Option<usize>,
 ) -> Measured {
     let dir = tempfile::tempdir().expect("tempdir");
     let spec = StreamSpec::dynamic("metrics", schema(), vec!["host".into()], Some("ts".into()))
@@ -125,6 +131,8 @@ fn run(
         config = config.max_lag(0, Duration::from_secs(60));
     }
     let mut archive = Archive::open(dir.path(), config).expect("open");
+    // Pinned after the open: the threads the archive started keep the process's cores.
+    let _pinned = writer_core.map(Pinned::to);
     let prepared: Vec<_> = (0..barriers).map(|b| batch(b, rows, tracks)).collect();
     let mut times = Vec::with_capacity(barriers as usize);
     let mut behind = Vec::new();
@@ -176,6 +184,28 @@ fn run(
     }
 }
 
+/// The calling thread pinned to one core (`--writer-core`) until dropped, when it gets back
+/// the cores it had: the writer alone is held to its core, and the threads the archive
+/// started (its replicator, its requests) go where the scheduler puts them, as on a machine
+/// whose other cores are not the writer's.
+struct Pinned(rustix::thread::CpuSet);
+
+impl Pinned {
+    fn to(core: usize) -> Pinned {
+        let before = rustix::thread::sched_getaffinity(None).expect("sched_getaffinity");
+        let mut only = rustix::thread::CpuSet::new();
+        only.set(core);
+        rustix::thread::sched_setaffinity(None, &only).expect("--writer-core: sched_setaffinity");
+        Pinned(before)
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        let _ = rustix::thread::sched_setaffinity(None, &self.0);
+    }
+}
+
 fn now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -200,6 +230,9 @@ fn main() {
     // `--maintain`: the writer runs the archive's lifecycle after each barrier, as a host does
     // (compactions and checkpoints then count in the barrier's time).
     let maintain = std::env::args().any(|a| a == "--maintain");
+    // `--writer-core N`: only the writer's thread (the one that stages and seals) is held to
+    // core N; run the process unpinned, so that replication may use the machine's other cores.
+    let writer_core = arg("--writer-core").map(|c| c.parse().expect("--writer-core: a core"));
     let bucket = "replica-bench";
     let python = arg("--python").unwrap_or_else(|| ".venv/bin/python".into());
     let server = bench::Server::start(arg("--endpoint"), &python, bucket);
@@ -229,7 +262,7 @@ fn main() {
                 let prefix = format!("p{}-r{round}-m{i}", std::process::id());
                 ColdTier::from_url(&format!("s3://{bucket}/{prefix}")).expect("tier")
             });
-            let m = run(mode, tier, barriers, rows, tracks, maintain);
+            let m = run(mode, tier, barriers, rows, tracks, maintain, writer_core);
             if round > 0 {
                 measured[i].push(m);
             }
