@@ -962,8 +962,16 @@ pub(crate) fn replicate_committed(
 /// while the pass reads its own manifest.
 struct Look<'t> {
     owner: Pending<'t, Bytes>,
-    listings: Option<(Pending<'t, Listing>, Pending<'t, Listing>)>,
-    remembered: Option<Known>,
+    held: Held<'t>,
+}
+
+/// What a pass starts from: what this replicator's last pass left, or the bucket's listings.
+enum Held<'t> {
+    Remembered(Known),
+    Listed {
+        manifest: Pending<'t, Listing>,
+        streams: Pending<'t, Listing>,
+    },
 }
 
 /// A listing's objects: archive-relative paths, sizes and entity tags.
@@ -980,10 +988,13 @@ impl<'t> Look<'t> {
     fn send(tier: &'t ColdTier, remembered: Option<Known>) -> Look<'t> {
         Look {
             owner: tier.begin_get(OWNER_FILE),
-            listings: remembered
-                .is_none()
-                .then(|| (tier.begin_list(MANIFEST_DIR), tier.begin_list(STREAMS_DIR))),
-            remembered,
+            held: match remembered {
+                Some(known) => Held::Remembered(known),
+                None => Held::Listed {
+                    manifest: tier.begin_list(MANIFEST_DIR),
+                    streams: tier.begin_list(STREAMS_DIR),
+                },
+            },
         }
     }
 
@@ -991,23 +1002,19 @@ impl<'t> Look<'t> {
     /// answers what the bucket holds.
     fn finish(self, root: &Path, tier: &ColdTier) -> Result<Bucket> {
         check_owner(root, tier, token(self.owner.wait()).map_err(cold)?)?;
-        match (self.remembered, self.listings) {
-            (Some(known), _) => Ok(Bucket {
+        Ok(match self.held {
+            Held::Remembered(known) => Bucket {
                 known,
                 remembered: true,
-            }),
-            (None, listings) => {
-                let (manifest, streams) = match listings {
-                    Some((manifest, streams)) => (manifest.wait(), streams.wait()),
-                    None => (
-                        tier.list_tagged(MANIFEST_DIR),
-                        tier.list_tagged(STREAMS_DIR),
-                    ),
-                };
-                let (manifest, streams) = (manifest.map_err(cold)?, streams.map_err(cold)?);
+            },
+            Held::Listed { manifest, streams } => {
+                let (manifest, streams) = (
+                    manifest.wait().map_err(cold)?,
+                    streams.wait().map_err(cold)?,
+                );
                 let (parts, spans) =
                     manifest_objects(manifest.iter().map(|(r, s, _)| (r.as_str(), *s)));
-                Ok(Bucket {
+                Bucket {
                     known: Known {
                         parts,
                         spans,
@@ -1015,9 +1022,9 @@ impl<'t> Look<'t> {
                         ..Known::default()
                     },
                     remembered: false,
-                })
+                }
             }
-        }
+        })
     }
 }
 
