@@ -22,7 +22,7 @@ use crate::archive::error::{ArchiveError, ColdError, Result};
 use crate::archive::format::manifest::frame::{self, Decoded};
 use crate::archive::format::manifest::log::replay_bytes;
 use crate::archive::format::manifest::State;
-use crate::archive::io::cold::{ColdTier, Pending, UPLOADS_AT_ONCE};
+use crate::archive::io::cold::{ColdTier, Listing, Pending, UPLOADS_AT_ONCE};
 use crate::archive::io::faults::{FaultPoint, Faults};
 use crate::archive::io::storage::Disk;
 use crate::archive::io::{durable, local};
@@ -973,9 +973,6 @@ enum Held<'t> {
         streams: Pending<'t, Listing>,
     },
 }
-
-/// A listing's objects: archive-relative paths, sizes and entity tags.
-type Listing = Vec<(String, u64, Option<String>)>;
 
 /// What the bucket holds as a pass starts, and whether this replicator's earlier passes left
 /// it so (`remembered`: the parts are its own, and the objects it listed are up whole).

@@ -19,8 +19,14 @@ use std::time::Duration;
 
 /// How many times a delete that fails transiently is sent in all ([`ColdTier::delete`]).
 pub const DELETE_ATTEMPTS: usize = 3;
-/// Files at least this large are uploaded in parts (S3 needs parts of 5 MiB or more).
+/// Files at least this large are uploaded in parts (S3 needs parts of 5 MiB or more). Below
+/// it, one PUT carries the whole file and its checksum: AWS advises multipart uploads from
+/// about 100 MB, and below that a multipart upload's extra requests (create, complete) cost
+/// more than its parts save (a 61 MB segment: 9 requests, `docs/bench-tiers.md`).
 pub const MULTIPART_THRESHOLD: usize = 100 << 20;
+
+/// A listing's objects: archive-relative paths, sizes and entity tags.
+pub type Listing = Vec<(String, u64, Option<String>)>;
 /// How many uploads [`ColdTier::put_all`] keeps in flight at once: a request's latency, not
 /// the link, bounds one upload at a time (S3 answers a PUT in tens of milliseconds).
 pub const UPLOADS_AT_ONCE: usize = 8;
@@ -254,7 +260,8 @@ impl ColdTier {
     }
 
     /// Uploads files of at least `threshold` bytes in parts of `part_size` (S3 needs parts
-    /// of 5 MiB or more but the last; the defaults are 16 MiB and 8 MiB).
+    /// of 5 MiB or more but the last; the defaults are [`MULTIPART_THRESHOLD`] and
+    /// [`PART_SIZE`]).
     pub fn with_multipart(mut self, threshold: usize, part_size: usize) -> ColdTier {
         self.multipart_threshold = threshold;
         self.part_size = part_size.max(1);
@@ -604,10 +611,7 @@ impl ColdTier {
 
     /// Sends the listing of [`ColdTier::list_tagged`] and answers at once (see
     /// [`ColdTier::begin_get`]).
-    pub fn begin_list(
-        &self,
-        relative_dir: &str,
-    ) -> Pending<'_, Vec<(String, u64, Option<String>)>> {
+    pub fn begin_list(&self, relative_dir: &str) -> Pending<'_, Listing> {
         let location = self.location(relative_dir);
         let store = self.store.clone();
         let prefix = self.prefix.clone();
@@ -635,10 +639,7 @@ impl ColdTier {
     /// Every object under `relative_dir`, as archive-relative paths with their sizes and
     /// entity tags (what the store answers to tell one object's bytes from another's under
     /// the same name; `None` where it gives none).
-    pub fn list_tagged(
-        &self,
-        relative_dir: &str,
-    ) -> Result<Vec<(String, u64, Option<String>)>, ColdError> {
+    pub fn list_tagged(&self, relative_dir: &str) -> Result<Listing, ColdError> {
         self.begin_list(relative_dir).wait()
     }
 }
