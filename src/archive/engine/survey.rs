@@ -197,6 +197,94 @@ fn span(
 /// the group holds more than this many rows for each selected track.
 const FEW_TRACKS: u64 = 16;
 
+/// At most this many answer cells (fields × cells) are kept in a dense vector; a survey
+/// asking for more (a budget in the millions) keeps a map of the cells it meets instead.
+const DENSE_ANSWER: u64 = 1 << 16;
+
+/// A survey's answer cells as tracks are folded into it, cell by cell in track-key order:
+/// a slot per cell of the plan when they are few (a budget's worth at most), so folding a
+/// fleet's 100,000 tracks costs an index per cell, not a search of a map; else the map.
+enum Answer {
+    /// Slot `field × cells + (cell − first)`.
+    Dense {
+        first: u64,
+        cells: u64,
+        slots: Vec<Option<Bucket>>,
+    },
+    Sparse(Cells),
+}
+
+impl Answer {
+    fn new(plan: &Plan, fields: usize) -> Answer {
+        let cells = plan.cells[1]
+            .saturating_sub(plan.cells[0])
+            .saturating_add(1);
+        match cells.checked_mul(fields as u64) {
+            Some(n) if n <= DENSE_ANSWER => Answer::Dense {
+                first: plan.cells[0],
+                cells,
+                slots: vec![None; n as usize],
+            },
+            _ => Answer::Sparse(Cells::new()),
+        }
+    }
+
+    /// Merges `later` into the answer's cell `(field, cell)`, after whatever it holds.
+    fn fold(&mut self, (f, c): (u32, u64), later: Bucket) {
+        if let Answer::Dense {
+            first,
+            cells,
+            slots,
+        } = self
+        {
+            let at = c
+                .checked_sub(*first)
+                .filter(|i| *i < *cells)
+                .and_then(|i| (f as u64).checked_mul(*cells)?.checked_add(i))
+                .and_then(|i| slots.get_mut(i as usize));
+            match at {
+                Some(Some(held)) => return *held = held.merge(later),
+                Some(empty) => return *empty = Some(later),
+                // Outside the plan (no caller folds one): the cells so far move to a map.
+                None => *self = Answer::Sparse(self.take_cells()),
+            }
+        }
+        if let Answer::Sparse(map) = self {
+            levels::fold_into(map, (f, c), later);
+        }
+    }
+
+    /// The cells held, by (field, cell).
+    fn take_cells(&mut self) -> Cells {
+        match self {
+            Answer::Dense {
+                first,
+                cells,
+                slots,
+            } => {
+                let (first, cells) = (*first, (*cells).max(1));
+                std::mem::take(slots)
+                    .into_iter()
+                    .enumerate()
+                    .filter_map(|(i, b)| {
+                        let i = i as u64;
+                        b.map(|b| (((i / cells) as u32, first + i % cells), b))
+                    })
+                    .collect()
+            }
+            Answer::Sparse(map) => std::mem::take(map),
+        }
+    }
+
+    /// The answer's buckets in (field, cell) order.
+    fn into_buckets(mut self) -> Vec<Bucket> {
+        match &mut self {
+            Answer::Dense { slots, .. } => std::mem::take(slots).into_iter().flatten().collect(),
+            Answer::Sparse(map) => std::mem::take(map).into_values().collect(),
+        }
+    }
+}
+
 /// One track's cells of one level, per measured field a vector in cell order.
 type FieldRuns = Vec<Vec<(u64, Bucket)>>;
 impl Archive {
@@ -542,46 +630,40 @@ impl Archive {
             .saturating_add(plan.merge - 1);
         // Per track, grid-aligned groups of its cells (exactly what a coarser level of that
         // track would hold); then across tracks, answer cell by answer cell, in key order.
-        let mut merged = Cells::new();
-        let mut fold_track = |cells: &mut dyn Iterator<Item = ((u32, u64), Bucket)>| {
-            let mut own = Cells::new();
-            for ((f, c), b) in cells {
-                levels::fold_into(&mut own, (f, c / plan.merge), b);
-            }
-            for (at, b) in own {
-                levels::fold_into(&mut merged, at, b);
+        // A track's cells come whole and in (field, cell) order, so the cells of one answer
+        // cell are consecutive: each group is merged as it comes and folded into the answer
+        // when the next begins (no map per track, and at 100,000 tracks of a few rows each
+        // no map of the answer either: see `Answer`).
+        let mut answer = Answer::new(&plan, survey.fields.len());
+        let mut run: Option<(usize, (u32, u64), Bucket)> = None;
+        let mut fold = |t: usize, (f, c): (u32, u64), b: Bucket| {
+            let at = (f, c / plan.merge);
+            match &mut run {
+                Some((track, cell, acc)) if *track == t && *cell == at => *acc = acc.merge(b),
+                _ => {
+                    if let Some((_, cell, acc)) = run.replace((t, at, b)) {
+                        answer.fold(cell, acc);
+                    }
+                }
             }
         };
         if plan.level < stored {
             // Folded from the raw rows: each track's cells come whole (every piece of a cell
             // merged), by field then cell, track after track in key order, so each is folded
-            // into the answer as it comes, and no second copy of every track's cells is
-            // kept (at 100,000 tracks a level-0 survey held two).
-            let mut current: Option<(usize, levels::SortedCells)> = None;
-            self.visit_raw_cells(
-                state,
-                plan.level,
-                &tracks,
-                &[([first, last], 0)],
-                |t, at, b| match &mut current {
-                    Some((track, cells)) if *track == t => cells.push((at, b)),
-                    _ => {
-                        if let Some((_, cells)) = current.replace((t, vec![(at, b)])) {
-                            fold_track(&mut cells.into_iter());
-                        }
-                    }
-                },
-            )?;
-            if let Some((_, cells)) = current {
-                fold_track(&mut cells.into_iter());
-            }
+            // into the answer as it comes, and no copy of a track's cells is kept.
+            self.visit_raw_cells(state, plan.level, &tracks, &[([first, last], 0)], &mut fold)?;
         } else {
             let view = self.level_cells(state, plan.level, &tracks, [first, last])?;
-            for cells in view.into_values() {
-                fold_track(&mut cells.into_iter());
+            for (t, cells) in view.into_values().enumerate() {
+                for (at, b) in cells {
+                    fold(t, at, b);
+                }
             }
         }
-        survey.buckets = merged.into_values().collect();
+        if let Some((_, cell, acc)) = run {
+            answer.fold(cell, acc);
+        }
+        survey.buckets = answer.into_buckets();
         debug_assert!(survey.buckets.len() * 4 <= budget);
         survey.span = Some([
             plan.cells[0] * plan.cell_width,
@@ -889,5 +971,75 @@ impl Archive {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(cells: [u64; 2]) -> Plan {
+        Plan {
+            level: 0,
+            merge: 1,
+            cell_width: 1,
+            cells,
+        }
+    }
+
+    /// Folds `cells` (in order) into an answer and into a map, compares their buckets, and
+    /// answers whether the answer ended as a map.
+    fn same_as_a_map(mut answer: Answer, cells: &[((u32, u64), Bucket)]) -> bool {
+        let mut map = Cells::new();
+        for &(at, b) in cells {
+            answer.fold(at, b);
+            levels::fold_into(&mut map, at, b);
+        }
+        let expected: Vec<Bucket> = map.into_values().collect();
+        let sparse = matches!(answer, Answer::Sparse(_));
+        assert_eq!(answer.into_buckets(), expected);
+        sparse
+    }
+
+    #[test]
+    fn a_dense_answer_folds_as_a_map_does() {
+        // Two fields, cells 10..=13, several tracks' pieces of each cell, in track order.
+        let mut cells = Vec::new();
+        for track in 0..5u64 {
+            for field in 0..2u32 {
+                for c in (10..=13).filter(|c| (c + track) % 3 != 0) {
+                    let value = (track * 7 + c) as f64 - 20.0 * field as f64;
+                    cells.push(((field, c), Bucket::of(field, c * 100 + track, value)));
+                }
+            }
+        }
+        let answer = Answer::new(&plan([10, 13]), 2);
+        assert!(matches!(answer, Answer::Dense { .. }));
+        assert!(!same_as_a_map(answer, &cells));
+    }
+
+    #[test]
+    fn a_cell_outside_the_plan_moves_the_answer_to_a_map_and_loses_nothing() {
+        let cells = [
+            ((0, 10), Bucket::of(0, 1000, 1.0)),
+            ((1, 11), Bucket::of(1, 1100, 2.0)),
+            // Beyond the plan's last cell, then a field it was not sized for.
+            ((0, 99), Bucket::of(0, 9900, 3.0)),
+            ((2, 10), Bucket::of(2, 1000, 4.0)),
+            ((0, 10), Bucket::of(0, 1001, 5.0)),
+        ];
+        let answer = Answer::new(&plan([10, 11]), 2);
+        assert!(matches!(answer, Answer::Dense { .. }));
+        assert!(same_as_a_map(answer, &cells));
+    }
+
+    #[test]
+    fn a_budget_of_millions_keeps_a_map_not_a_slot_per_cell() {
+        let answer = Answer::new(&plan([0, DENSE_ANSWER]), 1);
+        assert!(matches!(answer, Answer::Sparse(_)));
+        let answer = Answer::new(&plan([0, DENSE_ANSWER / 2 - 1]), 2);
+        assert!(matches!(answer, Answer::Dense { .. }));
+        let answer = Answer::new(&plan([0, u64::MAX]), 3);
+        assert!(matches!(answer, Answer::Sparse(_)));
     }
 }
