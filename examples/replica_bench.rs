@@ -18,7 +18,8 @@
 //! `taskset -c 0` around it holds the writer and its replicator to one core (replication then
 //! costs the writer its CPU); `--writer-core 0` holds only the writer's thread there, leaving
 //! the replicator the machine's other cores, as a writer on a machine with cores to spare
-//! has.
+//! has; `--replicator-core 1` besides holds the replicator's threads (and its requests') to
+//! core 1, so that none of replication's work is scheduled on the writer's core.
 
 #[path = "common/bench.rs"]
 mod bench;
@@ -96,6 +97,35 @@ fn threads_cpu(names: &[&str]) -> Duration {
         .sum()
 }
 
+/// Holds the process's threads whose names start with one of `names` (the replicator's and
+/// its tier's) to `core` (`--replicator-core`): the writer then shares its core with nothing
+/// replication runs, as on a machine with a core to spare for it. Answers how many it held.
+fn pin_threads(names: &[&str], core: usize) -> usize {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    let mut only = rustix::thread::CpuSet::new();
+    only.set(core);
+    let mut held = 0;
+    for task in tasks.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if !names.iter().any(|n| comm.trim_end().starts_with(n)) {
+            continue;
+        }
+        let tid = task
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<i32>().ok())
+            .and_then(rustix::process::Pid::from_raw);
+        if let Some(tid) = tid {
+            rustix::thread::sched_setaffinity(Some(tid), &only)
+                .expect("--replicator-core: sched_setaffinity");
+            held += 1;
+        }
+    }
+    held
+}
+
 /// utime + stime of a `/proc/…/stat` line.
 fn stat_cpu(stat: &str) -> Duration {
     let fields: Vec<&str> = stat
@@ -111,15 +141,26 @@ fn stat_cpu(stat: &str) -> Duration {
     Duration::from_millis((tick(11) + tick(12)) * 10)
 }
 
-fn run(
-    mode: Mode,
-    tier: Option<ColdTier>,
+/// What every run seals, and where its threads run.
+#[derive(Clone, Copy)]
+struct Setup {
     barriers: u64,
     rows: u64,
     tracks: u64,
     maintain: bool,
     writer_core: Option<usize>,
-) -> Measured {
+    replicator_core: Option<usize>,
+}
+
+fn run(mode: Mode, tier: Option<ColdTier>, setup: Setup) -> Measured {
+    let Setup {
+        barriers,
+        rows,
+        tracks,
+        maintain,
+        writer_core,
+        replicator_core,
+    } = setup;
     let dir = tempfile::tempdir().expect("tempdir");
     let spec = StreamSpec::dynamic("metrics", schema(), vec!["host".into()], Some("ts".into()))
         .expect("spec");
@@ -133,6 +174,18 @@ fn run(
     let mut archive = Archive::open(dir.path(), config).expect("open");
     // Pinned after the open: the threads the archive started keep the process's cores.
     let _pinned = writer_core.map(Pinned::to);
+    if let (Some(core), true) = (replicator_core, mode != Mode::Off) {
+        // Once its first pass (of the open state) is done, its tier's request threads exist.
+        let waited = Instant::now();
+        while archive.replication().is_some_and(|p| p.passes == 0) {
+            assert!(waited.elapsed() < Duration::from_secs(60), "no first pass");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert!(
+            pin_threads(REPLICATION_THREADS, core) > 0,
+            "--replicator-core: no replication thread found"
+        );
+    }
     let prepared: Vec<_> = (0..barriers).map(|b| batch(b, rows, tracks)).collect();
     let mut times = Vec::with_capacity(barriers as usize);
     let mut behind = Vec::new();
@@ -180,9 +233,12 @@ fn run(
         drain,
         passes,
         cpu,
-        replication_cpu: threads_cpu(&["archive-replica", "archive-cold"]),
+        replication_cpu: threads_cpu(REPLICATION_THREADS),
     }
 }
+
+/// The threads replication runs on: the archive's replicator and its tier's requests.
+const REPLICATION_THREADS: &[&str] = &["archive-replica", "archive-cold"];
 
 /// The calling thread pinned to one core (`--writer-core`) until dropped, when it gets back
 /// the cores it had: the writer alone is held to its core, and the threads the archive
@@ -233,6 +289,18 @@ fn main() {
     // `--writer-core N`: only the writer's thread (the one that stages and seals) is held to
     // core N; run the process unpinned, so that replication may use the machine's other cores.
     let writer_core = arg("--writer-core").map(|c| c.parse().expect("--writer-core: a core"));
+    // `--replicator-core N`: the replicator's and its requests' threads held to core N (with
+    // `--writer-core`, a writer whose replication has a core of its own).
+    let replicator_core =
+        arg("--replicator-core").map(|c| c.parse().expect("--replicator-core: a core"));
+    let setup = Setup {
+        barriers,
+        rows,
+        tracks,
+        maintain,
+        writer_core,
+        replicator_core,
+    };
     let bucket = "replica-bench";
     let python = arg("--python").unwrap_or_else(|| ".venv/bin/python".into());
     let server = bench::Server::start(arg("--endpoint"), &python, bucket);
@@ -262,7 +330,7 @@ fn main() {
                 let prefix = format!("p{}-r{round}-m{i}", std::process::id());
                 ColdTier::from_url(&format!("s3://{bucket}/{prefix}")).expect("tier")
             });
-            let m = run(mode, tier, barriers, rows, tracks, maintain, writer_core);
+            let m = run(mode, tier, setup);
             if round > 0 {
                 measured[i].push(m);
             }
