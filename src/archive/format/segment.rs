@@ -11,11 +11,13 @@ use arrow::datatypes::{DataType, SchemaRef};
 use bytes::Bytes;
 use parquet::arrow::arrow_writer::{
     compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowLeafColumn,
+    ArrowRowGroupWriterFactory,
 };
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::reader::{ChunkReader, Length};
+use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::ColumnPath;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -214,16 +216,44 @@ pub(crate) fn bounded(
     out
 }
 
+/// A row group of a barrier's level file holding fewer rows than this is stored uncompressed
+/// (`docs/format.md`, "Level files"). zstd saves next to nothing on a column chunk of a few
+/// hundred values already delta-encoded or byte-stream-split, and parquet makes a compressor
+/// and a decompressor for every chunk it writes or reads: a barrier's partials are a row group
+/// per level of about 16 columns, most of them a few cells, and at 2,000 rows a barrier those
+/// contexts were the larger part of sealing's CPU (`docs/bench-tiers.md`).
+pub(crate) const PLAIN_GROUP_ROWS: usize = 1024;
+
 /// Encodes rows as one row group per entry, in the order given (a barrier's tracks in
-/// track-key order, each in groups of at most the configured rows). Answers the file's bytes and its manifest entry (without path/barrier).
+/// track-key order, each in groups of at most the configured rows): a barrier's level file,
+/// its row groups of fewer than [`PLAIN_GROUP_ROWS`] rows uncompressed. Answers the file's
+/// bytes and its manifest entry (without path/barrier).
 pub(crate) fn encode(
     stream: &str,
     schema: &SchemaRef,
     name: u64,
     tracks: &[TrackRows],
 ) -> Result<Encoded> {
+    encode_groups(stream, schema, name, tracks, PLAIN_GROUP_ROWS)
+}
+
+/// [`encode`], its row groups of fewer than `plain_below` rows uncompressed (0: none).
+fn encode_groups(
+    stream: &str,
+    schema: &SchemaRef,
+    name: u64,
+    tracks: &[TrackRows],
+    plain_below: usize,
+) -> Result<Encoded> {
     let batches = tracks.iter().map(|t| Ok(t.batch.get().into_owned()));
-    let (bytes, metadata) = write_groups(stream, schema, physical::FILE_FORMAT, batches, 1)?;
+    let (bytes, metadata) = write_groups(
+        stream,
+        schema,
+        physical::FILE_FORMAT,
+        batches,
+        1,
+        plain_below,
+    )?;
     let (spans, footer) = regions(stream, name, &bytes, &metadata, tracks.len())?;
     let groups = tracks
         .iter()
@@ -298,8 +328,14 @@ pub(crate) fn encode_packed(
             ),
         }
     });
-    let (bytes, metadata) =
-        write_groups(stream, schema, physical::PACKED_FILE_FORMAT, batches, cores)?;
+    let (bytes, metadata) = write_groups(
+        stream,
+        schema,
+        physical::PACKED_FILE_FORMAT,
+        batches,
+        cores,
+        0,
+    )?;
     let (spans, footer) = regions(stream, name, &bytes, &metadata, packs.len())?;
     let mut groups = Vec::with_capacity(pieces.len());
     for (g, range) in packs.iter().enumerate() {
@@ -327,13 +363,15 @@ pub(crate) fn encode_packed(
 /// Writes `batches` (of the rows' `schema`) as a file of layout `format`, one row group each,
 /// converted to the stored types; answers its bytes and Parquet metadata. With `cores` above
 /// 1, a row group's columns are encoded on that many threads (each column's chunk alone, as
-/// `ArrowWriter` encodes it) and appended in schema order: the same bytes as on one.
+/// `ArrowWriter` encodes it) and appended in schema order: the same bytes as on one. A row
+/// group of fewer than `plain_below` rows is written uncompressed (0: none is).
 fn write_groups(
     stream: &str,
     schema: &SchemaRef,
     format: &str,
     batches: impl Iterator<Item = Result<RecordBatch>>,
     cores: usize,
+    plain_below: usize,
 ) -> Result<(Vec<u8>, parquet::file::metadata::ParquetMetaData)> {
     let fail = |e: parquet::errors::ParquetError| encode_error(stream, e);
     let disk = physical::disk_schema(schema);
@@ -341,6 +379,9 @@ fn write_groups(
     let writer = ArrowWriter::try_new(&mut bytes, disk.clone(), Some(properties(&disk, format)))
         .map_err(fail)?;
     let (mut file, columns) = writer.into_serialized_writer().map_err(fail)?;
+    // Column writers for the small row groups: the file's own settings but no compression
+    // (a chunk records its codec, so row groups of one file may differ). Made on first use.
+    let mut plain: Option<ArrowRowGroupWriterFactory> = None;
     for batch in batches {
         let batch = physical::to_disk(&batch?, &disk).map_err(|message| ArchiveError::Encode {
             stream: stream.to_owned(),
@@ -355,7 +396,26 @@ fn write_groups(
         for (field, column) in disk.fields().iter().zip(batch.columns()) {
             leaves.extend(compute_leaves(field, column).map_err(fail)?);
         }
-        let writers = columns.create_column_writers(index).map_err(fail)?;
+        let writers = if batch.num_rows() < plain_below {
+            if plain.is_none() {
+                let properties = (**file.properties())
+                    .clone()
+                    .into_builder()
+                    .set_compression(Compression::UNCOMPRESSED)
+                    .build();
+                let root = file.schema_descr().root_schema_ptr();
+                let sink = SerializedFileWriter::new(std::io::sink(), root, Arc::new(properties))
+                    .map_err(fail)?;
+                plain = Some(ArrowRowGroupWriterFactory::new(&sink, disk.clone()));
+            }
+            plain
+                .as_ref()
+                .map(|p| p.create_column_writers(index))
+                .unwrap_or_else(|| columns.create_column_writers(index))
+                .map_err(fail)?
+        } else {
+            columns.create_column_writers(index).map_err(fail)?
+        };
         if writers.len() != leaves.len() {
             return Err(ArchiveError::Encode {
                 stream: stream.to_owned(),
@@ -612,7 +672,8 @@ mod tests {
             seq: [0, n - 1],
         };
         let groups = [group("a", 1000), group("b", 3), group("c", 70_000)];
-        let (bytes, footer, entries) = encode("s", &schema, 42, &groups).expect("encode");
+        // Every group compressed, as the streaming writer compresses them.
+        let (bytes, footer, entries) = encode_groups("s", &schema, 42, &groups, 0).expect("encode");
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("f.parquet");
         let disk: crate::archive::io::storage::Disk =
@@ -626,6 +687,80 @@ mod tests {
         assert_eq!(len, bytes.len() as u64);
         assert_eq!(streamed_footer, footer);
         assert_eq!(streamed, entries);
+    }
+
+    /// A level file's row groups of fewer than `PLAIN_GROUP_ROWS` rows are stored
+    /// uncompressed, the others with zstd; every reader reads the rows back as written, and
+    /// the entries' spans and digests cover the bytes as written.
+    #[test]
+    fn small_row_groups_of_a_level_file_are_stored_uncompressed() {
+        let schema: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("probe", DataType::Utf8, false),
+            Field::new("v", DataType::UInt64, false),
+        ]));
+        let group = |label: &str, n: usize| TrackRows {
+            labels: vec![label.to_owned()].into(),
+            batch: RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(StringArray::from(vec![label; n])),
+                    Arc::new(UInt64Array::from_iter_values((0..n as u64).map(|v| v * 7))),
+                ],
+            )
+            .expect("batch")
+            .into(),
+            position: [1, n as u64],
+            axis: None,
+            seq: [0, n as u64 - 1],
+        };
+        let sizes = [PLAIN_GROUP_ROWS - 1, PLAIN_GROUP_ROWS, 3, 5000];
+        let groups: Vec<TrackRows> = ["a", "b", "c", "d"]
+            .into_iter()
+            .zip(sizes)
+            .map(|(label, n)| group(label, n))
+            .collect();
+        let (bytes, footer, entries) = encode("s", &schema, 9, &groups).expect("encode");
+        let bytes = Bytes::from(bytes);
+        let reader =
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
+                .expect("a Parquet file");
+        let codecs: Vec<Vec<Compression>> = reader
+            .metadata()
+            .row_groups()
+            .iter()
+            .map(|g| g.columns().iter().map(|c| c.compression()).collect())
+            .collect();
+        let zstd = Compression::ZSTD(ZstdLevel::try_new(1).expect("level"));
+        for (i, (n, codecs)) in sizes.iter().zip(&codecs).enumerate() {
+            let expected = if *n < PLAIN_GROUP_ROWS {
+                Compression::UNCOMPRESSED
+            } else {
+                zstd
+            };
+            assert_eq!(codecs, &vec![expected; 2], "row group {i} of {n} rows");
+        }
+        let read: Vec<RecordBatch> = reader
+            .build()
+            .expect("reader")
+            .collect::<std::result::Result<_, _>>()
+            .expect("rows");
+        let read = arrow::compute::concat_batches(&read[0].schema(), &read).expect("concat");
+        let written: Vec<RecordBatch> = groups
+            .iter()
+            .map(|g| physical::to_disk(&g.batch.get(), &physical::disk_schema(&schema)))
+            .collect::<std::result::Result<_, _>>()
+            .expect("to disk");
+        let written =
+            arrow::compute::concat_batches(&written[0].schema(), &written).expect("concat");
+        assert_eq!(read, written);
+        // The spans and digests are those of the bytes as written.
+        assert_eq!(entries.len(), groups.len());
+        for (i, entry) in entries.iter().enumerate() {
+            let span = entry.span;
+            let part = &bytes[span.offset as usize..(span.offset + span.len) as usize];
+            assert_eq!(digest(9, i as u32, &[part]), span.crc32c, "row group {i}");
+        }
+        assert!(footer.offset + footer.len == bytes.len() as u64);
     }
 
     /// A barrier's tracks as ranges of one shared batch, split where they exceed the row
