@@ -19,7 +19,8 @@
 //! costs the writer its CPU); `--writer-core 0` holds only the writer's thread there, leaving
 //! the replicator the machine's other cores, as a writer on a machine with cores to spare
 //! has; `--replicator-core 1` besides holds the replicator's threads (and its requests') to
-//! core 1, so that none of replication's work is scheduled on the writer's core.
+//! core 1 once its first pass is done, so that replication's threads are not scheduled on the
+//! writer's core (a thread started later, or by the writer's thread, is not held).
 
 #[path = "common/bench.rs"]
 mod bench;
@@ -153,14 +154,6 @@ struct Setup {
 }
 
 fn run(mode: Mode, tier: Option<ColdTier>, setup: Setup) -> Measured {
-    let Setup {
-        barriers,
-        rows,
-        tracks,
-        maintain,
-        writer_core,
-        replicator_core,
-    } = setup;
     let dir = tempfile::tempdir().expect("tempdir");
     let spec = StreamSpec::dynamic("metrics", schema(), vec!["host".into()], Some("ts".into()))
         .expect("spec");
@@ -173,8 +166,8 @@ fn run(mode: Mode, tier: Option<ColdTier>, setup: Setup) -> Measured {
     }
     let mut archive = Archive::open(dir.path(), config).expect("open");
     // Pinned after the open: the threads the archive started keep the process's cores.
-    let _pinned = writer_core.map(Pinned::to);
-    if let (Some(core), true) = (replicator_core, mode != Mode::Off) {
+    let _pinned = setup.writer_core.map(Pinned::to);
+    if let (Some(core), true) = (setup.replicator_core, mode != Mode::Off) {
         // Once its first pass (of the open state) is done, its tier's request threads exist.
         let waited = Instant::now();
         while archive.replication().is_some_and(|p| p.passes == 0) {
@@ -186,8 +179,10 @@ fn run(mode: Mode, tier: Option<ColdTier>, setup: Setup) -> Measured {
             "--replicator-core: no replication thread found"
         );
     }
-    let prepared: Vec<_> = (0..barriers).map(|b| batch(b, rows, tracks)).collect();
-    let mut times = Vec::with_capacity(barriers as usize);
+    let prepared: Vec<_> = (0..setup.barriers)
+        .map(|b| batch(b, setup.rows, setup.tracks))
+        .collect();
+    let mut times = Vec::with_capacity(setup.barriers as usize);
     let mut behind = Vec::new();
     let began = Instant::now();
     let cpu = cpu_time();
@@ -197,7 +192,7 @@ fn run(mode: Mode, tier: Option<ColdTier>, setup: Setup) -> Measured {
             .stage_batch("metrics", batch, positions)
             .expect("stage");
         archive.seal_all().expect("seal");
-        if maintain {
+        if setup.maintain {
             // What a host's sealing service does after each barrier: the declared
             // retirements, the compactions due, a checkpoint once the manifest is past its size.
             archive.maintain(now_ns()).expect("maintain");

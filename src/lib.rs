@@ -16,8 +16,9 @@
 //!   `count/sum/sum_sq`, merged associatively), the [`Aggregate`] vocabulary (106 names),
 //!   [`BeneathWindow`], the track traits ([`Tracked`], [`Axial`], [`Prefix`], [`Label`]) and
 //!   the track key, and the [`Series`] / [`StreamConsumer`] traits.
-//! - [`archive`] is the adapter: per barrier and stream one plain Parquet file (zstd), one
-//!   row group per track in track-key order, columns = the row's own + `_position` + `_seq`.
+//! - [`archive`] is the adapter: per barrier and stream one plain Parquet file (zstd), its
+//!   row groups packing tracks in track-key order, columns = the row's own + `_position` +
+//!   `_seq`; and the stream's M4 levels beside it.
 //! - The **manifest** (an append-only log of checksummed records) is the only commit point.
 //!   A barrier is durable when its one record is synced; every claim (watermark, file set,
 //!   next `_seq`, next name) is derived from records only.

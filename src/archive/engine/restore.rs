@@ -145,51 +145,8 @@ fn rebuild(
     let schema = stored_schema(decl)?;
     let rel = format!("{STREAMS_DIR}/{id}/rows/{}", segment::data_file_name(name));
     let path = root.join(&rel);
-    let bytes = local::read(&path).map_err(|e| format!("cannot be read: {e}"))?;
     let sealed_at_ns = local::modified_ns(&path);
-    // The footer is decoded once and the bytes shared: each group's reader costs its group.
-    let shared = bytes::Bytes::from(bytes);
-    let metadata = ArrowReaderMetadata::load(&shared, ArrowReaderOptions::default())
-        .map_err(|e| format!("not a Parquet file: {e}"))?;
-    let groups = metadata.metadata().num_row_groups();
-    // Row groups in file order, joined per track (a barrier writes each track's rows as
-    // adjacent groups, tracks in key order).
-    let mut tracks: Vec<TrackRows> = Vec::new();
-    let mut pending: Vec<(Vec<String>, Vec<RecordBatch>)> = Vec::new();
-    for index in 0..groups {
-        let reader =
-            ParquetRecordBatchReaderBuilder::new_with_metadata(shared.clone(), metadata.clone())
-                .with_row_groups(vec![index])
-                .build()
-                .map_err(|e| format!("row group {index}: {e}"))?;
-        let batches: Vec<RecordBatch> = reader
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|e| format!("row group {index}: {e}"))?;
-        let read_schema = batches
-            .first()
-            .map(|b| b.schema())
-            .ok_or(format!("row group {index} is empty"))?;
-        let batch = arrow::compute::concat_batches(&read_schema, &batches)
-            .map_err(|e| e.to_string())
-            .and_then(|b| crate::archive::format::physical::from_disk(b, &schema))
-            .map_err(|e| format!("row group {index} does not hold the declared columns: {e}"))?;
-        for (labels, run) in runs_of(&batch, &decl.track)? {
-            match pending.last_mut() {
-                Some((last, parts)) if *last == labels => parts.push(run),
-                _ => pending.push((labels, vec![run])),
-            }
-        }
-    }
-    for (labels, parts) in pending {
-        let batch = arrow::compute::concat_batches(&schema, &parts).map_err(|e| e.to_string())?;
-        tracks.push(TrackRows {
-            position: span(&batch, crate::archive::format::spec::POSITION_COLUMN)?,
-            seq: span(&batch, crate::archive::format::spec::SEQ_COLUMN)?,
-            axis: decl.axis.as_deref().map(|a| span(&batch, a)).transpose()?,
-            labels: labels.into(),
-            batch: batch.into(),
-        });
-    }
+    let (shared, tracks) = tracks_of(&path, decl, &schema)?;
     let first_seq = tracks.iter().map(|t| t.seq[0]).min().ok_or("no rows")?;
     if first_seq != stream.next_seq {
         return Err(format!(
@@ -257,11 +214,26 @@ fn rebuild(
                 );
                 let found = local::read(&root.join(&rel))
                     .map_err(|e| format!("its level partials {rel} cannot be read: {e}"))?;
-                if found != want {
-                    return Err(format!(
-                        "its level partials {rel} are not what its rows make"
-                    ));
-                }
+                let (footer, entries) = if found == want {
+                    (footer, entries)
+                } else {
+                    // Sealed by a build before 2026-12-06, which compressed every row group
+                    // of a barrier's partials (`segment::PLAIN_GROUP_ROWS`): the same rows
+                    // make those bytes under that rule.
+                    let earlier =
+                        levels::barrier_partials_under(decl, &tracks, name + 1, choice.first, 0)
+                            .map_err(|e| e.to_string())?
+                            .map(|p| p.encoded)
+                            .filter(|(bytes, _, _)| *bytes == found);
+                    match earlier {
+                        Some((_, footer, entries)) => (footer, entries),
+                        None => {
+                            return Err(format!(
+                                "its level partials {rel} are not what its rows make"
+                            ))
+                        }
+                    }
+                };
                 next_name += 1;
                 files.push(rel.clone());
                 let mut file = entry(
@@ -296,4 +268,173 @@ fn rebuild(
         files,
         rows,
     })
+}
+
+/// A barrier's data file at `path`, its bytes and its rows as the barrier's tracks: row
+/// groups in file order, joined per track (a barrier writes each track's rows as adjacent
+/// groups, tracks in key order).
+fn tracks_of(
+    path: &Path,
+    decl: &crate::archive::format::manifest::StreamDecl,
+    schema: &arrow::datatypes::SchemaRef,
+) -> std::result::Result<(bytes::Bytes, Vec<TrackRows>), String> {
+    let bytes = local::read(path).map_err(|e| format!("cannot be read: {e}"))?;
+    // The footer is decoded once and the bytes shared: each group's reader costs its group.
+    let shared = bytes::Bytes::from(bytes);
+    let metadata = ArrowReaderMetadata::load(&shared, ArrowReaderOptions::default())
+        .map_err(|e| format!("not a Parquet file: {e}"))?;
+    let groups = metadata.metadata().num_row_groups();
+    // Row groups in file order, joined per track (a barrier writes each track's rows as
+    // adjacent groups, tracks in key order).
+    let mut tracks: Vec<TrackRows> = Vec::new();
+    let mut pending: Vec<(Vec<String>, Vec<RecordBatch>)> = Vec::new();
+    for index in 0..groups {
+        let reader =
+            ParquetRecordBatchReaderBuilder::new_with_metadata(shared.clone(), metadata.clone())
+                .with_row_groups(vec![index])
+                .build()
+                .map_err(|e| format!("row group {index}: {e}"))?;
+        let batches: Vec<RecordBatch> = reader
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| format!("row group {index}: {e}"))?;
+        let read_schema = batches
+            .first()
+            .map(|b| b.schema())
+            .ok_or(format!("row group {index} is empty"))?;
+        let batch = arrow::compute::concat_batches(&read_schema, &batches)
+            .map_err(|e| e.to_string())
+            .and_then(|b| crate::archive::format::physical::from_disk(b, schema))
+            .map_err(|e| format!("row group {index} does not hold the declared columns: {e}"))?;
+        for (labels, run) in runs_of(&batch, &decl.track)? {
+            match pending.last_mut() {
+                Some((last, parts)) if *last == labels => parts.push(run),
+                _ => pending.push((labels, vec![run])),
+            }
+        }
+    }
+    for (labels, parts) in pending {
+        let batch = arrow::compute::concat_batches(schema, &parts).map_err(|e| e.to_string())?;
+        tracks.push(TrackRows {
+            position: span(&batch, crate::archive::format::spec::POSITION_COLUMN)?,
+            seq: span(&batch, crate::archive::format::spec::SEQ_COLUMN)?,
+            axis: decl.axis.as_deref().map(|a| span(&batch, a)).transpose()?,
+            labels: labels.into(),
+            batch: batch.into(),
+        });
+    }
+    Ok((shared, tracks))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::format::levels::Ladder;
+    use crate::archive::{Archive, Config, StreamSpec};
+    use arrow::array::{Float64Array, StringArray, UInt64Array};
+    use arrow::datatypes::{Field, Schema};
+    use std::sync::Arc;
+
+    type Failed = Box<dyn std::error::Error>;
+
+    /// Rows `from..from + n` of three hosts, 10 axis units apart.
+    fn rows(schema: &arrow::datatypes::SchemaRef, from: u64, n: u64) -> (RecordBatch, Vec<u64>) {
+        let i: Vec<u64> = (from..from + n).collect();
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from_iter_values(
+                    i.iter().map(|i| format!("h{}", i % 3)),
+                )),
+                Arc::new(UInt64Array::from_iter_values(i.iter().map(|i| 10 * i))),
+                Arc::new(Float64Array::from_iter_values(
+                    i.iter().map(|i| ((i * 7919) % 201) as f64 - 100.0),
+                )),
+            ],
+        )
+        .expect("batch");
+        (batch, i.iter().map(|i| i + 1).collect())
+    }
+
+    /// A lost barrier whose level partials were sealed by a build before 2026-12-06 (every row
+    /// group compressed, `segment::PLAIN_GROUP_ROWS` not yet a rule) is restored as one sealed
+    /// now is; a level file that neither rule makes of its rows is not.
+    #[test]
+    fn a_lost_barrier_sealed_under_the_earlier_level_codec_is_still_restored() -> Result<(), Failed>
+    {
+        let dir = tempfile::tempdir()?;
+        let root = dir.path();
+        let schema: arrow::datatypes::SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("host", DataType::Utf8, false),
+            Field::new("ts", DataType::UInt64, false),
+            Field::new("value", DataType::Float64, false),
+        ]));
+        let spec =
+            StreamSpec::dynamic("m", schema.clone(), vec!["host".into()], Some("ts".into()))?
+                .with_ladder(Some(Ladder::new(1, 4, 6)?));
+        let config = Config::new().stream(spec);
+        let group_rows = config.compaction.group_rows;
+        let mut archive = Archive::open(root, config)?;
+        let (batch, positions) = rows(&schema, 0, 300);
+        archive.stage_batch("m", &batch, &positions)?;
+        archive.seal_all()?;
+        // The trusted prefix: everything up to the first barrier.
+        let before = archive.state().clone();
+        let (batch, positions) = rows(&schema, 300, 300);
+        archive.stage_batch("m", &batch, &positions)?;
+        archive.seal_all()?;
+        drop(archive);
+
+        let restored = |why: &str| -> Result<Vec<String>, Failed> {
+            let (restored, stopped) = restorable(root, &before, group_rows)?;
+            assert_eq!(
+                restored.len(),
+                usize::from(stopped.is_empty()),
+                "{why}: {stopped:?}"
+            );
+            Ok(stopped)
+        };
+        assert_eq!(restored("as sealed")?, Vec::<String>::new());
+
+        // Its level file as an earlier build sealed it: the same rows, every group compressed.
+        let name = before.next_name;
+        let stream = &before.streams["m"];
+        let data = root.join(format!(
+            "{STREAMS_DIR}/m/rows/{}",
+            segment::data_file_name(name)
+        ));
+        let (_, tracks) = tracks_of(&data, &stream.decl, &stored_schema(&stream.decl)?)?;
+        let choice = crate::archive::engine::seal::stored_levels(stream, &tracks);
+        assert!(!choice.deferred, "the barrier wrote partials");
+        let earlier =
+            levels::barrier_partials_under(&stream.decl, &tracks, name + 1, choice.first, 0)?
+                .ok_or("partials")?
+                .encoded
+                .0;
+        let level = root.join(format!(
+            "{STREAMS_DIR}/m/levels/{}",
+            segment::data_file_name(name + 1)
+        ));
+        let sealed = std::fs::read(&level)?;
+        assert_ne!(
+            earlier, sealed,
+            "its small groups are stored uncompressed now"
+        );
+        std::fs::write(&level, &earlier)?;
+        assert_eq!(
+            restored("sealed by an earlier build")?,
+            Vec::<String>::new()
+        );
+
+        // Neither rule's bytes: refused, and says why.
+        let mut damaged = earlier;
+        let at = damaged.len() / 2;
+        damaged[at] ^= 0x40;
+        std::fs::write(&level, &damaged)?;
+        let stopped = restored("damaged")?;
+        assert!(
+            stopped.len() == 1 && stopped[0].contains("are not what its rows make"),
+            "{stopped:?}"
+        );
+        Ok(())
+    }
 }

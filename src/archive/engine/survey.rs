@@ -241,7 +241,8 @@ impl Answer {
                 .checked_sub(*first)
                 .filter(|i| *i < *cells)
                 .and_then(|i| (f as u64).checked_mul(*cells)?.checked_add(i))
-                .and_then(|i| slots.get_mut(i as usize));
+                .and_then(|i| usize::try_from(i).ok())
+                .and_then(|i| slots.get_mut(i));
             match at {
                 Some(Some(held)) => return *held = held.merge(later),
                 Some(empty) => return *empty = Some(later),

@@ -172,6 +172,19 @@ pub(crate) fn barrier_partials(
     name: u64,
     first: usize,
 ) -> Result<Option<Partials>> {
+    barrier_partials_under(decl, tracks, name, first, segment::PLAIN_GROUP_ROWS)
+}
+
+/// [`barrier_partials`], its row groups of fewer than `plain_below` rows stored uncompressed
+/// (0: every group compressed, the rule of builds before 2026-12-06, which a repair meets in
+/// the files they sealed).
+pub(crate) fn barrier_partials_under(
+    decl: &StreamDecl,
+    tracks: &[TrackRows],
+    name: u64,
+    first: usize,
+    plain_below: usize,
+) -> Result<Option<Partials>> {
     if !summarised(decl) {
         return Ok(None);
     }
@@ -194,7 +207,7 @@ pub(crate) fn barrier_partials(
     let Some(groups) = partial_groups(decl, &schema, &per_track, first, bounds)? else {
         return Ok(None);
     };
-    let encoded = segment::encode(&decl.id, &schema, name, &groups)?;
+    let encoded = segment::encode_groups(&decl.id, &schema, name, &groups, plain_below)?;
     Ok(Some(Partials {
         encoded,
         first_level: (first > 0).then_some(first as u8),

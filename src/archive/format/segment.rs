@@ -226,19 +226,10 @@ pub(crate) const PLAIN_GROUP_ROWS: usize = 1024;
 
 /// Encodes rows as one row group per entry, in the order given (a barrier's tracks in
 /// track-key order, each in groups of at most the configured rows): a barrier's level file,
-/// its row groups of fewer than [`PLAIN_GROUP_ROWS`] rows uncompressed. Answers the file's
-/// bytes and its manifest entry (without path/barrier).
-pub(crate) fn encode(
-    stream: &str,
-    schema: &SchemaRef,
-    name: u64,
-    tracks: &[TrackRows],
-) -> Result<Encoded> {
-    encode_groups(stream, schema, name, tracks, PLAIN_GROUP_ROWS)
-}
-
-/// [`encode`], its row groups of fewer than `plain_below` rows uncompressed (0: none).
-fn encode_groups(
+/// its row groups of fewer than `plain_below` rows uncompressed ([`PLAIN_GROUP_ROWS`] since
+/// 2026-12-06; 0, every group compressed, before). Answers the file's bytes and its manifest
+/// entry (without path/barrier).
+pub(crate) fn encode_groups(
     stream: &str,
     schema: &SchemaRef,
     name: u64,
@@ -396,26 +387,27 @@ fn write_groups(
         for (field, column) in disk.fields().iter().zip(batch.columns()) {
             leaves.extend(compute_leaves(field, column).map_err(fail)?);
         }
-        let writers = if batch.num_rows() < plain_below {
-            if plain.is_none() {
-                let properties = (**file.properties())
-                    .clone()
-                    .into_builder()
-                    .set_compression(Compression::UNCOMPRESSED)
-                    .build();
-                let root = file.schema_descr().root_schema_ptr();
-                let sink = SerializedFileWriter::new(std::io::sink(), root, Arc::new(properties))
-                    .map_err(fail)?;
-                plain = Some(ArrowRowGroupWriterFactory::new(&sink, disk.clone()));
+        let factory = if batch.num_rows() < plain_below {
+            match &mut plain {
+                Some(factory) => &*factory,
+                None => {
+                    // Only the default codec is overridden: `properties` sets no column's own.
+                    let properties = (**file.properties())
+                        .clone()
+                        .into_builder()
+                        .set_compression(Compression::UNCOMPRESSED)
+                        .build();
+                    let root = file.schema_descr().root_schema_ptr();
+                    let sink =
+                        SerializedFileWriter::new(std::io::sink(), root, Arc::new(properties))
+                            .map_err(fail)?;
+                    &*plain.insert(ArrowRowGroupWriterFactory::new(&sink, disk.clone()))
+                }
             }
-            plain
-                .as_ref()
-                .map(|p| p.create_column_writers(index))
-                .unwrap_or_else(|| columns.create_column_writers(index))
-                .map_err(fail)?
         } else {
-            columns.create_column_writers(index).map_err(fail)?
+            &columns
         };
+        let writers = factory.create_column_writers(index).map_err(fail)?;
         if writers.len() != leaves.len() {
             return Err(ArchiveError::Encode {
                 stream: stream.to_owned(),
@@ -719,7 +711,8 @@ mod tests {
             .zip(sizes)
             .map(|(label, n)| group(label, n))
             .collect();
-        let (bytes, footer, entries) = encode("s", &schema, 9, &groups).expect("encode");
+        let (bytes, footer, entries) =
+            encode_groups("s", &schema, 9, &groups, PLAIN_GROUP_ROWS).expect("encode");
         let bytes = Bytes::from(bytes);
         let reader =
             parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
