@@ -81,44 +81,44 @@ fn cpu_time() -> Duration {
 /// (Linux: `/proc/self/task/*/stat`): the replicator's thread and its tier's request threads,
 /// which a run starts and keeps until its archive is dropped.
 fn threads_cpu(names: &[&str]) -> Duration {
+    threads_named(names)
+        .iter()
+        .map(|(_, stat)| stat_cpu(stat))
+        .sum()
+}
+
+/// The process's threads whose names start with one of `names` (`/proc/self/task`): each
+/// one's id and `stat` line.
+fn threads_named(names: &[&str]) -> Vec<(i32, String)> {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return Duration::ZERO;
+        return Vec::new();
     };
     tasks
         .flatten()
-        .filter_map(|task| std::fs::read_to_string(task.path().join("stat")).ok())
-        .filter(|stat| {
+        .filter_map(|task| {
+            let tid = task.file_name().to_str()?.parse::<i32>().ok()?;
+            let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
             let comm = stat
                 .split_once('(')
                 .and_then(|(_, rest)| rest.rsplit_once(')'))
                 .map_or("", |(comm, _)| comm);
-            names.iter().any(|n| comm.starts_with(n))
+            names
+                .iter()
+                .any(|n| comm.starts_with(n))
+                .then_some((tid, stat))
         })
-        .map(|stat| stat_cpu(&stat))
-        .sum()
+        .collect()
 }
 
 /// Holds the process's threads whose names start with one of `names` (the replicator's and
 /// its tier's) to `core` (`--replicator-core`): the writer then shares its core with nothing
 /// replication runs, as on a machine with a core to spare for it. Answers how many it held.
 fn pin_threads(names: &[&str], core: usize) -> usize {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
-    };
     let mut only = rustix::thread::CpuSet::new();
     only.set(core);
     let mut held = 0;
-    for task in tasks.flatten() {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if !names.iter().any(|n| comm.trim_end().starts_with(n)) {
-            continue;
-        }
-        let tid = task
-            .file_name()
-            .to_str()
-            .and_then(|t| t.parse::<i32>().ok())
-            .and_then(rustix::process::Pid::from_raw);
-        if let Some(tid) = tid {
+    for (tid, _) in threads_named(names) {
+        if let Some(tid) = rustix::process::Pid::from_raw(tid) {
             rustix::thread::sched_setaffinity(Some(tid), &only)
                 .expect("--replicator-core: sched_setaffinity");
             held += 1;

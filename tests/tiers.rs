@@ -555,14 +555,7 @@ fn a_faulty_store_records_nothing_partial_loses_nothing_and_never_hangs() {
     );
     assert_eq!(served(&archive), before, "nothing lost");
     // Retried later, the rest move.
-    let report = archive
-        .offload(Some(&everything), 0, |_, _, _| {})
-        .expect("offload retried");
-    assert_eq!(
-        (report[0].files, report[0].failed.len()),
-        (3, 0),
-        "{report:?}"
-    );
+    moves_all(&mut archive, &everything, 3);
     assert_eq!(served(&archive), before);
 
     // A cold read that fails is refused as transient, never short; a stalled one times out.
@@ -649,15 +642,20 @@ fn a_checked_tier_refuses_a_damaged_file_before_it_goes_up() {
     );
 
     std::fs::write(&victim, &original).expect("repair");
+    moves_all(&mut archive, &everything, 1);
+    assert_eq!(served(&archive), before, "nothing lost");
+}
+
+/// Offloads under `policy` and checks that `moved` files went and none failed.
+fn moves_all(archive: &mut Archive, policy: &OffloadPolicy, moved: usize) {
     let report = archive
-        .offload(Some(&everything), 0, |_, _, _| {})
-        .expect("offload again");
+        .offload(Some(policy), 0, |_, _, _| {})
+        .expect("offload");
     assert_eq!(
         (report[0].files, report[0].failed.len()),
-        (1, 0),
+        (moved, 0),
         "{report:?}"
     );
-    assert_eq!(served(&archive), before, "nothing lost");
 }
 
 const CRASH_DIR: &str = "SERIES_ARCHIVE_TIER_CRASH_DIR";

@@ -1040,6 +1040,9 @@ fn check_owner(root: &Path, tier: &ColdTier, theirs: Option<String>) -> Result<(
     Ok(())
 }
 
+/// One pass from `bucket` (what the bucket holds as it starts, from [`Look::finish`]) to the
+/// commit `log` reads. `known` is empty as it starts (a caller moved what it remembered into
+/// `bucket`), and receives what the bucket holds once the pass completes, never before.
 fn replicate_log(
     root: &Path,
     tier: &ColdTier,
@@ -1049,8 +1052,6 @@ fn replicate_log(
     bucket: Bucket,
     known: &mut Option<Known>,
 ) -> Result<ReplicationReport> {
-    // What is remembered is put back only by a pass that completes.
-    *known = None;
     let ours = bucket.remembered;
     let Known {
         mut parts,

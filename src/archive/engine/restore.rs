@@ -220,11 +220,16 @@ fn rebuild(
                     // Sealed by a build before 2026-12-06, which compressed every row group
                     // of a barrier's partials (`segment::PLAIN_GROUP_ROWS`): the same rows
                     // make those bytes under that rule.
-                    let earlier =
-                        levels::barrier_partials_under(decl, &tracks, name + 1, choice.first, 0)
-                            .map_err(|e| e.to_string())?
-                            .map(|p| p.encoded)
-                            .filter(|(bytes, _, _)| *bytes == found);
+                    let earlier = levels::barrier_partials_under(
+                        decl,
+                        &tracks,
+                        name + 1,
+                        choice.first,
+                        segment::COMPRESS_EVERY_GROUP,
+                    )
+                    .map_err(|e| e.to_string())?
+                    .map(|p| p.encoded)
+                    .filter(|(bytes, _, _)| *bytes == found);
                     match earlier {
                         Some((_, footer, entries)) => (footer, entries),
                         None => {
@@ -284,8 +289,6 @@ fn tracks_of(
     let metadata = ArrowReaderMetadata::load(&shared, ArrowReaderOptions::default())
         .map_err(|e| format!("not a Parquet file: {e}"))?;
     let groups = metadata.metadata().num_row_groups();
-    // Row groups in file order, joined per track (a barrier writes each track's rows as
-    // adjacent groups, tracks in key order).
     let mut tracks: Vec<TrackRows> = Vec::new();
     let mut pending: Vec<(Vec<String>, Vec<RecordBatch>)> = Vec::new();
     for index in 0..groups {
@@ -405,11 +408,16 @@ mod tests {
         let (_, tracks) = tracks_of(&data, &stream.decl, &stored_schema(&stream.decl)?)?;
         let choice = crate::archive::engine::seal::stored_levels(stream, &tracks);
         assert!(!choice.deferred, "the barrier wrote partials");
-        let earlier =
-            levels::barrier_partials_under(&stream.decl, &tracks, name + 1, choice.first, 0)?
-                .ok_or("partials")?
-                .encoded
-                .0;
+        let earlier = levels::barrier_partials_under(
+            &stream.decl,
+            &tracks,
+            name + 1,
+            choice.first,
+            segment::COMPRESS_EVERY_GROUP,
+        )?
+        .ok_or("partials")?
+        .encoded
+        .0;
         let level = root.join(format!(
             "{STREAMS_DIR}/m/levels/{}",
             segment::data_file_name(name + 1)

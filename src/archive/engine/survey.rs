@@ -278,10 +278,10 @@ impl Answer {
     }
 
     /// The answer's buckets in (field, cell) order.
-    fn into_buckets(mut self) -> Vec<Bucket> {
-        match &mut self {
-            Answer::Dense { slots, .. } => std::mem::take(slots).into_iter().flatten().collect(),
-            Answer::Sparse(map) => std::mem::take(map).into_values().collect(),
+    fn into_buckets(self) -> Vec<Bucket> {
+        match self {
+            Answer::Dense { slots, .. } => slots.into_iter().flatten().collect(),
+            Answer::Sparse(map) => map.into_values().collect(),
         }
     }
 }

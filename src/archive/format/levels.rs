@@ -176,8 +176,8 @@ pub(crate) fn barrier_partials(
 }
 
 /// [`barrier_partials`], its row groups of fewer than `plain_below` rows stored uncompressed
-/// (0: every group compressed, the rule of builds before 2026-12-06, which a repair meets in
-/// the files they sealed).
+/// (`segment::COMPRESS_EVERY_GROUP`: every group compressed, the rule of builds before
+/// 2026-12-06, which a repair meets in the files they sealed).
 pub(crate) fn barrier_partials_under(
     decl: &StreamDecl,
     tracks: &[TrackRows],

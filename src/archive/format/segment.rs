@@ -223,11 +223,14 @@ pub(crate) fn bounded(
 /// per level of about 16 columns, most of them a few cells, and at 2,000 rows a barrier those
 /// contexts were the larger part of sealing's CPU (`docs/bench-tiers.md`).
 pub(crate) const PLAIN_GROUP_ROWS: usize = 1024;
+/// The `plain_below` of a file whose every row group is compressed: a data file, and a level
+/// file sealed before 2026-12-06 (which a repair still recognises).
+pub(crate) const COMPRESS_EVERY_GROUP: usize = 0;
 
 /// Encodes rows as one row group per entry, in the order given (a barrier's tracks in
 /// track-key order, each in groups of at most the configured rows): a barrier's level file,
 /// its row groups of fewer than `plain_below` rows uncompressed ([`PLAIN_GROUP_ROWS`] since
-/// 2026-12-06; 0, every group compressed, before). Answers the file's bytes and its manifest
+/// 2026-12-06; [`COMPRESS_EVERY_GROUP`] before). Answers the file's bytes and its manifest
 /// entry (without path/barrier).
 pub(crate) fn encode_groups(
     stream: &str,
@@ -325,7 +328,7 @@ pub(crate) fn encode_packed(
         physical::PACKED_FILE_FORMAT,
         batches,
         cores,
-        0,
+        COMPRESS_EVERY_GROUP,
     )?;
     let (spans, footer) = regions(stream, name, &bytes, &metadata, packs.len())?;
     let mut groups = Vec::with_capacity(pieces.len());
@@ -355,7 +358,8 @@ pub(crate) fn encode_packed(
 /// converted to the stored types; answers its bytes and Parquet metadata. With `cores` above
 /// 1, a row group's columns are encoded on that many threads (each column's chunk alone, as
 /// `ArrowWriter` encodes it) and appended in schema order: the same bytes as on one. A row
-/// group of fewer than `plain_below` rows is written uncompressed (0: none is).
+/// group of fewer than `plain_below` rows is written uncompressed (none with
+/// [`COMPRESS_EVERY_GROUP`]).
 fn write_groups(
     stream: &str,
     schema: &SchemaRef,
@@ -641,14 +645,17 @@ mod tests {
     use arrow::datatypes::{Field, Schema};
     use std::sync::Arc;
 
-    /// The streaming writer makes exactly the bytes, spans and digests `encode` makes.
-    #[test]
-    fn the_streaming_writer_writes_what_encode_writes() {
-        let schema: SchemaRef = Arc::new(Schema::new(vec![
+    /// Rows of a track `probe` with one integer column `v`.
+    fn probe_schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
             Field::new("probe", DataType::Utf8, false),
             Field::new("v", DataType::UInt64, false),
-        ]));
-        let group = |label: &str, n: u64| TrackRows {
+        ]))
+    }
+
+    /// `n` rows of the track `label` (`v` counts from 0), as one group of a file.
+    fn probe_group(schema: &SchemaRef, label: &str, n: u64) -> TrackRows {
+        TrackRows {
             labels: vec![label.to_owned()].into(),
             batch: RecordBatch::try_new(
                 schema.clone(),
@@ -662,10 +669,22 @@ mod tests {
             position: [1, n],
             axis: None,
             seq: [0, n - 1],
-        };
-        let groups = [group("a", 1000), group("b", 3), group("c", 70_000)];
+        }
+    }
+
+    /// The streaming writer makes exactly the bytes, spans and digests `encode_groups` makes
+    /// with every group compressed.
+    #[test]
+    fn the_streaming_writer_writes_what_encode_writes() {
+        let schema = probe_schema();
+        let groups = [
+            probe_group(&schema, "a", 1000),
+            probe_group(&schema, "b", 3),
+            probe_group(&schema, "c", 70_000),
+        ];
         // Every group compressed, as the streaming writer compresses them.
-        let (bytes, footer, entries) = encode_groups("s", &schema, 42, &groups, 0).expect("encode");
+        let (bytes, footer, entries) =
+            encode_groups("s", &schema, 42, &groups, COMPRESS_EVERY_GROUP).expect("encode");
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("f.parquet");
         let disk: crate::archive::io::storage::Disk =
@@ -686,30 +705,12 @@ mod tests {
     /// the entries' spans and digests cover the bytes as written.
     #[test]
     fn small_row_groups_of_a_level_file_are_stored_uncompressed() {
-        let schema: SchemaRef = Arc::new(Schema::new(vec![
-            Field::new("probe", DataType::Utf8, false),
-            Field::new("v", DataType::UInt64, false),
-        ]));
-        let group = |label: &str, n: usize| TrackRows {
-            labels: vec![label.to_owned()].into(),
-            batch: RecordBatch::try_new(
-                schema.clone(),
-                vec![
-                    Arc::new(StringArray::from(vec![label; n])),
-                    Arc::new(UInt64Array::from_iter_values((0..n as u64).map(|v| v * 7))),
-                ],
-            )
-            .expect("batch")
-            .into(),
-            position: [1, n as u64],
-            axis: None,
-            seq: [0, n as u64 - 1],
-        };
+        let schema = probe_schema();
         let sizes = [PLAIN_GROUP_ROWS - 1, PLAIN_GROUP_ROWS, 3, 5000];
         let groups: Vec<TrackRows> = ["a", "b", "c", "d"]
             .into_iter()
             .zip(sizes)
-            .map(|(label, n)| group(label, n))
+            .map(|(label, n)| probe_group(&schema, label, n as u64))
             .collect();
         let (bytes, footer, entries) =
             encode_groups("s", &schema, 9, &groups, PLAIN_GROUP_ROWS).expect("encode");

@@ -28,8 +28,8 @@ use std::sync::{Arc, Mutex};
 
 /// A file being written row group by row group straight to disk, each group's digest taken
 /// as its bytes pass: memory holds one row group, never the file. The bytes and digests are
-/// exactly what [`encode_groups`] makes of the same groups with every group compressed
-/// (`plain_below` 0): the files compaction writes keep zstd on every row group.
+/// exactly what [`encode_groups`](crate::archive::format::segment::encode_groups) makes of the same groups with every group compressed
+/// ([`COMPRESS_EVERY_GROUP`](crate::archive::format::segment::COMPRESS_EVERY_GROUP)): the files compaction writes keep zstd on every row group.
 pub(crate) struct Writer {
     writer: ArrowWriter<DigestSink>,
     /// The schema the file stores (`physical::disk_schema` of the rows').
@@ -1207,7 +1207,7 @@ fn cut(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::archive::format::segment::{encode_groups, TrackRows};
+    use crate::archive::format::segment::{encode_groups, TrackRows, COMPRESS_EVERY_GROUP};
     use crate::archive::io::store::RequestLog;
     use arrow::array::{StringArray, UInt64Array};
     use arrow::datatypes::{DataType, Field, Schema};
@@ -1241,7 +1241,7 @@ mod tests {
             seq: [0, 3],
         };
         let (bytes, footer, groups) =
-            encode_groups("s", &file_schema, 7, &[track], 0).expect("encode");
+            encode_groups("s", &file_schema, 7, &[track], COMPRESS_EVERY_GROUP).expect("encode");
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("f.parquet"), &bytes).expect("write");
         let entry = SegmentFile {
