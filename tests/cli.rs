@@ -1903,3 +1903,25 @@ fn inspect_says_when_level_partials_are_deferred_and_surveys_still_count_every_r
     deferred("inspect after compact");
     assert_eq!(count(), 10_000);
 }
+
+/// README ("Performance") and `build.rs`: on Linux with glibc the binary is linked at a fixed
+/// address (an ELF executable, `e_type` ET_EXEC = 2), unless it was built with
+/// `SERIES_ARCHIVE_PIE=1` or a static C runtime (position-independent, ET_DYN = 3).
+#[test]
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn the_binary_is_linked_at_a_fixed_address_unless_built_for_pie() {
+    use std::io::Read;
+    let mut header = [0u8; 18];
+    fs::File::open(env!("CARGO_BIN_EXE_series-archive"))
+        .and_then(|mut f| f.read_exact(&mut header))
+        .expect("the binary's ELF header");
+    assert_eq!(&header[..4], b"\x7fELF", "an ELF file");
+    let e_type = u16::from_le_bytes([header[16], header[17]]);
+    let pie = option_env!("SERIES_ARCHIVE_PIE").is_some_and(|v| !v.is_empty() && v != "0");
+    let expected = if pie || cfg!(target_feature = "crt-static") {
+        3
+    } else {
+        2
+    };
+    assert_eq!(e_type, expected, "ELF type (2: fixed address, 3: PIE)");
+}
