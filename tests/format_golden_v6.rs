@@ -515,11 +515,12 @@ fn a_sparse_level_is_not_stored_and_reads_answer_as_if_it_were() {
     let sparse = scrape_archive(sparse_dir.path(), HOSTS * PER_HOST);
     let full = scrape_archive(full_dir.path(), 2_500);
     let state = &sparse.state().streams["metrics"];
-    // Rows 10 s apart: 1 s and 8 s cells hold one row, 64 s cells about six; 512 s cells
-    // about fifty, the first level holding at least 16 values a cell.
-    assert_eq!(state.levels_from, Some(3));
-    assert_eq!(state.levels[0].first_level, Some(3));
-    assert_eq!(state.levels[0].groups.len(), 5, "levels 3 to 7");
+    // Rows 10 s apart: 1 s and 8 s cells hold one row, 64 s cells about six, 512 s cells
+    // about fifty, 4,096 s cells about 410. Levels 3 up would hold a cell per 45 rows;
+    // levels 4 up, the first to hold at most one per 64 rows, are stored.
+    assert_eq!(state.levels_from, Some(4));
+    assert_eq!(state.levels[0].first_level, Some(4));
+    assert_eq!(state.levels[0].groups.len(), 4, "levels 4 to 7");
     assert_eq!(full.state().streams["metrics"].levels_from, None);
     assert!(full.state().streams["metrics"]
         .levels
@@ -534,7 +535,7 @@ fn a_sparse_level_is_not_stored_and_reads_answer_as_if_it_were() {
     };
     assert!(
         bytes(&sparse) * 4 < bytes(&full),
-        "levels 3 up cost a fraction of all eight: {} vs {} bytes",
+        "levels 4 up cost a fraction of all eight: {} vs {} bytes",
         bytes(&sparse),
         bytes(&full)
     );
@@ -559,14 +560,14 @@ fn a_sparse_level_is_not_stored_and_reads_answer_as_if_it_were() {
     // writes no level beneath it).
     drop(sparse);
     let mut reopened = Archive::open(sparse_dir.path(), metrics_config()).expect("reopen");
-    assert_eq!(reopened.state().streams["metrics"].levels_from, Some(3));
+    assert_eq!(reopened.state().streams["metrics"].levels_from, Some(4));
     assert_eq!(answers(&reopened), want);
     reopened.compact(true, |_, _, _| {}).expect("compact");
     assert!(reopened.state().streams["metrics"].levels.iter().all(|f| {
-        f.first_level == Some(3) || f.run.and_then(|r| r.level).is_some_and(|l| l >= 3)
+        f.first_level == Some(4) || f.run.and_then(|r| r.level).is_some_and(|l| l >= 4)
     }));
     assert_eq!(answers(&reopened), want);
-    // Barriers after the decision store levels 3 up, whatever their size.
+    // Barriers after the decision store levels 4 up, whatever their size.
     let positions: Vec<u64> = (1..=10).map(|p| (HOSTS * PER_HOST) as u64 + p).collect();
     let more = scraped(HOSTS * PER_HOST, HOSTS * PER_HOST + 10);
     reopened
@@ -578,6 +579,6 @@ fn a_sparse_level_is_not_stored_and_reads_answer_as_if_it_were() {
         .last()
         .cloned()
         .expect("partials");
-    assert_eq!((last.first_level, last.groups.len()), (Some(3), 5));
+    assert_eq!((last.first_level, last.groups.len()), (Some(4), 4));
     assert!(reopened.verify(|_, _| {}).is_empty());
 }

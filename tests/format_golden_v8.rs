@@ -220,9 +220,10 @@ fn replay_applies_deferral_and_its_summary_and_refuses_what_breaks_the_rules() {
 }
 
 const HOSTS: usize = 100;
-/// Rows a barrier of the fleet: 50 rows a host, 500 s of each host's axis. Its cells at the
-/// first stored level (512 s) and above hold about 10 rows each: not worth their bytes.
-const BARRIER_ROWS: usize = HOSTS * 50;
+/// Rows a barrier of the fleet: 100 rows a host, 1,000 s of each host's axis. Its cells at
+/// the first stored level (4,096 s) and above, four a host, hold fewer than 64 rows each
+/// until three barriers' rows are summarised together.
+const BARRIER_ROWS: usize = HOSTS * 100;
 
 fn metrics_config() -> Config {
     scrape::config()
@@ -243,7 +244,7 @@ fn answers(archive: &Archive, rows: usize) -> Vec<String> {
     let mut out = Vec::new();
     for track in [vec![], vec!["h07".to_string()]] {
         for (start, end) in ranges {
-            for budget in [8, 40, 400, 4000] {
+            for budget in [4, 8, 40, 400, 4000] {
                 let s = archive
                     .survey("metrics", &track, start, end, budget)
                     .expect("survey");
@@ -285,14 +286,14 @@ fn a_fleet_of_small_tracks_defers_its_partials_and_reads_answer_as_if_they_were_
     let stream = &archive.state().streams["metrics"];
     assert_eq!(
         stream.levels_from,
-        Some(3),
-        "512 s cells hold 16 rows or more"
+        Some(4),
+        "levels from 4,096 s cells up hold a cell per 64 rows or fewer"
     );
     assert_eq!(stream.levels_deferred_from, Some(0));
     assert!(stream.levels.is_empty(), "no partials were written");
     let (_r, two) = reference(2 * BARRIER_ROWS);
     let want = answers(&two, 2 * BARRIER_ROWS);
-    assert!(want.iter().any(|a| a.contains("level: 3")), "{want:?}");
+    assert!(want.iter().any(|a| a.contains("level: 4")), "{want:?}");
     assert_eq!(answers(&archive, 2 * BARRIER_ROWS), want);
     // Two barriers' cells still hold too few rows: an automatic compaction leaves them.
     archive.compact(false, |_, _, _| {}).expect("compact");
@@ -315,7 +316,7 @@ fn a_fleet_of_small_tracks_defers_its_partials_and_reads_answer_as_if_they_were_
     let stream = &archive.state().streams["metrics"];
     assert_eq!(stream.levels_deferred_from, None);
     assert_eq!(stream.levels.len(), 1);
-    assert_eq!(stream.levels[0].first_level, Some(3));
+    assert_eq!(stream.levels[0].first_level, Some(4));
     assert_eq!(
         stream.levels[0].groups[0].seq,
         [0, 3 * BARRIER_ROWS as u64 - 1]
@@ -356,8 +357,8 @@ fn a_fleet_of_small_tracks_defers_its_partials_and_reads_answer_as_if_they_were_
 
 #[test]
 fn a_retirement_summarises_deferred_rows_before_it_takes_them() {
-    // Raw rows live 400 s behind each host's newest (the first barrier's rows go); levels forever.
-    let retention = || Retention::forever().raw(Lifetime::Behind(40 * STEP_NS));
+    // Raw rows live 990 s behind each host's newest (the first barrier's rows go); levels forever.
+    let retention = || Retention::forever().raw(Lifetime::Behind(99 * STEP_NS));
     let dir = tempfile::tempdir().expect("tempdir");
     let config = || metrics_config().retention("metrics", retention());
     let mut archive = Archive::open(dir.path(), config()).expect("open");
@@ -372,21 +373,22 @@ fn a_retirement_summarises_deferred_rows_before_it_takes_them() {
     assert_eq!(stream.levels_deferred_from, None, "summarised first");
     assert_eq!(stream.levels.len(), 1);
     assert!(stream.tracks.values().all(|t| t.raw.seq > 0));
-    // A coarse survey of the whole history still answers every row, from the levels.
+    // A coarse survey of the whole history (one cell of the first stored level) still
+    // answers every row, from the levels.
     let (_r, reference) = reference(2 * BARRIER_ROWS);
     for track in [vec![], vec!["h07".to_string()]] {
         let got = archive
-            .survey("metrics", &track, Unbounded, Unbounded, 8)
+            .survey("metrics", &track, Unbounded, Unbounded, 4)
             .expect("survey");
         let want = reference
-            .survey("metrics", &track, Unbounded, Unbounded, 8)
+            .survey("metrics", &track, Unbounded, Unbounded, 4)
             .expect("survey");
         let count: u64 = got.buckets.iter().map(|b| b.count).sum();
         assert_eq!((got.plan, got.buckets), (want.plan, want.buckets));
         let rows = if track.is_empty() {
             2 * BARRIER_ROWS
         } else {
-            100
+            2 * BARRIER_ROWS / HOSTS
         };
         assert_eq!(count, rows as u64);
     }

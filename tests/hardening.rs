@@ -629,24 +629,24 @@ fn repair_restores_partial_and_deferred_barriers_after_a_levels_summary() {
             .map(|l| l.to_owned())
             .unwrap_or_else(|| panic!("{what}: no deferred rows\n{}", inspect.stdout))
     };
-    // Eight barriers of 5,000 rows, ten a track in a barrier: too few a cell, deferred.
-    ingest_ticks(0..80, "5000", "a.csv");
+    // Twenty barriers of 5,000 rows, ten a track in a barrier: too few a cell, deferred.
+    ingest_ticks(0..200, "5000", "a.csv");
     assert!(deferred("after a.csv").contains("from _seq 0 on"));
-    // The compaction summarises them (80 rows a track are worth their cells).
+    // The compaction summarises them (200 rows a track are worth their three cells).
     run("compact", &root, &[]).expect(0, "compact");
     let inspect = run("inspect", &root, &[]).expect(0, "inspect");
     assert!(!inspect.stdout.contains("deferred"), "{}", inspect.stdout);
     // Then four small barriers, which write their partials, and two that defer again.
-    ingest_ticks(80..88, "1000", "b.csv");
-    ingest_ticks(88..108, "5000", "c.csv");
-    assert!(deferred("after c.csv").contains("from _seq 44000 on"));
+    ingest_ticks(200..208, "1000", "b.csv");
+    ingest_ticks(208..228, "5000", "c.csv");
+    assert!(deferred("after c.csv").contains("from _seq 104000 on"));
     let rows = run("rows", &root, &["--stream", "capture"]).expect(0, "rows");
-    assert_eq!(rows.stdout.lines().count(), 1 + 108 * 500);
+    assert_eq!(rows.stdout.lines().count(), 1 + 228 * 500);
     let survey_args = ["--stream", "capture", "--budget", "400", "--json"];
     let survey = run("survey", &root, &survey_args).expect(0, "survey");
 
-    // The compaction's checkpoint started this generation: its snapshot, then barriers 9 to
-    // 14. Damage barrier 10's record: barriers 10 to 14 are lost to the manifest.
+    // The compaction's checkpoint started this generation: its snapshot, then barriers 21 to
+    // 26. Damage barrier 22's record: barriers 22 to 26 are lost to the manifest.
     let (path, spans) = records(&root);
     assert_eq!(spans.len(), 7, "a snapshot and six barriers");
     let (start, end) = spans[2];
@@ -658,7 +658,7 @@ fn repair_restores_partial_and_deferred_barriers_after_a_levels_summary() {
         "{}",
         done.stdout
     );
-    for (barrier, partials) in [(10, true), (12, true), (13, false), (14, false)] {
+    for (barrier, partials) in [(22, true), (24, true), (25, false), (26, false)] {
         let line = done
             .stdout
             .lines()
@@ -667,7 +667,7 @@ fn repair_restores_partial_and_deferred_barriers_after_a_levels_summary() {
         assert_eq!(line.contains("/levels/"), partials, "{line}");
     }
     run("verify", &root, &[]).expect(0, "verify after repair");
-    assert!(deferred("after repair").contains("from _seq 44000 on"));
+    assert!(deferred("after repair").contains("from _seq 104000 on"));
     let after = run("rows", &root, &["--stream", "capture"]).expect(0, "rows after repair");
     assert!(
         after.stdout == rows.stdout,

@@ -374,8 +374,9 @@ fn a_percentile_scan_stops_when_its_caller_stops_wanting_it_and_never_answers_pa
 #[test]
 fn sparse_level_folds_read_coarse_cells_and_equal_the_raw_fold_of_level_0_cells() {
     let dir = tempfile::tempdir().expect("tempdir");
-    // Widths 1, 4, 16, 64, 256, 1024: 16 rows a cell first at level 4 (256).
-    let ladder = Ladder::new(1, 4, 6).expect("valid");
+    // Widths 1, 4, 16, 64, 256, 1024, 4096: the stored levels hold one cell per 64 rows
+    // at most first from level 5 (1024 + 4096 units: 102 and 410 rows a cell).
+    let ladder = Ladder::new(1, 4, 7).expect("valid");
     let mut rows = Vec::new();
     for i in 0..6000u64 {
         for (run, probe) in [("run_0", "p0"), ("run_0", "p1"), ("run_1", "p0")] {
@@ -392,14 +393,14 @@ fn sparse_level_folds_read_coarse_cells_and_equal_the_raw_fold_of_level_0_cells(
     let archive = archive_with(dir.path(), ladder, &rows, &positions, &[9000, 15000]);
     assert_eq!(
         archive.state().streams["capture"].first_stored_level(),
-        4,
-        "the barriers stored levels from 4 (16 rows a cell)"
+        5,
+        "the barriers stored levels from 5"
     );
     let climbed = check_folds(
         &archive,
         &rows,
         &[vec![], vec!["run_0"], vec!["run_1", "p0"]],
-        4,
+        5,
     );
     assert!(climbed > 100, "most folds read stored cells ({climbed})");
 }
@@ -413,8 +414,8 @@ fn sparse_level_folds_read_coarse_cells_and_equal_the_raw_fold_of_level_0_cells(
 #[test]
 fn a_long_lived_reader_reads_a_packed_row_group_once_and_answers_as_a_one_shot_read() {
     let dir = tempfile::tempdir().expect("tempdir");
-    // Widths 1, 4, 16, 64, 256, 1024; rows 10 apart: 16 rows a cell first at level 4.
-    let ladder = Ladder::new(1, 4, 6).expect("valid");
+    // Widths 1, 4, 16, 64, 256, 1024, 4096; rows 10 apart: stored from level 5.
+    let ladder = Ladder::new(1, 4, 7).expect("valid");
     let fleet_rows = |from: u64, to: u64| -> Vec<Row> {
         let mut rows = Vec::new();
         for i in from..to {
@@ -433,7 +434,7 @@ fn a_long_lived_reader_reads_a_packed_row_group_once_and_answers_as_a_one_shot_r
     let mut rows = fleet_rows(0, 30);
     let positions: Vec<u64> = (1..=rows.len() as u64).collect();
     let mut writer = archive_with(dir.path(), ladder, &rows, &positions, &[4500]);
-    assert_eq!(writer.state().streams["capture"].first_stored_level(), 4);
+    assert_eq!(writer.state().streams["capture"].first_stored_level(), 5);
     let once = || {
         Archive::open(
             dir.path(),
@@ -590,7 +591,7 @@ fn check_folds(archive: &Archive, rows: &[Row], selections: &[Vec<&str>], stored
 #[test]
 fn level_folds_of_deferred_rows_equal_the_raw_fold() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let ladder = Ladder::new(1, 4, 6).expect("valid");
+    let ladder = Ladder::new(1, 4, 7).expect("valid");
     let mut rows = Vec::new();
     for i in 0..30u64 {
         for run in 0..20 {
@@ -613,11 +614,11 @@ fn level_folds_of_deferred_rows_equal_the_raw_fold() {
         Some(0),
         "the barrier deferred its partials"
     );
-    assert_eq!(stream.first_stored_level(), 4);
+    assert_eq!(stream.first_stored_level(), 5);
     check_folds(
         &archive,
         &rows,
         &[vec![], vec!["run_3"], vec!["run_7", "p9"]],
-        4,
+        5,
     );
 }

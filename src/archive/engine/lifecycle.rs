@@ -1328,7 +1328,7 @@ impl Archive {
                 Some((rows + entry.rows, [a.min(lo), b.max(hi)]))
             })
         });
-        if !always && !levels::worth_summarising(&ladder, first, spans) {
+        if !always && !levels::worth_summarising(&ladder, first, levels::MIN_ROWS_PER_CELL, spans) {
             self.summary_judged
                 .insert(stream.to_owned(), (from, deferred_rows));
             return Ok(None);

@@ -13,7 +13,9 @@
 
 use crate::archive::error::Result;
 use crate::archive::format::levels;
-use crate::archive::format::manifest::{Barrier, BarrierStream, Record, SegmentFile, State};
+use crate::archive::format::manifest::{
+    Barrier, BarrierStream, GroupEntry, Record, SegmentFile, Span, State,
+};
 use crate::archive::format::segment::{self, TrackRows};
 use crate::archive::format::spec::stored_schema;
 use crate::archive::io::local;
@@ -194,66 +196,48 @@ fn rebuild(
     );
     let mut files = vec![rel];
     let mut next_name = name + 1;
-    // The first stored level, as the barrier judged it on the state before it.
-    let choice = crate::archive::engine::seal::stored_levels(stream, &tracks);
-    let partials = if choice.deferred {
-        None
-    } else {
-        levels::barrier_partials(decl, &tracks, name + 1, choice.first)
-            .map_err(|e| e.to_string())?
-    };
-    let levels = match partials {
-        None => None,
-        Some(partials) => {
-            let first_level = partials.first_level;
-            let (want, footer, entries) = partials.encoded;
-            {
-                let rel = format!(
-                    "{STREAMS_DIR}/{id}/levels/{}",
-                    segment::data_file_name(name + 1)
-                );
-                let found = local::read(&root.join(&rel))
-                    .map_err(|e| format!("its level partials {rel} cannot be read: {e}"))?;
-                let (footer, entries) = if found == want {
-                    (footer, entries)
-                } else {
-                    // Sealed by a build before 2026-12-06, which compressed every row group
-                    // of a barrier's partials (`segment::PLAIN_GROUP_ROWS`): the same rows
-                    // make those bytes under that rule.
-                    let earlier = levels::barrier_partials_under(
-                        decl,
-                        &tracks,
-                        name + 1,
-                        choice.first,
-                        segment::COMPRESS_EVERY_GROUP,
-                    )
-                    .map_err(|e| e.to_string())?
-                    .map(|p| p.encoded)
-                    .filter(|(bytes, _, _)| *bytes == found);
-                    match earlier {
-                        Some((_, footer, entries)) => (footer, entries),
-                        None => {
-                            return Err(format!(
-                                "its level partials {rel} are not what its rows make"
-                            ))
-                        }
-                    }
-                };
-                next_name += 1;
-                files.push(rel.clone());
-                let mut file = entry(
-                    name + 1,
-                    rel,
-                    found.len(),
-                    footer,
-                    entries,
-                    crate::archive::format::physical::FILE_VERSION,
-                );
-                file.first_level = first_level;
-                Some(file)
-            }
+    // The levels as the barrier judged them on the state before it (the first stored level
+    // it decided, whether it deferred its partials): under this build's rule, or under the
+    // earlier one when only that one makes what the barrier left (sealed by a build before
+    // 2026-12-07).
+    let level_rel = format!(
+        "{STREAMS_DIR}/{id}/levels/{}",
+        segment::data_file_name(name + 1)
+    );
+    let mut judged = None;
+    for rule in [levels::LEVEL_RULE, levels::LEVEL_RULE_EARLIER] {
+        let choice = crate::archive::engine::seal::stored_levels_under(stream, &tracks, rule);
+        if judged.as_ref().is_some_and(
+            |(earlier, _): &(crate::archive::engine::seal::LevelChoice, _)| {
+                (earlier.decided, earlier.deferred) == (choice.decided, choice.deferred)
+            },
+        ) {
+            continue;
         }
-    };
+        let made = levels_as_sealed(root, &level_rel, decl, &tracks, name, &choice);
+        let matched = made.is_ok();
+        judged = Some((choice, made));
+        if matched {
+            break;
+        }
+    }
+    let (choice, made) = judged.ok_or("no rule judged its levels")?;
+    let levels = made?.map(|(found, footer, entries, first_level)| {
+        let mut file = entry(
+            name + 1,
+            level_rel.clone(),
+            found,
+            footer,
+            entries,
+            crate::archive::format::physical::FILE_VERSION,
+        );
+        file.first_level = first_level;
+        file
+    });
+    if levels.is_some() {
+        next_name += 1;
+        files.push(level_rel);
+    }
     let rows = file.groups.iter().map(|g| g.rows).sum();
     Ok(RestoredBarrier {
         record: Barrier {
@@ -273,6 +257,58 @@ fn rebuild(
         files,
         rows,
     })
+}
+
+/// A barrier's level file as found: its length, footer, entries and first level.
+type SealedLevels = (usize, Span, Vec<GroupEntry>, Option<u8>);
+
+/// A barrier's level partials as `choice` makes them from its rows, checked against the
+/// file at `rel`: its length, footer, entries and first level when they are the bytes found
+/// (under this build's codec or the earlier one, which compressed every row group), `None`
+/// when the choice writes none and none is there.
+fn levels_as_sealed(
+    root: &Path,
+    rel: &str,
+    decl: &crate::archive::format::manifest::StreamDecl,
+    tracks: &[TrackRows],
+    name: u64,
+    choice: &crate::archive::engine::seal::LevelChoice,
+) -> std::result::Result<Option<SealedLevels>, String> {
+    let path = root.join(rel);
+    let partials = if choice.deferred {
+        None
+    } else {
+        levels::barrier_partials(decl, tracks, name + 1, choice.first).map_err(|e| e.to_string())?
+    };
+    let Some(partials) = partials else {
+        if path.exists() {
+            return Err(format!(
+                "its level partials {rel} are there, but its rows make none"
+            ));
+        }
+        return Ok(None);
+    };
+    let first_level = partials.first_level;
+    let (want, footer, entries) = partials.encoded;
+    let found =
+        local::read(&path).map_err(|e| format!("its level partials {rel} cannot be read: {e}"))?;
+    if found == want {
+        return Ok(Some((found.len(), footer, entries, first_level)));
+    }
+    // Sealed by a build before 2026-12-06, which compressed every row group of a barrier's
+    // partials (`segment::PLAIN_GROUP_ROWS`): the same rows make those bytes under that rule.
+    levels::barrier_partials_under(
+        decl,
+        tracks,
+        name + 1,
+        choice.first,
+        segment::COMPRESS_EVERY_GROUP,
+    )
+    .map_err(|e| e.to_string())?
+    .map(|p| p.encoded)
+    .filter(|(bytes, _, _)| *bytes == found)
+    .map(|(_, footer, entries)| Some((found.len(), footer, entries, first_level)))
+    .ok_or_else(|| format!("its level partials {rel} are not what its rows make"))
 }
 
 /// A barrier's data file at `path`, its bytes and its rows as the barrier's tracks: row
@@ -358,6 +394,77 @@ mod tests {
         (batch, i.iter().map(|i| i + 1).collect())
     }
 
+    /// An archive of stream `m` (three hosts, rows 10 axis units apart, `ladder`) with a
+    /// barrier of `first` rows and then one of `second` rows; answers the state before the
+    /// second, and a check that repair on top of it restores the second (or why it stops).
+    #[allow(clippy::type_complexity)]
+    fn two_barriers(
+        root: &Path,
+        ladder: Ladder,
+        first: u64,
+        second: u64,
+    ) -> Result<
+        (
+            State,
+            Box<dyn Fn(&str) -> Result<Vec<RestoredBarrier>, Failed> + '_>,
+        ),
+        Failed,
+    > {
+        let schema: arrow::datatypes::SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("host", DataType::Utf8, false),
+            Field::new("ts", DataType::UInt64, false),
+            Field::new("value", DataType::Float64, false),
+        ]));
+        let spec =
+            StreamSpec::dynamic("m", schema.clone(), vec!["host".into()], Some("ts".into()))?
+                .with_ladder(Some(ladder));
+        let config = Config::new().stream(spec);
+        let group_rows = config.compaction.group_rows;
+        let mut archive = Archive::open(root, config)?;
+        let (batch, positions) = rows(&schema, 0, first);
+        archive.stage_batch("m", &batch, &positions)?;
+        archive.seal_all()?;
+        // The trusted prefix: everything up to the first barrier.
+        let before = archive.state().clone();
+        let (batch, positions) = rows(&schema, first, second);
+        archive.stage_batch("m", &batch, &positions)?;
+        archive.seal_all()?;
+        drop(archive);
+        let trusted = before.clone();
+        let restored = move |why: &str| -> Result<Vec<RestoredBarrier>, Failed> {
+            let (restored, stopped) = restorable(root, &trusted, group_rows)?;
+            if restored.len() == 1 && stopped.is_empty() {
+                return Ok(restored);
+            }
+            assert!(
+                restored.is_empty() && stopped.len() == 1,
+                "{why}: {stopped:?}"
+            );
+            Err(stopped[0].clone().into())
+        };
+        Ok((before, Box::new(restored)))
+    }
+
+    /// The level file of the barrier after `state` in stream `m`, and the rows of its data
+    /// file as the barrier's tracks.
+    fn lost_barrier(
+        root: &Path,
+        state: &State,
+    ) -> Result<(std::path::PathBuf, Vec<TrackRows>), Failed> {
+        let name = state.next_name;
+        let stream = &state.streams["m"];
+        let data = root.join(format!(
+            "{STREAMS_DIR}/m/rows/{}",
+            segment::data_file_name(name)
+        ));
+        let (_, tracks) = tracks_of(&data, &stream.decl, &stored_schema(&stream.decl)?)?;
+        let level = root.join(format!(
+            "{STREAMS_DIR}/m/levels/{}",
+            segment::data_file_name(name + 1)
+        ));
+        Ok((level, tracks))
+    }
+
     /// A lost barrier whose level partials were sealed by a build before 2026-12-06 (every row
     /// group compressed, `segment::PLAIN_GROUP_ROWS` not yet a rule) is restored as one sealed
     /// now is; a level file that neither rule makes of its rows is not.
@@ -366,83 +473,90 @@ mod tests {
     {
         let dir = tempfile::tempdir()?;
         let root = dir.path();
-        let schema: arrow::datatypes::SchemaRef = Arc::new(Schema::new(vec![
-            Field::new("host", DataType::Utf8, false),
-            Field::new("ts", DataType::UInt64, false),
-            Field::new("value", DataType::Float64, false),
-        ]));
-        let spec =
-            StreamSpec::dynamic("m", schema.clone(), vec!["host".into()], Some("ts".into()))?
-                .with_ladder(Some(Ladder::new(1, 4, 6)?));
-        let config = Config::new().stream(spec);
-        let group_rows = config.compaction.group_rows;
-        let mut archive = Archive::open(root, config)?;
-        let (batch, positions) = rows(&schema, 0, 300);
-        archive.stage_batch("m", &batch, &positions)?;
-        archive.seal_all()?;
-        // The trusted prefix: everything up to the first barrier.
-        let before = archive.state().clone();
-        let (batch, positions) = rows(&schema, 300, 300);
-        archive.stage_batch("m", &batch, &positions)?;
-        archive.seal_all()?;
-        drop(archive);
-
-        let restored = |why: &str| -> Result<Vec<String>, Failed> {
-            let (restored, stopped) = restorable(root, &before, group_rows)?;
-            assert_eq!(
-                restored.len(),
-                usize::from(stopped.is_empty()),
-                "{why}: {stopped:?}"
-            );
-            Ok(stopped)
-        };
-        assert_eq!(restored("as sealed")?, Vec::<String>::new());
+        let (before, restored) = two_barriers(root, Ladder::new(1, 4, 6)?, 300, 300)?;
+        restored("as sealed")?;
 
         // Its level file as an earlier build sealed it: the same rows, every group compressed.
-        let name = before.next_name;
+        let (level, tracks) = lost_barrier(root, &before)?;
         let stream = &before.streams["m"];
-        let data = root.join(format!(
-            "{STREAMS_DIR}/m/rows/{}",
-            segment::data_file_name(name)
-        ));
-        let (_, tracks) = tracks_of(&data, &stream.decl, &stored_schema(&stream.decl)?)?;
         let choice = crate::archive::engine::seal::stored_levels(stream, &tracks);
         assert!(!choice.deferred, "the barrier wrote partials");
         let earlier = levels::barrier_partials_under(
             &stream.decl,
             &tracks,
-            name + 1,
+            before.next_name + 1,
             choice.first,
             segment::COMPRESS_EVERY_GROUP,
         )?
         .ok_or("partials")?
         .encoded
         .0;
-        let level = root.join(format!(
-            "{STREAMS_DIR}/m/levels/{}",
-            segment::data_file_name(name + 1)
-        ));
         let sealed = std::fs::read(&level)?;
         assert_ne!(
             earlier, sealed,
             "its small groups are stored uncompressed now"
         );
         std::fs::write(&level, &earlier)?;
-        assert_eq!(
-            restored("sealed by an earlier build")?,
-            Vec::<String>::new()
-        );
+        restored("sealed by an earlier build")?;
 
         // Neither rule's bytes: refused, and says why.
         let mut damaged = earlier;
         let at = damaged.len() / 2;
         damaged[at] ^= 0x40;
         std::fs::write(&level, &damaged)?;
-        let stopped = restored("damaged")?;
-        assert!(
-            stopped.len() == 1 && stopped[0].contains("are not what its rows make"),
-            "{stopped:?}"
+        let why = restored("damaged").expect_err("refused").to_string();
+        assert!(why.contains("are not what its rows make"), "{why}");
+        Ok(())
+    }
+
+    /// A lost barrier that decided its stream's first stored level under the rule of the
+    /// builds before 2026-12-07 (the first stored level alone at 16 rows a cell) is restored
+    /// with the decision it recorded; partials from any other level are not.
+    #[test]
+    fn a_lost_barrier_that_decided_under_the_earlier_rule_is_restored_with_its_decision(
+    ) -> Result<(), Failed> {
+        let dir = tempfile::tempdir()?;
+        let root = dir.path();
+        // Widths 1 to 16384; each of three hosts has a row every 30 units. The second barrier
+        // (1,500 rows a host) is the first with enough rows to judge: stored from level 6 now
+        // (4096-unit cells and up hold a cell per 64 rows), from level 5 (1024 units, 34 rows
+        // a cell) under the earlier rule.
+        let (before, restored) = two_barriers(root, Ladder::new(1, 4, 8)?, 300, 4_500)?;
+        assert_eq!(before.streams["m"].levels_from, None, "undecided before it");
+        let decided = |barriers: &[RestoredBarrier]| barriers[0].record.streams[0].levels_from;
+        assert_eq!(decided(&restored("as sealed")?), Some(6));
+
+        let (level, tracks) = lost_barrier(root, &before)?;
+        let stream = &before.streams["m"];
+        let partials_from = |first: usize| -> Result<Vec<u8>, Failed> {
+            Ok(
+                levels::barrier_partials(&stream.decl, &tracks, before.next_name + 1, first)?
+                    .ok_or("partials")?
+                    .encoded
+                    .0,
+            )
+        };
+        let earlier = crate::archive::engine::seal::stored_levels_under(
+            stream,
+            &tracks,
+            levels::LEVEL_RULE_EARLIER,
         );
+        assert_eq!((earlier.decided, earlier.deferred), (Some(5), false));
+        std::fs::write(&level, partials_from(5)?)?;
+        let again = restored("decided by an earlier build")?;
+        assert_eq!(decided(&again), Some(5));
+        assert_eq!(
+            again[0].record.streams[0]
+                .levels
+                .as_ref()
+                .and_then(|l| l.first_level),
+            Some(5)
+        );
+
+        // Partials from a level neither rule decides: refused.
+        std::fs::write(&level, partials_from(4)?)?;
+        let why = restored("from level 4").expect_err("refused").to_string();
+        assert!(why.contains("are not what its rows make"), "{why}");
         Ok(())
     }
 }

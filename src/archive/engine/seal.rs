@@ -315,9 +315,20 @@ impl Archive {
 /// to judge; each track's first row counts from the last axis value the stream stores for
 /// it), and whether it defers its partials (format version 8: the stream already has
 /// deferred rows, or the barrier holds at least [`levels::DECIDE_GAPS`] rows whose cells
-/// would hold fewer than [`levels::MIN_ROWS_PER_CELL`] rows each on average). Seal and
-/// restore judge the same way, so a restored barrier is the barrier that was written.
+/// would hold fewer than [`levels::MIN_ROWS_PER_CELL`] rows each on average), under
+/// [`levels::LEVEL_RULE`]. Seal and restore judge the same way, so a restored barrier is the
+/// barrier that was written.
 pub(crate) fn stored_levels(stream: &StreamState, tracks: &[segment::TrackRows]) -> LevelChoice {
+    stored_levels_under(stream, tracks, levels::LEVEL_RULE)
+}
+
+/// [`stored_levels`] judged under `rule` (repair judges a lost barrier under each rule a
+/// build has used).
+pub(crate) fn stored_levels_under(
+    stream: &StreamState,
+    tracks: &[segment::TrackRows],
+    rule: levels::LevelRule,
+) -> LevelChoice {
     let decided = match (stream.levels_from, stream.decl.ladder) {
         (None, Some(ladder)) => {
             let names: Vec<&[String]> = tracks.iter().map(|t| &t.labels[..]).collect();
@@ -326,7 +337,7 @@ pub(crate) fn stored_levels(stream: &StreamState, tracks: &[segment::TrackRows])
                 .into_iter()
                 .map(|t| t.and_then(|t| t.last_axis))
                 .collect();
-            levels::first_worth_storing(&ladder, tracks, &previous)
+            levels::first_worth_storing(&ladder, tracks, &previous, rule)
         }
         _ => None,
     };
@@ -339,6 +350,7 @@ pub(crate) fn stored_levels(stream: &StreamState, tracks: &[segment::TrackRows])
                     && !levels::worth_summarising(
                         &ladder,
                         first,
+                        rule.summarise_rows,
                         tracks
                             .iter()
                             .filter_map(|t| t.axis.map(|axis| (t.batch.num_rows() as u64, axis))),

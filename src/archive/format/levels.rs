@@ -308,21 +308,57 @@ pub(crate) struct Partials {
 /// row).
 pub const DECIDE_GAPS: u64 = 4096;
 
-/// A level is stored when its cells would hold at least this many rows each at the rows'
-/// rate: a cell holds 13 numbers per field, so a level of sparser cells costs more than the
-/// rows it summarises.
-pub const MIN_ROWS_PER_CELL: u64 = 16;
+/// How a build judges which level cells are worth their bytes: the first stored level it
+/// decides for a stream (format version 6, `levels_from`), and when a barrier defers its
+/// partials and a compaction summarises deferred rows (format version 8). Decisions are
+/// recorded and readers take the records, so a rule only changes what is written from then
+/// on; repair judges a lost barrier under each rule a build ever used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LevelRule {
+    /// The stored cells must hold at least this many rows each at the rows' rate...
+    pub decide_rows: u64,
+    /// ...counted over every level from the first stored one up (else the first alone).
+    pub over_stored: bool,
+    /// Partials are written (and deferred rows summarised) when their cells at the stored
+    /// levels hold at least this many rows each on average ([`worth_summarising`]).
+    pub summarise_rows: u64,
+}
+
+/// A cell holds 13 numbers per field, about 45 bytes under zstd for a float measure, against
+/// 7-9 bytes a raw row: at one cell per 64 rows, over every stored level together, the levels
+/// stay about a tenth of the raw bytes or less whatever the ladder.
+pub const MIN_ROWS_PER_CELL: u64 = 64;
+
+/// The rule this build judges by (2026-12-07): every stored level together holds at most one
+/// cell per [`MIN_ROWS_PER_CELL`] rows, at the rows' rate when deciding and counted per track
+/// when writing partials or a summary.
+pub(crate) const LEVEL_RULE: LevelRule = LevelRule {
+    decide_rows: MIN_ROWS_PER_CELL,
+    over_stored: true,
+    summarise_rows: MIN_ROWS_PER_CELL,
+};
+
+/// The rule of the builds before 2026-12-07: the first stored level alone held at least 16
+/// rows a cell, and partials were written at 16 rows a cell over the stored levels. It left
+/// a nanosecond ladder of factor 8 storing a level of about 50 rows a cell, 14-17% of the
+/// raw bytes, and a summary could cost several times its rows.
+pub(crate) const LEVEL_RULE_EARLIER: LevelRule = LevelRule {
+    decide_rows: 16,
+    over_stored: false,
+    summarise_rows: 16,
+};
 
 /// The first level worth storing, judged on a barrier's rows (`None` when they are too few
 /// to judge): with `rate` the rows per axis unit of the barrier's tracks (their gaps between
 /// consecutive rows, each track's first row counted from `previous[i]`, track `i`'s last
-/// stored axis value, over the axis span they cover), the finest level whose cells hold at least
-/// [`MIN_ROWS_PER_CELL`] rows at that rate, else the coarsest. Levels only coarsen
-/// upwards, so every level above it is worth it too.
+/// stored axis value, over the axis span they cover), the finest level from which the
+/// stored cells hold at least `rule.decide_rows` rows each at that rate, else the coarsest.
+/// Levels only coarsen upwards, so every level above it is worth it too.
 pub(crate) fn first_worth_storing(
     ladder: &Ladder,
     tracks: &[TrackRows],
     previous: &[Option<u64>],
+    rule: LevelRule,
 ) -> Option<u8> {
     let (mut gaps, mut span) = (0u64, 0u128);
     for (track, &previous) in tracks.iter().zip(previous) {
@@ -340,25 +376,40 @@ pub(crate) fn first_worth_storing(
     if gaps < DECIDE_GAPS {
         return None;
     }
+    Some(first_at_rate(ladder, gaps, span, rule))
+}
+
+/// The first level worth storing for `gaps` rows over `span` axis units under `rule` (see
+/// [`first_worth_storing`]).
+fn first_at_rate(ladder: &Ladder, gaps: u64, span: u128, rule: LevelRule) -> u8 {
     let levels = ladder.levels as usize;
-    // Rows a cell of width w holds at the rate gaps / span: gaps × w / span.
+    // Cells of width w at the rate gaps / span, each to hold min_rows rows: min_rows × span
+    // / w of them (rounded up) at most, against gaps rows.
+    let wanted = |k: usize| -> u128 {
+        (u128::from(rule.decide_rows) * span.max(1)).div_ceil(u128::from(ladder.width(k)))
+    };
     let first = (0..levels)
         .find(|&k| {
-            u128::from(gaps) * u128::from(ladder.width(k))
-                >= u128::from(MIN_ROWS_PER_CELL) * span.max(1)
+            let cells: u128 = if rule.over_stored {
+                (k..levels).map(wanted).sum()
+            } else {
+                wanted(k)
+            };
+            cells <= u128::from(gaps)
         })
         .unwrap_or(levels - 1);
-    Some(first as u8)
+    first as u8
 }
 
 /// Whether level cells from `first` up of these rows are worth their bytes: whether they
-/// would hold at least [`MIN_ROWS_PER_CELL`] rows each on average, counted over every stored
+/// would hold at least `min_rows` rows each on average, counted over every stored
 /// level. `tracks` gives each track's rows and axis span; a track's cells at level k are
 /// counted as the fewer of its rows and the cells its span touches, which is never fewer
 /// than it makes, so a summary judged worth it is.
 pub(crate) fn worth_summarising(
     ladder: &Ladder,
     first: usize,
+    min_rows: u64,
     tracks: impl Iterator<Item = (u64, [u64; 2])>,
 ) -> bool {
     let (mut rows, mut cells) = (0u128, 0u128);
@@ -369,7 +420,7 @@ pub(crate) fn worth_summarising(
             cells += u128::from(n.min(hi / w - lo / w + 1));
         }
     }
-    cells * u128::from(MIN_ROWS_PER_CELL) <= rows
+    cells * u128::from(min_rows) <= rows
 }
 
 /// The measured fields of a stored or staged batch, as f64 columns in declared order.
@@ -890,6 +941,58 @@ mod tests {
 
     fn ladder() -> impl Strategy<Value = Ladder> {
         (1u64..20, 2u64..5, 1u8..5).prop_map(|(b, f, l)| Ladder::new(b, f, l).expect("valid"))
+    }
+
+    /// The stored cells of the first stored level decided under `rule`, per row, at the rate
+    /// `gaps / span` (exact: cells of width w hold `gaps × w / span` rows each).
+    fn stored_share(ladder: &Ladder, gaps: u64, span: u64, first: usize) -> f64 {
+        (first..ladder.levels as usize)
+            .map(|k| span as f64 / ladder.width(k) as f64)
+            .sum::<f64>()
+            / gaps as f64
+    }
+
+    #[test]
+    fn the_first_stored_level_of_a_nanosecond_metric_holds_a_cell_per_64_rows_or_fewer() {
+        // The README's nanosecond ladder (1 s, factor 8, 8 levels), a row every 10 s: cells of
+        // 512 s hold 51 rows, of 4,096 s 410.
+        let ladder = Ladder::new(1_000_000_000, 8, 8).expect("valid");
+        let (gaps, span) = (100_000, 1_000_000_000_000_000u128);
+        assert_eq!(first_at_rate(&ladder, gaps, span, LEVEL_RULE), 4);
+        assert_eq!(first_at_rate(&ladder, gaps, span, LEVEL_RULE_EARLIER), 3);
+        assert!(stored_share(&ladder, gaps, span as u64, 4) <= 1.0 / 64.0);
+        assert!(stored_share(&ladder, gaps, span as u64, 3) > 1.0 / 64.0);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, rng_seed: proptest::test_runner::RngSeed::Fixed(45), ..ProptestConfig::default() })]
+
+        /// Whatever the ladder and the rate, the levels stored from the decided one hold at
+        /// most one cell per 64 rows (unless even the coarsest alone holds more: then it is
+        /// the coarsest), and the level beneath it would hold more; the earlier rule bounded
+        /// only the first stored level, at 16 rows a cell.
+        #[test]
+        fn the_decided_levels_hold_at_most_a_cell_per_64_rows_whatever_the_ladder(
+            base in 1u64..2_000_000_000,
+            factor in 2u64..17,
+            levels in 1u8..9,
+            gaps in DECIDE_GAPS..10_000_000,
+            step in 1u64..100_000_000_000,
+        ) {
+            let ladder = Ladder::new(base, factor, levels).expect("valid");
+            let span = gaps.saturating_mul(step);
+            let first = usize::from(first_at_rate(&ladder, gaps, u128::from(span), LEVEL_RULE));
+            let share = stored_share(&ladder, gaps, span, first);
+            let coarsest = usize::from(levels) - 1;
+            prop_assert!(share <= 1.0 / 64.0 + 1e-12 || first == coarsest, "{share} from {first}");
+            if first > 0 {
+                // Each level's cells are counted rounded up: at most one more each.
+                let rounding = f64::from(levels) / (64.0 * gaps as f64);
+                prop_assert!(stored_share(&ladder, gaps, span, first - 1) > 1.0 / 64.0 - rounding - 1e-12);
+            }
+            let earlier = usize::from(first_at_rate(&ladder, gaps, u128::from(span), LEVEL_RULE_EARLIER));
+            prop_assert!(earlier <= first, "the rule never stores finer levels than before");
+        }
     }
 
     proptest! {
