@@ -29,17 +29,27 @@ pub(crate) type SortedCells = Vec<((u32, u64), Bucket)>;
 /// though each level is still folded from the one beneath, in the same order, so every cell
 /// is the one a fold of every level makes.
 ///
-/// A track's rows come in axis order, so each field's level-0 cells come in ascending order
-/// and every level is built as a sorted run, each cell folded once, with no map until the
-/// levels asked for. Rows out of axis order (no caller passes them) take the map all the way.
+/// A track's rows come in axis order, so each field's cells come in ascending order at every
+/// level: one pass folds them ([`ordered_levels`]), each level holding only its open cell and
+/// keeping only the levels asked for, with no map until then. Rows out of axis order (no
+/// caller passes them) take the map all the way.
 pub(crate) fn partials_from(
     ladder: &Ladder,
     axis: &UInt64Array,
     fields: &[Float64Array],
     from: usize,
 ) -> Vec<Cells> {
-    let (runs, ordered) = level0_runs(ladder, axis, fields);
     let levels = ladder.levels as usize;
+    if let Some(sorted) = ordered_levels(ladder, axis, fields, from, levels) {
+        let mut out: Vec<Cells> = (0..from.min(levels)).map(|_| Cells::new()).collect();
+        out.extend(
+            sorted
+                .into_iter()
+                .map(|cells| cells.into_iter().collect::<Cells>()),
+        );
+        return out;
+    }
+    let (runs, ordered) = level0_runs(ladder, axis, fields);
     let mut out: Vec<Cells> = Vec::with_capacity(levels);
     if !ordered {
         let mut level0 = Cells::new();
@@ -82,18 +92,78 @@ pub(crate) fn level_cells(
     fields: &[Float64Array],
     k: usize,
 ) -> SortedCells {
-    let (runs, ordered) = level0_runs(ladder, axis, fields);
-    if !ordered {
-        return partials_from(ladder, axis, fields, k)
-            .swap_remove(k)
-            .into_iter()
-            .collect();
+    if let Some(mut sorted) = ordered_levels(ladder, axis, fields, k, k + 1) {
+        return sorted.pop().unwrap_or_default();
     }
-    let mut cells = runs;
-    for _ in 0..k {
-        cells = coarser(cells, ladder.factor);
+    partials_from(ladder, axis, fields, k)
+        .swap_remove(k)
+        .into_iter()
+        .collect()
+}
+
+/// Levels `from..to` of one track's rows in axis order, each a sorted run, folded in one
+/// pass as [`level0_runs`] and [`coarser`] fold them (the same buckets, merged in the same
+/// order, so the same bits), but without a vector for any level beneath `from`: each level
+/// keeps only its open cell, which joins the next level's when it closes. `None` when the
+/// rows leave axis order (then a cell would come twice).
+fn ordered_levels(
+    ladder: &Ladder,
+    axis: &UInt64Array,
+    fields: &[Float64Array],
+    from: usize,
+    to: usize,
+) -> Option<Vec<SortedCells>> {
+    let mut out: Vec<SortedCells> = vec![Vec::new(); to.saturating_sub(from)];
+    // Closes level k's open cell: kept when asked for, and merged into level k + 1's open
+    // cell (closing that one first when the cell is another).
+    fn close(
+        open: &mut [Option<(u64, Bucket)>],
+        k: usize,
+        f: u32,
+        factor: u64,
+        (from, out): (usize, &mut [SortedCells]),
+    ) {
+        let Some((cell, bucket)) = open[k].take() else {
+            return;
+        };
+        if let Some(kept) = k.checked_sub(from).and_then(|i| out.get_mut(i)) {
+            kept.push(((f, cell), bucket));
+        }
+        if k + 1 >= open.len() {
+            return;
+        }
+        let up = cell / factor;
+        match &mut open[k + 1] {
+            Some((c, merged)) if *c == up => *merged = merged.merge(bucket),
+            _ => {
+                close(open, k + 1, f, factor, (from, out));
+                open[k + 1] = Some((up, bucket));
+            }
+        }
     }
-    cells
+    for (f, values) in fields.iter().enumerate() {
+        let f = f as u32;
+        let mut open: Vec<Option<(u64, Bucket)>> = vec![None; to];
+        for row in 0..values.len() {
+            if values.is_null(row) {
+                continue;
+            }
+            let (a, v) = (axis.value(row), values.value(row));
+            let cell = a / ladder.base;
+            match &mut open[0] {
+                Some((c, bucket)) if *c == cell => bucket.push(a, v),
+                Some((c, _)) if *c > cell => return None,
+                _ => {
+                    close(&mut open, 0, f, ladder.factor, (from, &mut out));
+                    open[0] = Some((cell, Bucket::of(f, a, v)));
+                }
+            }
+        }
+        for k in 0..to {
+            close(&mut open, k, f, ladder.factor, (from, &mut out));
+        }
+    }
+    Some(out)
 }
 
 /// Level 0 as runs: each run of rows in one cell folded by `push`, the runs in row order,
@@ -962,6 +1032,62 @@ mod tests {
         assert_eq!(first_at_rate(&ladder, gaps, span, LEVEL_RULE_EARLIER), 3);
         assert!(stored_share(&ladder, gaps, span as u64, 4) <= 1.0 / 64.0);
         assert!(stored_share(&ladder, gaps, span as u64, 3) > 1.0 / 64.0);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, rng_seed: proptest::test_runner::RngSeed::Fixed(46), ..ProptestConfig::default() })]
+
+        /// The one-pass fold of rows in axis order gives every level the bits the run-by-run
+        /// fold gives (the same buckets merged in the same order), for any range of levels,
+        /// and declines rows out of axis order.
+        #[test]
+        fn the_one_pass_fold_is_the_run_by_run_fold_bit_for_bit(
+            ladder in ladder(),
+            steps in prop::collection::vec(0u64..40, 0..200),
+            values in prop::collection::vec(
+                prop::option::weighted(0.9, prop_oneof![(-3i32..3).prop_map(f64::from), -1e6f64..1e6]),
+                200,
+            ),
+            second in any::<bool>(),
+            from in 0usize..5,
+            back in any::<prop::sample::Index>(),
+            shuffle in any::<bool>(),
+        ) {
+            let mut axis: Vec<u64> = steps.iter().scan(0u64, |a, s| { *a += s; Some(*a) }).collect();
+            let moved = !axis.is_empty() && shuffle && {
+                let i = back.index(axis.len());
+                let low = axis[0];
+                // Row i goes back beneath the first row's cell when it can (a null value is
+                // no row of a level, so both must hold one).
+                let goes = axis[i] / ladder.base > low / ladder.base
+                    && low >= ladder.base
+                    && values[0].is_some()
+                    && values[i].is_some();
+                if goes { axis[i] = 0; }
+                goes
+            };
+            let a = UInt64Array::from(axis.clone());
+            let mut fields = vec![Float64Array::from(values[..axis.len()].to_vec())];
+            if second {
+                fields.push(Float64Array::from(values[..axis.len()].iter().rev().copied().collect::<Vec<_>>()));
+            }
+            let levels = ladder.levels as usize;
+            let from = from.min(levels - 1);
+            let one_pass = ordered_levels(&ladder, &a, &fields, from, levels);
+            let (runs, ordered) = level0_runs(&ladder, &a, &fields);
+            prop_assert_eq!(one_pass.is_some(), ordered);
+            prop_assert!(!moved || !ordered, "a row out of axis order is declined");
+            if let Some(one_pass) = one_pass {
+                let mut finer = runs;
+                for k in 0..levels {
+                    if k > 0 { finer = coarser(finer, ladder.factor); }
+                    if k >= from {
+                        let bits = |cells: &SortedCells| cells.iter().map(|(key, b)| (*key, b.sum.to_bits(), b.sum_sq.to_bits(), b.count, b.first, b.last, b.min, b.max)).collect::<Vec<_>>();
+                        prop_assert_eq!(bits(&one_pass[k - from]), bits(&finer), "level {}", k);
+                    }
+                }
+            }
+        }
     }
 
     proptest! {
