@@ -203,10 +203,11 @@ impl Archive {
             let rows: usize = tracks.iter().map(|t| t.batch.num_rows()).sum();
             let two_cores = rows >= PARALLEL_SEAL_ROWS;
             let partials_due = !choice.deferred && levels::summarised(decl);
-            // Both cores: the data file beside its level partials, or, when the barrier
-            // computes none (a stream without summaries, or rows too sparse to summarise yet:
-            // a fleet's tracks), the data file's columns.
-            let cores = if two_cores && !partials_due { 2 } else { 1 };
+            // Both cores: the data file's columns on two threads, beside the level partials
+            // when the barrier computes them (they take a fraction of the data file's time
+            // since levels are stored from one cell per 64 rows up, and the core they leave is
+            // the data file's).
+            let cores = if two_cores { 2 } else { 1 };
             let data =
                 || segment::encode_packed(&id, &selected.full_schema, name, groups, cap, cores);
             let partials = || {

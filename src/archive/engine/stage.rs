@@ -550,19 +550,32 @@ pub(crate) fn stage(
             .zip(track.labels.iter())
             .all(|(column, label)| column.value(row) == label)
     };
+    // Which guess found the previous row's track: rows in runs of one track find theirs in
+    // the previous row's, interleaved rows in the next slot, and the guess that found the
+    // last row goes first (interleaved rows would otherwise fail the first guess every time).
+    let mut interleaved = false;
     for (row, mark) in marks.iter_mut().enumerate() {
-        if let Some(slot) = previous.filter(|&s| same(&staged.slots[s as usize], row)) {
-            *mark = slot;
-            continue;
-        }
         let next = previous.map_or(0, |s| s + 1);
-        if staged
-            .slots
-            .get(next as usize)
-            .is_some_and(|track| same(track, row))
-        {
+        let in_next = |row: usize| {
+            staged
+                .slots
+                .get(next as usize)
+                .is_some_and(|track| same(track, row))
+        };
+        if interleaved && in_next(row) {
             *mark = next;
             previous = Some(next);
+            continue;
+        }
+        if let Some(slot) = previous.filter(|&s| same(&staged.slots[s as usize], row)) {
+            *mark = slot;
+            interleaved = false;
+            continue;
+        }
+        if !interleaved && in_next(row) {
+            *mark = next;
+            previous = Some(next);
+            interleaved = true;
             continue;
         }
         let mut hasher = std::hash::BuildHasher::build_hasher(&LABEL_HASH);
