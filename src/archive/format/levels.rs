@@ -1013,6 +1013,18 @@ mod tests {
         (1u64..20, 2u64..5, 1u8..5).prop_map(|(b, f, l)| Ladder::new(b, f, l).expect("valid"))
     }
 
+    /// `n` measured values, a tenth null: small integers tie (which row a tie keeps is
+    /// order-sensitive), wide floats round (which sum is order-sensitive).
+    fn measured_values(n: usize) -> impl Strategy<Value = Vec<Option<f64>>> {
+        prop::collection::vec(
+            prop::option::weighted(
+                0.9,
+                prop_oneof![(-3i32..3).prop_map(f64::from), -1e6f64..1e6],
+            ),
+            n,
+        )
+    }
+
     /// The stored cells of the first stored level decided under `rule`, per row, at the rate
     /// `gaps / span` (exact: cells of width w hold `gaps × w / span` rows each).
     fn stored_share(ladder: &Ladder, gaps: u64, span: u64, first: usize) -> f64 {
@@ -1044,10 +1056,7 @@ mod tests {
         fn the_one_pass_fold_is_the_run_by_run_fold_bit_for_bit(
             ladder in ladder(),
             steps in prop::collection::vec(0u64..40, 0..200),
-            values in prop::collection::vec(
-                prop::option::weighted(0.9, prop_oneof![(-3i32..3).prop_map(f64::from), -1e6f64..1e6]),
-                200,
-            ),
+            values in measured_values(200),
             second in any::<bool>(),
             from in 0usize..5,
             back in any::<prop::sample::Index>(),
@@ -1165,12 +1174,7 @@ mod tests {
         fn partials_from_equal_the_map_fold(
             ladder in ladder(),
             axis in prop::collection::vec(0u64..400, 0..150),
-            // Small integers tie (which row a tie keeps is order-sensitive), wide floats
-            // round (which sum is order-sensitive).
-            values in prop::collection::vec(
-                prop::option::weighted(0.9, prop_oneof![(-3i32..3).prop_map(f64::from), -1e6f64..1e6]),
-                150,
-            ),
+            values in measured_values(150),
             sorted in any::<bool>(),
             from in 0usize..5,
         ) {
