@@ -281,12 +281,14 @@ fn levels_as_sealed(
         levels::barrier_partials(decl, tracks, name + 1, choice.first).map_err(|e| e.to_string())?
     };
     let Some(partials) = partials else {
-        if path.exists() {
-            return Err(format!(
+        // A barrier that writes no partials leaves no level file under its next name.
+        return match local::len(&path) {
+            Ok(_) => Err(format!(
                 "its level partials {rel} are there, but its rows make none"
-            ));
-        }
-        return Ok(None);
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("its level partials {rel} cannot be checked: {e}")),
+        };
     };
     let first_level = partials.first_level;
     let (want, footer, entries) = partials.encoded;
