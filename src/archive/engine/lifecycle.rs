@@ -1328,7 +1328,9 @@ impl Archive {
                 Some((rows + entry.rows, [a.min(lo), b.max(hi)]))
             })
         });
-        if !always && !levels::worth_summarising(&ladder, first, levels::MIN_ROWS_PER_CELL, spans) {
+        if !always
+            && !levels::worth_summarising(&ladder, first, levels::LEVEL_RULE.summarise_rows, spans)
+        {
             self.summary_judged
                 .insert(stream.to_owned(), (from, deferred_rows));
             return Ok(None);

@@ -49,37 +49,35 @@ pub(crate) fn partials_from(
         );
         return out;
     }
-    let (runs, ordered) = level0_runs(ladder, axis, fields);
+    map_levels(ladder, axis, fields, from)
+}
+
+/// Every level of rows out of axis order (no caller passes them), through a map: level 0's
+/// runs folded by cell, each level above folded from the one beneath; the levels beneath
+/// `from` left empty.
+fn map_levels(
+    ladder: &Ladder,
+    axis: &UInt64Array,
+    fields: &[Float64Array],
+    from: usize,
+) -> Vec<Cells> {
+    let levels = ladder.levels as usize;
     let mut out: Vec<Cells> = Vec::with_capacity(levels);
-    if !ordered {
-        let mut level0 = Cells::new();
-        for (key, bucket) in runs {
-            fold_into(&mut level0, key, bucket);
-        }
-        out.push(level0);
-        for _ in 1..levels {
-            let finer = out.last().expect("level 0 exists");
-            let mut coarser = Cells::new();
-            for (&(f, c), &bucket) in finer {
-                fold_into(&mut coarser, (f, c / ladder.factor), bucket);
-            }
-            out.push(coarser);
-        }
-        for cells in out.iter_mut().take(from) {
-            cells.clear();
-        }
-        return out;
+    let mut level0 = Cells::new();
+    for (key, bucket) in level0_runs(ladder, axis, fields) {
+        fold_into(&mut level0, key, bucket);
     }
-    let mut finer = runs;
-    for k in 0..levels {
-        if k > 0 {
-            finer = coarser(finer, ladder.factor);
+    out.push(level0);
+    for _ in 1..levels {
+        let finer = out.last().expect("level 0 exists");
+        let mut coarser = Cells::new();
+        for (&(f, c), &bucket) in finer {
+            fold_into(&mut coarser, (f, c / ladder.factor), bucket);
         }
-        out.push(if k >= from {
-            finer.iter().copied().collect()
-        } else {
-            Cells::new()
-        });
+        out.push(coarser);
+    }
+    for cells in out.iter_mut().take(from) {
+        cells.clear();
     }
     out
 }
@@ -95,15 +93,16 @@ pub(crate) fn level_cells(
     if let Some(mut sorted) = ordered_levels(ladder, axis, fields, k, k + 1) {
         return sorted.pop().unwrap_or_default();
     }
-    partials_from(ladder, axis, fields, k)
+    map_levels(ladder, axis, fields, k)
         .swap_remove(k)
         .into_iter()
         .collect()
 }
 
 /// Levels `from..to` of one track's rows in axis order, each a sorted run, folded in one
-/// pass as [`level0_runs`] and [`coarser`] fold them (the same buckets, merged in the same
-/// order, so the same bits), but without a vector for any level beneath `from`: each level
+/// pass: level 0's runs of rows folded by `push`, each level's cells merged in order into the
+/// next (the same buckets, merged in the same order, as folding level by level: the same
+/// bits), but without a vector for any level beneath `from`: each level
 /// keeps only its open cell, which joins the next level's when it closes. `None` when the
 /// rows leave axis order (then a cell would come twice).
 fn ordered_levels(
@@ -167,26 +166,12 @@ fn ordered_levels(
 }
 
 /// Level 0 as runs: each run of rows in one cell folded by `push`, the runs in row order,
-/// field by field; and whether they came in ascending `(field, cell)` order, each cell once
-/// (rows in axis order, as a track's are).
-fn level0_runs(
-    ladder: &Ladder,
-    axis: &UInt64Array,
-    fields: &[Float64Array],
-) -> (SortedCells, bool) {
+/// field by field (in ascending `(field, cell)` order, each cell once, when the rows are in
+/// axis order).
+fn level0_runs(ladder: &Ladder, axis: &UInt64Array, fields: &[Float64Array]) -> SortedCells {
     let mut runs: SortedCells = Vec::new();
-    let mut ordered = true;
     for (f, values) in fields.iter().enumerate() {
         let mut current: Option<(u64, Bucket)> = None;
-        let mut close = |run: Option<(u64, Bucket)>, runs: &mut SortedCells| {
-            if let Some((c, bucket)) = run {
-                let key = (f as u32, c);
-                if runs.last().is_some_and(|(last, _)| *last >= key) {
-                    ordered = false;
-                }
-                runs.push((key, bucket));
-            }
-        };
         for row in 0..values.len() {
             if values.is_null(row) {
                 continue;
@@ -195,28 +180,18 @@ fn level0_runs(
             let cell = a / ladder.base;
             match &mut current {
                 Some((c, bucket)) if *c == cell => bucket.push(a, v),
-                _ => close(
-                    current.replace((cell, Bucket::of(f as u32, a, v))),
-                    &mut runs,
-                ),
+                _ => {
+                    if let Some((c, bucket)) = current.replace((cell, Bucket::of(f as u32, a, v))) {
+                        runs.push(((f as u32, c), bucket));
+                    }
+                }
             }
         }
-        close(current, &mut runs);
-    }
-    (runs, ordered)
-}
-
-/// The next level of sorted cells: each run of cells sharing a coarser cell merged in order.
-fn coarser(finer: SortedCells, factor: u64) -> SortedCells {
-    let mut out: SortedCells = Vec::with_capacity(finer.len());
-    for ((f, c), bucket) in finer {
-        let key = (f, c / factor);
-        match out.last_mut() {
-            Some((last, merged)) if *last == key => *merged = merged.merge(bucket),
-            _ => out.push((key, bucket)),
+        if let Some((c, bucket)) = current {
+            runs.push(((f as u32, c), bucket));
         }
     }
-    out
+    runs
 }
 
 /// Merges `later` into the cell at `key` (or places it).
@@ -1013,6 +988,20 @@ mod tests {
         (1u64..20, 2u64..5, 1u8..5).prop_map(|(b, f, l)| Ladder::new(b, f, l).expect("valid"))
     }
 
+    /// The next level of sorted cells, level by level: each run of cells sharing a coarser
+    /// cell merged in order (the fold [`ordered_levels`] makes in one pass).
+    fn coarser(finer: SortedCells, factor: u64) -> SortedCells {
+        let mut out: SortedCells = Vec::with_capacity(finer.len());
+        for ((f, c), bucket) in finer {
+            let key = (f, c / factor);
+            match out.last_mut() {
+                Some((last, merged)) if *last == key => *merged = merged.merge(bucket),
+                _ => out.push((key, bucket)),
+            }
+        }
+        out
+    }
+
     /// `n` measured values, a tenth null: small integers tie (which row a tie keeps is
     /// order-sensitive), wide floats round (which sum is order-sensitive).
     fn measured_values(n: usize) -> impl Strategy<Value = Vec<Option<f64>>> {
@@ -1083,7 +1072,8 @@ mod tests {
             let levels = ladder.levels as usize;
             let from = from.min(levels - 1);
             let one_pass = ordered_levels(&ladder, &a, &fields, from, levels);
-            let (runs, ordered) = level0_runs(&ladder, &a, &fields);
+            let runs = level0_runs(&ladder, &a, &fields);
+            let ordered = runs.windows(2).all(|w| w[0].0 < w[1].0);
             prop_assert_eq!(one_pass.is_some(), ordered);
             prop_assert!(!moved || !ordered, "a row out of axis order is declined");
             if let Some(one_pass) = one_pass {
