@@ -377,8 +377,13 @@ mod tests {
 
     type Failed = Box<dyn std::error::Error>;
 
-    /// Rows `from..from + n` of three hosts, 10 axis units apart.
-    fn rows(schema: &arrow::datatypes::SchemaRef, from: u64, n: u64) -> (RecordBatch, Vec<u64>) {
+    /// Rows `from..from + n` of three hosts in turn, row `i` at axis `step × i`.
+    fn rows(
+        schema: &arrow::datatypes::SchemaRef,
+        from: u64,
+        n: u64,
+        step: u64,
+    ) -> (RecordBatch, Vec<u64>) {
         let i: Vec<u64> = (from..from + n).collect();
         let batch = RecordBatch::try_new(
             schema.clone(),
@@ -386,7 +391,7 @@ mod tests {
                 Arc::new(StringArray::from_iter_values(
                     i.iter().map(|i| format!("h{}", i % 3)),
                 )),
-                Arc::new(UInt64Array::from_iter_values(i.iter().map(|i| 10 * i))),
+                Arc::new(UInt64Array::from_iter_values(i.iter().map(|i| step * i))),
                 Arc::new(Float64Array::from_iter_values(
                     i.iter().map(|i| ((i * 7919) % 201) as f64 - 100.0),
                 )),
@@ -396,22 +401,18 @@ mod tests {
         (batch, i.iter().map(|i| i + 1).collect())
     }
 
-    /// An archive of stream `m` (three hosts, rows 10 axis units apart, `ladder`) with a
-    /// barrier of `first` rows and then one of `second` rows; answers the state before the
-    /// second, and a check that repair on top of it restores the second (or why it stops).
-    #[allow(clippy::type_complexity)]
+    /// Repair on top of a trusted state: the barrier it restores, or why it stops.
+    type Repair<'a> = Box<dyn Fn(&str) -> Result<Vec<RestoredBarrier>, Failed> + 'a>;
+
+    /// An archive of stream `m` (three hosts, `ladder`) with a barrier of `first` rows 10
+    /// axis units apart and then one of `second` rows `step` apart; answers the state before
+    /// the second, and a check that repair on top of it restores the second (or why it stops).
     fn two_barriers(
         root: &Path,
         ladder: Ladder,
         first: u64,
-        second: u64,
-    ) -> Result<
-        (
-            State,
-            Box<dyn Fn(&str) -> Result<Vec<RestoredBarrier>, Failed> + '_>,
-        ),
-        Failed,
-    > {
+        (second, step): (u64, u64),
+    ) -> Result<(State, Repair<'_>), Failed> {
         let schema: arrow::datatypes::SchemaRef = Arc::new(Schema::new(vec![
             Field::new("host", DataType::Utf8, false),
             Field::new("ts", DataType::UInt64, false),
@@ -423,12 +424,12 @@ mod tests {
         let config = Config::new().stream(spec);
         let group_rows = config.compaction.group_rows;
         let mut archive = Archive::open(root, config)?;
-        let (batch, positions) = rows(&schema, 0, first);
+        let (batch, positions) = rows(&schema, 0, first, 10);
         archive.stage_batch("m", &batch, &positions)?;
         archive.seal_all()?;
         // The trusted prefix: everything up to the first barrier.
         let before = archive.state().clone();
-        let (batch, positions) = rows(&schema, first, second);
+        let (batch, positions) = rows(&schema, first, second, step);
         archive.stage_batch("m", &batch, &positions)?;
         archive.seal_all()?;
         drop(archive);
@@ -475,7 +476,7 @@ mod tests {
     {
         let dir = tempfile::tempdir()?;
         let root = dir.path();
-        let (before, restored) = two_barriers(root, Ladder::new(1, 4, 6)?, 300, 300)?;
+        let (before, restored) = two_barriers(root, Ladder::new(1, 4, 6)?, 300, (300, 10))?;
         restored("as sealed")?;
 
         // Its level file as an earlier build sealed it: the same rows, every group compressed.
@@ -523,7 +524,7 @@ mod tests {
         // (1,500 rows a host) is the first with enough rows to judge: stored from level 6 now
         // (4096-unit cells and up hold a cell per 64 rows), from level 5 (1024 units, 34 rows
         // a cell) under the earlier rule.
-        let (before, restored) = two_barriers(root, Ladder::new(1, 4, 8)?, 300, 4_500)?;
+        let (before, restored) = two_barriers(root, Ladder::new(1, 4, 8)?, 300, (4_500, 10))?;
         assert_eq!(before.streams["m"].levels_from, None, "undecided before it");
         let decided = |barriers: &[RestoredBarrier]| barriers[0].record.streams[0].levels_from;
         assert_eq!(decided(&restored("as sealed")?), Some(6));
@@ -559,6 +560,49 @@ mod tests {
         std::fs::write(&level, partials_from(4)?)?;
         let why = restored("from level 4").expect_err("refused").to_string();
         assert!(why.contains("are not what its rows make"), "{why}");
+        Ok(())
+    }
+
+    /// A lost barrier whose partials the builds before 2026-12-07 wrote (16 rows a cell over
+    /// the stored levels) where this build defers them (64) is restored with its level file,
+    /// as it was sealed; as this build seals it, deferred and with no level file.
+    #[test]
+    fn a_lost_barrier_that_wrote_partials_under_the_earlier_rule_is_restored_with_them(
+    ) -> Result<(), Failed> {
+        let dir = tempfile::tempdir()?;
+        let root = dir.path();
+        // The first barrier decides levels 6 and 7 (4096- and 16384-unit cells). The second's
+        // rows are 90 units apart on each host: about 43 cells a host for 1,500 rows, 35
+        // rows a cell, worth writing at 16 rows a cell, not at 64.
+        let (before, restored) = two_barriers(root, Ladder::new(1, 4, 8)?, 4_500, (4_500, 30))?;
+        assert_eq!(
+            before.streams["m"].levels_from,
+            Some(6),
+            "decided before it"
+        );
+        let (level, tracks) = lost_barrier(root, &before)?;
+        assert!(!level.exists(), "this build deferred its partials");
+        let as_sealed = restored("as sealed")?;
+        let stream = &as_sealed[0].record.streams[0];
+        assert!(stream.levels_deferred && stream.levels.is_none());
+
+        let state = &before.streams["m"];
+        let earlier = crate::archive::engine::seal::stored_levels_under(
+            state,
+            &tracks,
+            levels::LEVEL_RULE_EARLIER,
+        );
+        assert_eq!((earlier.first, earlier.deferred), (6, false));
+        let partials = levels::barrier_partials(&state.decl, &tracks, before.next_name + 1, 6)?
+            .ok_or("partials")?
+            .encoded
+            .0;
+        std::fs::write(&level, partials)?;
+        let again = restored("written by an earlier build")?;
+        let stream = &again[0].record.streams[0];
+        assert!(!stream.levels_deferred);
+        assert_eq!(stream.levels.as_ref().and_then(|l| l.first_level), Some(6));
+        assert_eq!(again[0].files.len(), 2, "its data file and its level file");
         Ok(())
     }
 }
