@@ -468,6 +468,36 @@ mod tests {
         Ok((level, tracks))
     }
 
+    /// The level partials of the barrier after `state` from level `first` up, as any build
+    /// encodes them (this build's codec).
+    fn partials(state: &State, tracks: &[TrackRows], first: usize) -> Result<Vec<u8>, Failed> {
+        let decl = &state.streams["m"].decl;
+        Ok(
+            levels::barrier_partials(decl, tracks, state.next_name + 1, first)?
+                .ok_or("partials")?
+                .encoded
+                .0,
+        )
+    }
+
+    /// Puts at `level` what a build before 2026-12-07 left there for the barrier after
+    /// `state` (its partials, or nothing when it deferred them); answers how it judged.
+    fn sealed_by_the_earlier_rule(
+        level: &Path,
+        state: &State,
+        tracks: &[TrackRows],
+    ) -> Result<crate::archive::engine::seal::LevelChoice, Failed> {
+        let earlier = crate::archive::engine::seal::stored_levels_under(
+            &state.streams["m"],
+            tracks,
+            levels::LEVEL_RULE_EARLIER,
+        );
+        if !earlier.deferred {
+            std::fs::write(level, partials(state, tracks, earlier.first)?)?;
+        }
+        Ok(earlier)
+    }
+
     /// A lost barrier whose level partials were sealed by a build before 2026-12-06 (every row
     /// group compressed, `segment::PLAIN_GROUP_ROWS` not yet a rule) is restored as one sealed
     /// now is; a level file that neither rule makes of its rows is not.
@@ -530,22 +560,8 @@ mod tests {
         assert_eq!(decided(&restored("as sealed")?), Some(6));
 
         let (level, tracks) = lost_barrier(root, &before)?;
-        let stream = &before.streams["m"];
-        let partials_from = |first: usize| -> Result<Vec<u8>, Failed> {
-            Ok(
-                levels::barrier_partials(&stream.decl, &tracks, before.next_name + 1, first)?
-                    .ok_or("partials")?
-                    .encoded
-                    .0,
-            )
-        };
-        let earlier = crate::archive::engine::seal::stored_levels_under(
-            stream,
-            &tracks,
-            levels::LEVEL_RULE_EARLIER,
-        );
+        let earlier = sealed_by_the_earlier_rule(&level, &before, &tracks)?;
         assert_eq!((earlier.decided, earlier.deferred), (Some(5), false));
-        std::fs::write(&level, partials_from(5)?)?;
         let again = restored("decided by an earlier build")?;
         assert_eq!(decided(&again), Some(5));
         assert_eq!(
@@ -557,7 +573,7 @@ mod tests {
         );
 
         // Partials from a level neither rule decides: refused.
-        std::fs::write(&level, partials_from(4)?)?;
+        std::fs::write(&level, partials(&before, &tracks, 4)?)?;
         let why = restored("from level 4").expect_err("refused").to_string();
         assert!(why.contains("are not what its rows make"), "{why}");
         Ok(())
@@ -586,18 +602,8 @@ mod tests {
         let stream = &as_sealed[0].record.streams[0];
         assert!(stream.levels_deferred && stream.levels.is_none());
 
-        let state = &before.streams["m"];
-        let earlier = crate::archive::engine::seal::stored_levels_under(
-            state,
-            &tracks,
-            levels::LEVEL_RULE_EARLIER,
-        );
+        let earlier = sealed_by_the_earlier_rule(&level, &before, &tracks)?;
         assert_eq!((earlier.first, earlier.deferred), (6, false));
-        let partials = levels::barrier_partials(&state.decl, &tracks, before.next_name + 1, 6)?
-            .ok_or("partials")?
-            .encoded
-            .0;
-        std::fs::write(&level, partials)?;
         let again = restored("written by an earlier build")?;
         let stream = &again[0].record.streams[0];
         assert!(!stream.levels_deferred);
