@@ -139,7 +139,7 @@ fn write_served(root: &Path, out: &Path) {
     let archive = Archive::open(root, Config::new().read_only(true)).expect("read-only open");
     let stream = &archive.state().streams["capture"];
     let mut batches = Vec::new();
-    for track in stream.tracks.values().filter(|t| !t.groups.is_empty()) {
+    for track in stream.tracks.values().filter(|t| t.groups > 0) {
         let from = Bound::Included(Position(track.raw.position));
         batches.push(
             archive

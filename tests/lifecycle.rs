@@ -178,7 +178,7 @@ fn raw_rows_retire_by_age_while_levels_still_answer_a_mean() {
     let floor = 5 * 300 + 1;
     for t in archive.state().streams["capture"].tracks.values() {
         assert_eq!(t.floor(), Position(floor), "{:?}", t.labels);
-        assert_eq!(t.groups.len(), 1, "the newest group stays");
+        assert_eq!(t.groups, 1, "the newest group stays");
     }
     let err = archive
         .read_rows("capture", &[], Unbounded, Unbounded)
@@ -282,7 +282,7 @@ fn a_sweep_never_retires_a_tracks_newest_group_and_idle_tracks_retire_whole() {
     archive.sweep(6 * HOUR).expect("sweep");
     let tracks = &archive.state().streams["capture"].tracks;
     for t in tracks.values() {
-        assert_eq!(t.groups.len(), 1, "{:?} keeps its newest group", t.labels);
+        assert_eq!(t.groups, 1, "{:?} keeps its newest group", t.labels);
         assert!(!t.whole);
     }
     // Twelve hours after run_0 went quiet (its last barrier at hour 2), it retires whole.
@@ -347,7 +347,7 @@ fn retire_track_is_explicit_and_leaves_other_tracks_alone() {
     assert!(t
         .values()
         .filter(|t| t.labels[0] == "run_0")
-        .all(|t| t.whole && t.groups.is_empty()));
+        .all(|t| t.whole && t.groups == 0));
     assert_eq!(
         data_files(dir.path()),
         1,

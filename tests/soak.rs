@@ -198,12 +198,11 @@ fn after_maintain(
     let cadence = day::maintain_every(sim.barriers) * day::BARRIER_NS;
     let slices = (ns(raw_age) + 2 * slice + cadence).div_ceil(slice) as usize + 1;
     let mut bound = day::MIN_INPUTS;
-    for t in stream.tracks.values() {
-        if t.groups.is_empty() {
+    for groups in stream.locate_all() {
+        if groups.is_empty() {
             continue;
         }
-        let bytes: u64 = t
-            .groups
+        let bytes: u64 = groups
             .iter()
             .map(|g| stream.files[g.file].groups[g.group].span.len)
             .sum();

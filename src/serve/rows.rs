@@ -44,18 +44,17 @@ fn windows(
     // A selection that does not encode is refused by the read itself; one window lets it.
     let prefix = TrackKey::encode(track).ok();
     if let (Some(state), Some(prefix)) = (archive.state().streams.get(stream), prefix) {
-        // A key-range scan of the catalog, as the read's own selection: a track's request
-        // costs what its groups cost, not a walk of every track of the stream.
-        for (_, t) in select(state, &prefix) {
-            for g in &t.groups {
-                let Some(entry) = state.files.get(g.file).and_then(|f| f.groups.get(g.group))
-                else {
-                    continue;
-                };
-                let [lo, hi] = entry.position;
-                if hi >= from && to.is_none_or(|to| lo < to) {
-                    groups.push([lo, hi, entry.rows]);
-                }
+        // A key-range scan of the catalog, as the read's own selection, and a search of the
+        // live files for those tracks: a track's request costs what its groups cost, not a
+        // walk of every track of the stream.
+        let selected: Vec<_> = select(state, &prefix).into_iter().map(|(_, t)| t).collect();
+        for g in state.locate(&selected).into_iter().flatten() {
+            let Some(entry) = state.files.get(g.file).and_then(|f| f.groups.get(g.group)) else {
+                continue;
+            };
+            let [lo, hi] = entry.position;
+            if hi >= from && to.is_none_or(|to| lo < to) {
+                groups.push([lo, hi, entry.rows]);
             }
         }
     }
@@ -462,7 +461,7 @@ mod tests {
             .tracks
             .values()
             .filter(|t| t.labels.starts_with(track))
-            .flat_map(|t| &t.groups)
+            .flat_map(|t| state.groups_of(t))
             .map(|g| &state.files[g.file].groups[g.group])
             .filter(|e| e.position[1] >= from)
             .map(|e| [e.position[0], e.position[1], e.rows])

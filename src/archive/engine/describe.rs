@@ -201,7 +201,7 @@ impl Archive {
                     .map(|t| TrackDescription {
                         labels: t.labels.to_vec(),
                         rows: t.rows,
-                        groups: t.groups.len(),
+                        groups: t.groups,
                         last_axis: t.last_axis,
                         floor: t.floor(),
                         raw_axis_floor: t.raw.axis,

@@ -180,22 +180,24 @@ struct Summary {
     tracks: Vec<Vec<GroupAt>>,
 }
 
-/// The row groups of `track` that may hold rows of `_seq` `from` or later, in `_seq` order,
-/// with their files: its last ones, as a track's groups are in `_seq` order.
-fn deferred_groups<'a>(
-    state: &'a crate::archive::format::manifest::StreamState,
-    track: &'a crate::archive::format::manifest::TrackState,
+/// For every track of the stream, in key order, its row groups that may hold rows of `_seq`
+/// `from` or later, in `_seq` order, with their files: its last ones, as a track's groups
+/// are in `_seq` order. Only files holding such rows are searched.
+fn deferred_groups(
+    state: &crate::archive::format::manifest::StreamState,
     from: u64,
-) -> impl Iterator<Item = (&'a SegmentFile, usize)> + 'a {
-    let n = track
-        .groups
-        .iter()
-        .rev()
-        .take_while(|g| state.files[g.file].groups[g.group].seq[1] >= from)
-        .count();
-    track.groups[track.groups.len() - n..]
-        .iter()
-        .map(|g| (&state.files[g.file], g.group))
+) -> Vec<Vec<(&SegmentFile, usize)>> {
+    let tracks: Vec<_> = state.tracks.values().collect();
+    state
+        .locate_since(&tracks, from)
+        .into_iter()
+        .map(|groups| {
+            groups
+                .into_iter()
+                .map(|g| (&state.files[g.file], g.group))
+                .collect()
+        })
+        .collect()
 }
 
 /// A row group of a data file: its name and the group's index in it.
@@ -1307,10 +1309,9 @@ impl Archive {
         let (Some(from), Some(ladder)) = (state.levels_deferred_from, state.decl.ladder) else {
             return Ok(None);
         };
-        let deferred = |track| deferred_groups(state, track, from);
-        // Judged from the catalog alone, without an allocation per track: a stream of 10^5
-        // tracks plans this after every barrier while its rows stay too sparse. A judgement
-        // walks every deferred row group, so it is made again only once the deferred rows
+        // Judged from the manifest's entries alone: a stream of 10^5 tracks plans this after
+        // every barrier while its rows stay too sparse. A judgement walks every deferred row
+        // group (the files holding deferred rows), so it is made again only once the deferred rows
         // grew by a quarter since the last one found them not worth summarising: the walks
         // of a long deferral cost a few times its rows in all, not its rows after every
         // barrier.
@@ -1320,13 +1321,16 @@ impl Archive {
             return Ok(None);
         }
         let first = state.first_stored_level();
-        let spans = state.tracks.values().filter_map(|track| {
-            deferred(track).fold(None, |acc: Option<(u64, [u64; 2])>, (file, g)| {
-                let entry = &file.groups[g];
-                let [lo, hi] = entry.axis?;
-                let (rows, [a, b]) = acc.unwrap_or((0, [lo, hi]));
-                Some((rows + entry.rows, [a.min(lo), b.max(hi)]))
-            })
+        let deferred = deferred_groups(state, from);
+        let spans = deferred.iter().filter_map(|groups| {
+            groups
+                .iter()
+                .fold(None, |acc: Option<(u64, [u64; 2])>, &(file, g)| {
+                    let entry = &file.groups[g];
+                    let [lo, hi] = entry.axis?;
+                    let (rows, [a, b]) = acc.unwrap_or((0, [lo, hi]));
+                    Some((rows + entry.rows, [a.min(lo), b.max(hi)]))
+                })
         });
         if !always
             && !levels::worth_summarising(&ladder, first, levels::LEVEL_RULE.summarise_rows, spans)
@@ -1336,11 +1340,11 @@ impl Archive {
             return Ok(None);
         }
         let mut names = std::collections::BTreeSet::new();
-        let tracks: Vec<Vec<GroupAt>> = state
-            .tracks
-            .values()
-            .map(|track| {
-                deferred(track)
+        let tracks: Vec<Vec<GroupAt>> = deferred
+            .into_iter()
+            .map(|groups| {
+                groups
+                    .into_iter()
                     .map(|(file, g)| {
                         names.insert(file.name);
                         (file.name, g)

@@ -45,9 +45,10 @@ pub(crate) fn rows(
     let mut runs: Vec<RecordBatch> = Vec::with_capacity(tracks.len() + staged.len());
     let mut staged_of: BTreeMap<&TrackKey, &[RecordBatch]> =
         staged.iter().map(|(k, b)| (*k, b.as_slice())).collect();
-    for (key, track) in tracks {
+    let located = stream.locate(&tracks.iter().map(|(_, t)| *t).collect::<Vec<_>>());
+    for ((key, _), groups) in tracks.iter().zip(located) {
         let mut parts = Vec::new();
-        for g in &track.groups {
+        for g in groups {
             let file = &stream.files[g.file];
             let entry = &file.groups[g.group];
             let [lo, hi] = entry.position;

@@ -926,8 +926,9 @@ impl Archive {
         );
         let mut open = crate::archive::io::segment::Opened::projected(&self.store, schema)
             .keeping(&self.raw_cache);
-        for (t, (_, track)) in tracks.iter().enumerate() {
-            for g in &track.groups {
+        let located = state.locate(&tracks.iter().map(|(_, t)| *t).collect::<Vec<_>>());
+        for (t, groups) in located.into_iter().enumerate() {
+            for g in groups {
                 let file = &state.files[g.file];
                 let entry = &file.groups[g.group];
                 let Some([a0, a1]) = entry.axis else {

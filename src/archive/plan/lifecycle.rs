@@ -4,7 +4,7 @@
 use super::retention::{Compaction, Lifetime, Retention};
 use crate::archive::format::levels;
 use crate::archive::format::manifest::{
-    LevelFloor, RawFloor, Retire, SegmentFile, StreamState, TrackRetire, TrackState,
+    GroupRef, LevelFloor, RawFloor, Retire, SegmentFile, StreamState, TrackRetire, TrackState,
 };
 use crate::contract::TrackKey;
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,15 +22,22 @@ struct Moves {
 /// cell; only the idle time retires a track whole.
 pub fn plan_retirement(stream: &StreamState, retention: &Retention, now_ns: u64) -> Option<Retire> {
     let mut moves: BTreeMap<&TrackKey, Moves> = BTreeMap::new();
+    // Where each track's live groups are (beside `stream.tracks`, in key order), found only
+    // when a raw lifetime or the idle time may retire some.
+    let located = match (retention.raw, retention.idle) {
+        (Lifetime::Forever, None) => Vec::new(),
+        _ => stream.locate_all(),
+    };
+    let groups_of = |i: usize| located.get(i).map_or(&[][..], Vec::as_slice);
     // Raw rows: per track, the longest prefix of row groups the lifetime lets go.
-    let retirable = raw_retirable(stream, retention.raw, now_ns);
-    for (key, track) in &stream.tracks {
+    let retirable = raw_retirable(stream, &located, retention.raw, now_ns);
+    for (i, (key, track)) in stream.tracks.iter().enumerate() {
         if track.whole {
             continue;
         }
         let n = retirable.get(key).copied().unwrap_or(0);
         if n > 0 {
-            let floor = raw_floor_after(stream, track, n);
+            let floor = raw_floor_after(stream, track, &groups_of(i)[..n]);
             if floor != track.raw {
                 moves.entry(key).or_default().raw = Some(floor);
             }
@@ -70,9 +77,9 @@ pub fn plan_retirement(stream: &StreamState, retention: &Retention, now_ns: u64)
     // Idle tracks retire whole.
     if let Some(idle) = retention.idle {
         let cutoff = now_ns.saturating_sub(idle.as_nanos() as u64);
-        for (key, track) in &stream.tracks {
+        for (i, (key, track)) in stream.tracks.iter().enumerate() {
             if !track.whole && track.last_sealed_ns < cutoff {
-                moves.insert(key, whole_moves(stream, track));
+                moves.insert(key, whole_moves(stream, track, groups_of(i)));
             }
         }
     }
@@ -85,19 +92,23 @@ pub fn plan_track_retirement(
     prefix: &TrackKey,
     now_ns: u64,
 ) -> Option<Retire> {
-    let tracks = crate::archive::engine::read::select(stream, prefix);
-    let moves = tracks
+    let tracks: Vec<_> = crate::archive::engine::read::select(stream, prefix)
         .into_iter()
         .filter(|(_, t)| !t.whole)
-        .map(|(key, track)| (key, whole_moves(stream, track)))
+        .collect();
+    let located = stream.locate(&tracks.iter().map(|(_, t)| *t).collect::<Vec<_>>());
+    let moves = tracks
+        .into_iter()
+        .zip(located)
+        .map(|((key, track), groups)| (key, whole_moves(stream, track, &groups)))
         .collect();
     finish(stream, moves, now_ns, "explicit")
 }
 
-fn whole_moves(stream: &StreamState, track: &TrackState) -> Moves {
-    let n = track.groups.len();
-    let raw = if n > 0 {
-        raw_floor_after(stream, track, n)
+/// The moves that retire `track` whole; `groups` are its live groups.
+fn whole_moves(stream: &StreamState, track: &TrackState, groups: &[GroupRef]) -> Moves {
+    let raw = if !groups.is_empty() {
+        raw_floor_after(stream, track, groups)
     } else {
         track.raw
     };
@@ -167,10 +178,10 @@ fn finish(
     })
 }
 
-/// The raw floor after retiring the first `n` live groups of `track`.
-fn raw_floor_after(stream: &StreamState, track: &TrackState, n: usize) -> RawFloor {
+/// The raw floor after retiring `groups`, the first live groups of `track`.
+fn raw_floor_after(stream: &StreamState, track: &TrackState, groups: &[GroupRef]) -> RawFloor {
     let mut floor = track.raw;
-    for g in &track.groups[..n] {
+    for g in groups {
         let entry = &stream.files[g.file].groups[g.group];
         floor.position = floor.position.max(entry.position[1].saturating_add(1));
         floor.seq = floor.seq.max(entry.seq[1].saturating_add(1));
@@ -181,37 +192,38 @@ fn raw_floor_after(stream: &StreamState, track: &TrackState, n: usize) -> RawFlo
     floor
 }
 
-/// How many leading live groups of each track the raw lifetime retires (never the newest).
-fn raw_retirable(
-    stream: &StreamState,
+/// How many leading live groups of each track the raw lifetime retires (never the newest);
+/// `located` holds each track's live groups, beside `stream.tracks`.
+fn raw_retirable<'a>(
+    stream: &'a StreamState,
+    located: &[Vec<GroupRef>],
     lifetime: Lifetime,
     now_ns: u64,
-) -> BTreeMap<&TrackKey, usize> {
+) -> BTreeMap<&'a TrackKey, usize> {
     let mut out = BTreeMap::new();
+    let tracks = stream.tracks.iter().zip(located);
     match lifetime {
         Lifetime::Forever => {}
         Lifetime::Age(d) => {
             let cutoff = now_ns.saturating_sub(d.as_nanos() as u64);
-            for (key, track) in &stream.tracks {
-                let n = track
-                    .groups
+            for ((key, _), groups) in tracks {
+                let n = groups
                     .iter()
-                    .take(track.groups.len().saturating_sub(1))
+                    .take(groups.len().saturating_sub(1))
                     .take_while(|g| stream.files[g.file].sealed_at_ns < cutoff)
                     .count();
                 out.insert(key, n);
             }
         }
         Lifetime::Behind(d) => {
-            for (key, track) in &stream.tracks {
+            for ((key, track), groups) in tracks {
                 let Some(last) = track.last_axis else {
                     continue;
                 };
                 let horizon = last.saturating_sub(d);
-                let n = track
-                    .groups
+                let n = groups
                     .iter()
-                    .take(track.groups.len().saturating_sub(1))
+                    .take(groups.len().saturating_sub(1))
                     .take_while(|g| {
                         stream.files[g.file].groups[g.group]
                             .axis
@@ -226,12 +238,12 @@ fn raw_retirable(
             let mut groups: Vec<(u64, u64, &TrackKey, usize)> = Vec::new();
             let mut total = 0u64;
             let sizes: Vec<Vec<u64>> = stream.files.iter().map(SegmentFile::entry_sizes).collect();
-            for (key, track) in &stream.tracks {
-                for (i, g) in track.groups.iter().enumerate() {
+            for ((key, _), live) in tracks {
+                for (i, g) in live.iter().enumerate() {
                     let entry = &stream.files[g.file].groups[g.group];
                     let len = sizes[g.file][g.group];
                     total += len;
-                    if i + 1 < track.groups.len() {
+                    if i + 1 < live.len() {
                         groups.push((entry.seq[0], len, key, i));
                     }
                 }
@@ -361,23 +373,23 @@ pub fn holds_retired(stream: &StreamState, f: &SegmentFile) -> bool {
 }
 
 /// For each of the stream's data files (in `stream.files` order), whether it holds a row
-/// group its track has retired: whether the catalog, which keeps only live groups, holds
-/// fewer of its groups than the file has. One pass over the catalog, no key encoding.
+/// group its track has retired. Only tracks whose raw floor has moved can have retired one,
+/// so a stream without retirements answers at once, and others search only those tracks'
+/// entries, with no key encoding.
 pub fn files_holding_retired(stream: &StreamState) -> Vec<bool> {
-    let mut live = vec![0usize; stream.files.len()];
-    for track in stream.tracks.values() {
-        for g in &track.groups {
-            if let Some(n) = live.get_mut(g.file) {
-                *n += 1;
+    let mut out = vec![false; stream.files.len()];
+    let retiring: Vec<&TrackState> = stream.tracks.values().filter(|t| t.raw.seq > 0).collect();
+    if retiring.is_empty() {
+        return out;
+    }
+    for (track, groups) in retiring.iter().zip(stream.entries_of(&retiring)) {
+        for g in groups {
+            if track.retires(stream.files[g.file].groups[g.group].seq[1]) {
+                out[g.file] = true;
             }
         }
     }
-    stream
-        .files
-        .iter()
-        .zip(live)
-        .map(|(f, n)| n < f.groups.len())
-        .collect()
+    out
 }
 
 /// What a compaction rewrites.
@@ -422,10 +434,13 @@ pub fn plan_compaction(
     let sizes_of =
         || -> Vec<Vec<u64>> { stream.files.iter().map(SegmentFile::entry_sizes).collect() };
     let per_track = matches!(split, Split::Axis(_));
+    // Each track's live groups (beside `stream.tracks`), found once a plan needs them.
+    let mut located: Option<Vec<Vec<GroupRef>>> = None;
     let (mut chosen, sizes) = if per_track {
         let sizes = sizes_of();
+        let groups = located.insert(stream.locate_all());
         (
-            choose_per_track(stream, policy, split, purge, &sizes),
+            choose_per_track(stream, groups, policy, split, purge, &sizes),
             Some(sizes),
         )
     } else {
@@ -475,15 +490,16 @@ pub fn plan_compaction(
         return None;
     }
     let sizes = sizes.unwrap_or_else(sizes_of);
+    let located = located.unwrap_or_else(|| stream.locate_all());
     let (outputs, more) = if per_track {
         (
-            per_track_outputs(stream, policy, split, &chosen, &sizes),
+            per_track_outputs(stream, &located, policy, split, &chosen, &sizes),
             false,
         )
     } else {
         let more = trim_fan_in(stream, &mut chosen);
         (
-            packed_outputs(stream, policy, split, &mut chosen, &sizes),
+            packed_outputs(stream, &located, policy, split, &mut chosen, &sizes),
             more,
         )
     };
@@ -625,6 +641,7 @@ fn planned_first_seq(
 /// planned again.
 fn packed_outputs(
     stream: &StreamState,
+    located: &[Vec<GroupRef>],
     policy: &Compaction,
     split: Split,
     chosen: &mut [bool],
@@ -645,7 +662,7 @@ fn packed_outputs(
             end += 1;
         }
         loop {
-            let planned = pack_range(stream, policy, i..end, sizes);
+            let planned = pack_range(stream, located, policy, i..end, sizes);
             let fits = files.get(end).is_none_or(|next| {
                 let bound = next.first_seq();
                 planned
@@ -668,9 +685,11 @@ fn packed_outputs(
 }
 
 /// The files the run `range` of `stream.files` merges into: tracks in key order, each
-/// with its groups in the run, gathered into files of about the target size.
+/// with its groups in the run, gathered into files of about the target size. `located`
+/// holds each track's live groups, beside `stream.tracks`.
 fn pack_range(
     stream: &StreamState,
+    located: &[Vec<GroupRef>],
     policy: &Compaction,
     range: std::ops::Range<usize>,
     sizes: &[Vec<u64>],
@@ -679,18 +698,13 @@ fn pack_range(
     let mut out = Vec::new();
     let mut current = PlannedFile::default();
     let mut bytes = 0u64;
-    for track in stream.tracks.values() {
-        let groups: Vec<_> = track
-            .groups
-            .iter()
-            .filter(|g| range.contains(&g.file))
-            .collect();
+    for (track, groups) in stream.tracks.values().zip(located) {
+        let groups: Vec<_> = groups.iter().filter(|g| range.contains(&g.file)).collect();
         if groups.is_empty() {
             continue;
         }
         let len: u64 = groups.iter().map(|g| sizes[g.file][g.group]).sum();
-        let source =
-            |g: &&crate::archive::format::manifest::GroupRef| (stream.files[g.file].name, g.group);
+        let source = |g: &&GroupRef| (stream.files[g.file].name, g.group);
         if len <= target {
             if !current.segments.is_empty() && bytes + len > target {
                 out.push(std::mem::take(&mut current));
@@ -762,6 +776,7 @@ fn track_files(
 /// holding that track, so a track's segments stay in `_seq` order.
 fn choose_per_track(
     stream: &StreamState,
+    located: &[Vec<GroupRef>],
     policy: &Compaction,
     split: Split,
     purge: bool,
@@ -785,10 +800,10 @@ fn choose_per_track(
         .filter(|&(i, _)| if purge { retired[i] } else { always[i] })
         .map(|(_, f)| f.name)
         .collect();
-    for track in stream.tracks.values().filter(|_| !purge) {
+    for groups in located.iter().filter(|_| !purge) {
         // This track's pieces per slice, in `_seq` order: (file name, bytes, always).
         let mut slices: BTreeMap<u64, Vec<(u64, u64, bool)>> = BTreeMap::new();
-        for g in &track.groups {
+        for g in groups {
             let file = &stream.files[g.file];
             let piece = (file.name, sizes[g.file][g.group], always[g.file]);
             let list = slices.entry(key_of(file, g.group)).or_default();
@@ -864,14 +879,15 @@ fn slice_key(split: Split, file: &SegmentFile, group: usize) -> u64 {
 /// slice boundaries: one file each.
 fn per_track_outputs(
     stream: &StreamState,
+    located: &[Vec<GroupRef>],
     policy: &Compaction,
     split: Split,
     chosen: &[bool],
     sizes: &[Vec<u64>],
 ) -> Vec<PlannedFile> {
     let mut outputs = Vec::new();
-    for track in stream.tracks.values() {
-        let groups = track.groups.iter().filter(|g| chosen[g.file]).map(|g| {
+    for (track, groups) in stream.tracks.values().zip(located) {
+        let groups = groups.iter().filter(|g| chosen[g.file]).map(|g| {
             let file = &stream.files[g.file];
             (
                 (file.name, g.group),

@@ -11,4 +11,4 @@ pub use record::{
     Offloaded, RawFloor, Record, Retire, SegmentFile, Slice, Snapshot, Span, StreamDecl,
     StreamSnapshot, TrackRetire, TrackSnapshot,
 };
-pub use state::{Catalog, GroupRef, Leftover, Scope, State, StreamState, TrackState};
+pub use state::{Catalog, FileFacts, GroupRef, Leftover, Scope, State, StreamState, TrackState};

@@ -4,8 +4,8 @@
 //! being a record that was appended and synced, and then applied exactly as replay would.
 
 use super::record::{
-    Barrier, Compact, LevelFloor, RawFloor, Record, Retire, SegmentFile, Snapshot, StreamDecl,
-    StreamSnapshot, TrackSnapshot,
+    Barrier, Compact, GroupEntry, LevelFloor, RawFloor, Record, Retire, SegmentFile, Snapshot,
+    StreamDecl, StreamSnapshot, TrackSnapshot,
 };
 use crate::archive::error::Invalid;
 use crate::contract::{Labels, Position, TrackKey};
@@ -76,8 +76,10 @@ impl Catalog {
 pub struct TrackState {
     /// The labels, outermost first.
     pub labels: Labels,
-    /// Its row groups in barrier order.
-    pub groups: Vec<GroupRef>,
+    /// How many live row-group entries name it. Where they are is not kept per track (a
+    /// fleet's catalog would hold a reference per track per barrier): the files' entries
+    /// are in key order, and [`StreamState::locate`] finds them.
+    pub groups: usize,
     /// Rows stored.
     pub rows: u64,
     /// The lowest axis value of the live raw rows.
@@ -194,12 +196,7 @@ const JOIN_SHARE: usize = 8;
 
 /// Catalogs entry `g` of the file at `index` in its track: its age marks and origin always,
 /// its rows, ranges and group reference unless the track's floor has retired it.
-fn catalog_group(
-    track: &mut TrackState,
-    index: usize,
-    file: &SegmentFile,
-    g: usize,
-) -> Result<(), String> {
+fn catalog_group(track: &mut TrackState, file: &SegmentFile, g: usize) -> Result<(), String> {
     let group = &file.groups[g];
     track.last_sealed_ns = track.last_sealed_ns.max(file.sealed_at_ns);
     if let Some([low, high]) = group.axis {
@@ -227,10 +224,7 @@ fn catalog_group(
         ));
     }
     track.last_seq = Some(group.seq[1]);
-    track.groups.push(GroupRef {
-        file: index,
-        group: g,
-    });
+    track.groups += 1;
     track.rows += group.rows;
     track.last_axis = group.axis.map(|[_, high]| high).or(track.last_axis);
     track.first_axis = track.first_axis.or(group.axis.map(|[low, _]| low));
@@ -270,6 +264,19 @@ pub struct StreamState {
     pub levels_deferred_from: Option<u64>,
     /// Which tracks `tracks` holds: every one, except in a scoped open.
     pub catalog: Catalog,
+    /// What [`StreamState::locate`] knows of each live file, by name, without walking its
+    /// entries.
+    pub facts: BTreeMap<u64, FileFacts>,
+}
+
+/// What a search of a live file's entries needs to know of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileFacts {
+    /// Its entries are in key order (every writer lays them out so; a file that is not is
+    /// walked instead of searched).
+    pub ordered: bool,
+    /// Its entries' highest `_seq`.
+    pub last_seq: u64,
 }
 
 impl StreamState {
@@ -285,7 +292,112 @@ impl StreamState {
             levels_from: None,
             levels_deferred_from: None,
             catalog: Catalog::All,
+            facts: BTreeMap::new(),
         }
+    }
+
+    /// Where each of `tracks` (tracks of this catalog) has its live row-group entries: for
+    /// each, in publish order (live files in order of their first `_seq`, a file's entries
+    /// in order), the entries naming it that its raw floor has not retired.
+    ///
+    /// The catalog keeps no reference per entry: a file's entries are in key order, so a
+    /// track's are found by a search of each live file, and many tracks given in key order
+    /// (a prefix, a whole stream) by one walk of each file beside them. A file naming a
+    /// track is never skipped: a read that missed one would answer less than the archive
+    /// holds.
+    pub fn locate(&self, tracks: &[&TrackState]) -> Vec<Vec<GroupRef>> {
+        self.locate_since(tracks, 0)
+    }
+
+    /// [`StreamState::locate`], of the entries whose last `_seq` is `since` or later (the
+    /// ones that may hold rows from `since` on: a track's last entries). A file holding none
+    /// is not looked at.
+    pub fn locate_since(&self, tracks: &[&TrackState], since: u64) -> Vec<Vec<GroupRef>> {
+        self.find(tracks, since, false)
+    }
+
+    /// [`StreamState::locate`] of every cataloged track, in key order (as `tracks` iterates).
+    pub fn locate_all(&self) -> Vec<Vec<GroupRef>> {
+        self.locate(&self.tracks.values().collect::<Vec<_>>())
+    }
+
+    /// Every entry naming each of `tracks`, retired ones too, in publish order.
+    pub fn entries_of(&self, tracks: &[&TrackState]) -> Vec<Vec<GroupRef>> {
+        self.find(tracks, 0, true)
+    }
+
+    /// The entries naming each of `tracks` whose last `_seq` is `since` or later, and
+    /// (unless `retired`) that its raw floor has not retired.
+    fn find(&self, tracks: &[&TrackState], since: u64, retired: bool) -> Vec<Vec<GroupRef>> {
+        let mut out: Vec<Vec<GroupRef>> = vec![Vec::new(); tracks.len()];
+        let sorted = tracks.windows(2).all(|w| w[0].labels[..] < w[1].labels[..]);
+        let same = |t: &TrackState, e: &GroupEntry| {
+            Labels::ptr_eq(&t.labels, &e.track) || t.labels[..] == e.track[..]
+        };
+        for (index, file) in self.files.iter().enumerate() {
+            let facts = self.facts.get(&file.name);
+            if facts.is_some_and(|f| f.last_seq < since) {
+                continue;
+            }
+            let entries = &file.groups[..];
+            let mut found = |t: usize, g: usize| {
+                let seq = entries[g].seq[1];
+                if seq >= since && (retired || !tracks[t].retires(seq)) {
+                    out[t].push(GroupRef {
+                        file: index,
+                        group: g,
+                    });
+                }
+            };
+            if facts.is_none_or(|f| !f.ordered) {
+                for (g, entry) in entries.iter().enumerate() {
+                    let t = match sorted {
+                        true => tracks
+                            .binary_search_by(|t| t.labels[..].cmp(&entry.track[..]))
+                            .ok(),
+                        false => tracks.iter().position(|t| same(t, entry)),
+                    };
+                    if let Some(t) = t {
+                        found(t, g);
+                    }
+                }
+            } else if sorted && tracks.len() * JOIN_SHARE >= entries.len() {
+                // One walk of the file's entries beside the tracks, both in key order.
+                let mut t = 0;
+                for (g, entry) in entries.iter().enumerate() {
+                    while t < tracks.len()
+                        && !same(tracks[t], entry)
+                        && tracks[t].labels[..] < entry.track[..]
+                    {
+                        t += 1;
+                    }
+                    if t == tracks.len() {
+                        break;
+                    }
+                    if same(tracks[t], entry) {
+                        found(t, g);
+                    }
+                }
+            } else {
+                for (t, track) in tracks.iter().enumerate() {
+                    let from = entries.partition_point(|e| e.track[..] < track.labels[..]);
+                    for (g, _) in entries
+                        .iter()
+                        .enumerate()
+                        .skip(from)
+                        .take_while(|(_, e)| same(track, e))
+                    {
+                        found(t, g);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// [`StreamState::locate`] of one track.
+    pub fn groups_of(&self, track: &TrackState) -> Vec<GroupRef> {
+        self.locate(&[track]).pop().unwrap_or_default()
     }
 
     /// What the catalog holds of each of `names` (label tuples), in order; `None` for a
@@ -381,12 +493,12 @@ impl StreamState {
 
     fn add_file(&mut self, mut file: SegmentFile) -> Result<(), String> {
         file.check_slices()?;
-        self.index_file(self.files.len(), &mut file)?;
+        self.index_file(&mut file)?;
         self.files.push(file);
         Ok(())
     }
 
-    /// Catalogs the groups of the file at `index` (not yet retired ones), and makes each
+    /// Catalogs the groups of `file` (not yet retired ones), and makes each
     /// cataloged entry share its track's labels (a track named by every barrier keeps one
     /// copy of its labels, not one per barrier).
     ///
@@ -395,7 +507,7 @@ impl StreamState {
     /// joined with it in one walk instead of one search per entry: at 100,000 tracks the
     /// searches were a quarter of an open. Entries out of key order, or a file naming few of
     /// many tracks, are looked up one by one.
-    fn index_file(&mut self, index: usize, file: &mut SegmentFile) -> Result<(), String> {
+    fn index_file(&mut self, file: &mut SegmentFile) -> Result<(), String> {
         let held: Vec<usize> = (0..file.groups.len())
             .filter(|&g| self.catalog.holds(&file.groups[g].track))
             .collect();
@@ -404,16 +516,25 @@ impl StreamState {
         // character a label may hold), so the walk compares labels and encodes a key only
         // for the range's ends and the tracks it brings in. Labels already shared (a barrier
         // this handle sealed names its tracks by the catalog's own) compare by address.
-        let ordered = held.windows(2).all(|w| {
-            let (a, b) = (&file.groups[w[0]].track, &file.groups[w[1]].track);
-            Labels::ptr_eq(a, b) || a <= b
-        });
+        let in_order = |a: &GroupEntry, b: &GroupEntry| {
+            Labels::ptr_eq(&a.track, &b.track) || a.track[..] <= b.track[..]
+        };
+        let whole = file.groups.windows(2).all(|w| in_order(&w[0], &w[1]));
+        let facts = FileFacts {
+            ordered: whole,
+            last_seq: file.groups.iter().map(|g| g.seq[1]).max().unwrap_or(0),
+        };
+        self.facts.insert(file.name, facts);
+        let ordered = whole
+            || held
+                .windows(2)
+                .all(|w| in_order(&file.groups[w[0]], &file.groups[w[1]]));
         let (Some(&first), Some(&last)) = (held.first(), held.last()) else {
             return Ok(());
         };
         if !ordered || held.len() * JOIN_SHARE < self.tracks.len() {
             for g in held {
-                self.catalog_searched(index, file, g)?;
+                self.catalog_searched(file, g)?;
             }
             return Ok(());
         }
@@ -450,7 +571,7 @@ impl StreamState {
             };
             match found {
                 Some(track) => {
-                    catalog_group(track, index, file, g)?;
+                    catalog_group(track, file, g)?;
                     share(
                         &track.labels,
                         &mut std::sync::Arc::make_mut(&mut file.groups)[g].track,
@@ -464,7 +585,7 @@ impl StreamState {
         // none of them, and they come in key order, each track's pieces adjacent.
         if new.len() * JOIN_SHARE < self.tracks.len() {
             for g in new {
-                self.catalog_searched(index, file, g)?;
+                self.catalog_searched(file, g)?;
             }
             return Ok(());
         }
@@ -480,7 +601,7 @@ impl StreamState {
             let (_, track) = fresh
                 .last_mut()
                 .ok_or_else(|| "a track joining the catalog was lost".to_string())?;
-            catalog_group(track, index, file, g)?;
+            catalog_group(track, file, g)?;
             share(
                 &track.labels,
                 &mut std::sync::Arc::make_mut(&mut file.groups)[g].track,
@@ -503,19 +624,14 @@ impl StreamState {
 
     /// Catalogs entry `g` of the file at `index` by a search of the catalog, bringing its
     /// track in when it is new.
-    fn catalog_searched(
-        &mut self,
-        index: usize,
-        file: &mut SegmentFile,
-        g: usize,
-    ) -> Result<(), String> {
+    fn catalog_searched(&mut self, file: &mut SegmentFile, g: usize) -> Result<(), String> {
         let labels = &file.groups[g].track;
         let key = TrackKey::encode(labels).map_err(|e| e.to_string())?;
         let track = self
             .tracks
             .entry(key)
             .or_insert_with(|| TrackState::named(labels));
-        catalog_group(track, index, file, g)?;
+        catalog_group(track, file, g)?;
         share(
             &track.labels,
             &mut std::sync::Arc::make_mut(&mut file.groups)[g].track,
@@ -528,15 +644,16 @@ impl StreamState {
     fn reindex(&mut self) -> Result<(), String> {
         self.files.sort_by_key(SegmentFile::first_seq);
         for track in self.tracks.values_mut() {
-            track.groups.clear();
+            track.groups = 0;
             track.rows = 0;
             track.first_axis = None;
             track.last_axis = None;
             track.last_seq = None;
         }
         let mut files = std::mem::take(&mut self.files);
-        for (i, file) in files.iter_mut().enumerate() {
-            self.index_file(i, file)?;
+        self.facts.clear();
+        for file in files.iter_mut() {
+            self.index_file(file)?;
         }
         self.files = files;
         Ok(())
@@ -636,7 +753,7 @@ impl StreamState {
         for (labels, places) in &mut touched {
             let key = TrackKey::encode(labels).map_err(|e| e.to_string())?;
             if let Some(track) = self.tracks.get(&key) {
-                for r in &track.groups {
+                for r in self.groups_of(track) {
                     let f = &self.files[r.file];
                     if !removed.contains(&f.name) {
                         places.push((f.first_seq(), r.group, f.groups[r.group].seq, &f.path));
@@ -1150,14 +1267,14 @@ mod tests {
     /// The catalog as the entry-by-entry search builds it, for the same files.
     fn searched(files: &[SegmentFile]) -> BTreeMap<TrackKey, TrackState> {
         let mut tracks: BTreeMap<TrackKey, TrackState> = BTreeMap::new();
-        for (index, file) in files.iter().enumerate() {
+        for file in files {
             for (g, group) in file.groups.iter().enumerate() {
                 let key = TrackKey::encode(&group.track).expect("labels");
                 let track = tracks.entry(key).or_insert_with(|| TrackState {
                     labels: group.track.clone(),
                     ..TrackState::default()
                 });
-                catalog_group(track, index, file, g).expect("in order");
+                catalog_group(track, file, g).expect("in order");
             }
         }
         tracks
@@ -1194,16 +1311,82 @@ mod tests {
         assert_eq!(joined.tracks, searched);
         let key = TrackKey::encode(&["h010", "m03"]).expect("labels");
         assert_eq!(
-            joined.tracks[&key].groups.len(),
-            3,
+            joined.tracks[&key].groups, 3,
             "the piece cut in two counts twice"
         );
         let key = TrackKey::encode(&["h010", "m05"]).expect("labels");
         assert_eq!(
-            joined.tracks[&key].groups.len(),
-            2,
+            joined.tracks[&key].groups, 2,
             "a new track's piece cut in two counts twice"
         );
+    }
+
+    /// What `locate` must answer, by a plain scan of every live file's every entry.
+    fn scanned(s: &StreamState, track: &TrackState, since: u64, retired: bool) -> Vec<GroupRef> {
+        let mut out = Vec::new();
+        for (file, f) in s.files.iter().enumerate() {
+            for (group, g) in f.groups.iter().enumerate() {
+                let live = retired || !track.retires(g.seq[1]);
+                if g.track[..] == track.labels[..] && g.seq[1] >= since && live {
+                    out.push(GroupRef { file, group });
+                }
+            }
+        }
+        out
+    }
+
+    /// A track's live groups are found whether its files are searched (a few tracks asked
+    /// for), walked beside many tracks in key order, or walked because they are out of key
+    /// order; retired entries only when asked for, and from a `_seq` on only those that
+    /// reach it. None is ever missed: a read would answer less than the archive holds.
+    #[test]
+    fn a_tracks_groups_are_located_alike_searched_walked_or_scanned() {
+        let mut s = stream();
+        for f in mixed_files() {
+            s.add_file(f).expect("in order");
+        }
+        assert_eq!(
+            s.facts.values().filter(|f| !f.ordered).count(),
+            1,
+            "the file out of key order is known"
+        );
+        // Some tracks' raw floors pass their first file's entries.
+        for (i, track) in s.tracks.values_mut().enumerate() {
+            if i % 3 == 0 {
+                track.raw.seq = 1_000;
+            }
+        }
+        s.reindex().expect("reindex");
+        let all: Vec<&TrackState> = s.tracks.values().collect();
+        let every = s.locate_all();
+        let some: Vec<&TrackState> = all.iter().copied().step_by(7).collect();
+        let mut shuffled = some.clone();
+        shuffled.reverse();
+        for (asked, answers) in [
+            (&all, s.locate(&all)),
+            (&some, s.locate(&some)),
+            (&shuffled, s.locate(&shuffled)),
+        ] {
+            for (track, groups) in asked.iter().zip(&answers) {
+                assert_eq!(groups, &scanned(&s, track, 0, false), "{:?}", track.labels);
+            }
+        }
+        assert_eq!(every, s.locate(&all));
+        let mut found = 0;
+        for (track, groups) in all.iter().zip(&every) {
+            assert_eq!(track.groups, groups.len(), "{:?}", track.labels);
+            assert_eq!(s.groups_of(track), *groups);
+            found += groups.len();
+        }
+        assert!(found > 150, "most entries are live: {found}");
+        for (track, groups) in all.iter().zip(s.entries_of(&all)) {
+            assert_eq!(groups, scanned(&s, track, 0, true), "{:?}", track.labels);
+        }
+        for since in [0, 999, 1_000, 1_050, 2_001, 3_000, 5_000] {
+            for (track, groups) in all.iter().zip(s.locate_since(&all, since)) {
+                assert_eq!(groups, scanned(&s, track, since, false), "from {since}");
+            }
+        }
     }
 
     #[test]
