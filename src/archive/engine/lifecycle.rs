@@ -1321,24 +1321,29 @@ impl Archive {
             return Ok(None);
         }
         let first = state.first_stored_level();
-        let deferred = deferred_groups(state, from);
-        let spans = deferred.iter().filter_map(|groups| {
-            groups
-                .iter()
-                .fold(None, |acc: Option<(u64, [u64; 2])>, &(file, g)| {
-                    let entry = &file.groups[g];
-                    let [lo, hi] = entry.axis?;
-                    let (rows, [a, b]) = acc.unwrap_or((0, [lo, hi]));
-                    Some((rows + entry.rows, [a.min(lo), b.max(hi)]))
-                })
+        // Each track's deferred rows and their axis span, summed file by file.
+        let cataloged: Vec<_> = state.tracks.values().collect();
+        let mut spans: Vec<Option<(u64, [u64; 2])>> = vec![None; cataloged.len()];
+        state.visit_since(&cataloged, from, false, |t, g| {
+            let entry = &state.files[g.file].groups[g.group];
+            if let Some([lo, hi]) = entry.axis {
+                let (rows, [a, b]) = spans[t].unwrap_or((0, [lo, hi]));
+                spans[t] = Some((rows + entry.rows, [a.min(lo), b.max(hi)]));
+            }
         });
         if !always
-            && !levels::worth_summarising(&ladder, first, levels::LEVEL_RULE.summarise_rows, spans)
+            && !levels::worth_summarising(
+                &ladder,
+                first,
+                levels::LEVEL_RULE.summarise_rows,
+                spans.into_iter().flatten(),
+            )
         {
             self.summary_judged
                 .insert(stream.to_owned(), (from, deferred_rows));
             return Ok(None);
         }
+        let deferred = deferred_groups(state, from);
         let mut names = std::collections::BTreeSet::new();
         let tracks: Vec<Vec<GroupAt>> = deferred
             .into_iter()

@@ -329,7 +329,28 @@ impl StreamState {
     /// The entries naming each of `tracks` whose last `_seq` is `since` or later, and
     /// (unless `retired`) that its raw floor has not retired.
     fn find(&self, tracks: &[&TrackState], since: u64, retired: bool) -> Vec<Vec<GroupRef>> {
-        let mut out: Vec<Vec<GroupRef>> = vec![Vec::new(); tracks.len()];
+        // Sized by each track's count of live groups, which a search from the start finds.
+        let mut out: Vec<Vec<GroupRef>> = tracks
+            .iter()
+            .map(|t| Vec::with_capacity(if since == 0 { t.groups } else { 0 }))
+            .collect();
+        self.visit_since(tracks, since, retired, |t, g| out[t].push(g));
+        out
+    }
+
+    /// Hands `visit` each entry naming one of `tracks` (its index there, and where the entry
+    /// is) whose last `_seq` is `since` or later and (unless `retired`) that its raw floor has
+    /// not retired: file by file in publish order, a file's entries in order. What
+    /// [`StreamState::locate_since`] answers, without gathering it per track: a caller that
+    /// sums per track keeps a value per track, not a list per track (at 100,000 tracks of a
+    /// hundred barriers each, ten million references written all over the heap).
+    pub fn visit_since(
+        &self,
+        tracks: &[&TrackState],
+        since: u64,
+        retired: bool,
+        mut visit: impl FnMut(usize, GroupRef),
+    ) {
         let sorted = tracks.windows(2).all(|w| w[0].labels[..] < w[1].labels[..]);
         let same = |t: &TrackState, e: &GroupEntry| {
             Labels::ptr_eq(&t.labels, &e.track) || t.labels[..] == e.track[..]
@@ -343,10 +364,13 @@ impl StreamState {
             let mut found = |t: usize, g: usize| {
                 let seq = entries[g].seq[1];
                 if seq >= since && (retired || !tracks[t].retires(seq)) {
-                    out[t].push(GroupRef {
-                        file: index,
-                        group: g,
-                    });
+                    visit(
+                        t,
+                        GroupRef {
+                            file: index,
+                            group: g,
+                        },
+                    );
                 }
             };
             if facts.is_none_or(|f| !f.ordered) {
@@ -365,6 +389,14 @@ impl StreamState {
                 // One walk of the file's entries beside the tracks, both in key order.
                 let mut t = 0;
                 for (g, entry) in entries.iter().enumerate() {
+                    // Cataloged entries share their track's labels: the next track is most
+                    // often found by address, with no comparison.
+                    if tracks
+                        .get(t + 1)
+                        .is_some_and(|next| Labels::ptr_eq(&next.labels, &entry.track))
+                    {
+                        t += 1;
+                    }
                     while t < tracks.len()
                         && !same(tracks[t], entry)
                         && tracks[t].labels[..] < entry.track[..]
@@ -392,7 +424,6 @@ impl StreamState {
                 }
             }
         }
-        out
     }
 
     /// [`StreamState::locate`] of one track.
@@ -750,16 +781,29 @@ impl StreamState {
                     .push((first, i, g.seq, &file.path));
             }
         }
-        for (labels, places) in &mut touched {
+        // The cataloged tracks among them, located together (they come in key order), in
+        // the files the swap keeps (none when it replaces every live file).
+        let mut known: Vec<(&TrackState, usize)> = Vec::new();
+        let keeps_any = self.files.iter().any(|f| !removed.contains(&f.name));
+        for (t, labels) in touched.keys().enumerate().filter(|_| keeps_any) {
             let key = TrackKey::encode(labels).map_err(|e| e.to_string())?;
             if let Some(track) = self.tracks.get(&key) {
-                for r in self.groups_of(track) {
-                    let f = &self.files[r.file];
-                    if !removed.contains(&f.name) {
-                        places.push((f.first_seq(), r.group, f.groups[r.group].seq, &f.path));
-                    }
+                known.push((track, t));
+            }
+        }
+        let located = self.locate(&known.iter().map(|(t, _)| *t).collect::<Vec<_>>());
+        let mut first_seqs: BTreeMap<usize, u64> = BTreeMap::new();
+        let mut places_of: Vec<&mut Vec<Place<'_>>> = touched.values_mut().collect();
+        for ((_, t), groups) in known.iter().zip(located) {
+            for r in groups {
+                let f = &self.files[r.file];
+                if !removed.contains(&f.name) {
+                    let first = *first_seqs.entry(r.file).or_insert_with(|| f.first_seq());
+                    places_of[*t].push((first, r.group, f.groups[r.group].seq, &f.path));
                 }
             }
+        }
+        for (labels, places) in &mut touched {
             places.sort_unstable();
             for pair in places.windows(2) {
                 if pair[1].2[0] <= pair[0].2[1] {
