@@ -194,8 +194,8 @@ impl TrackState {
 /// catalog in one walk ([`StreamState::index_file`]); a smaller one is searched entry by entry.
 const JOIN_SHARE: usize = 8;
 
-/// Catalogs entry `g` of the file at `index` in its track: its age marks and origin always,
-/// its rows, ranges and group reference unless the track's floor has retired it.
+/// Catalogs entry `g` of `file` in its track: its age marks and origin always, its rows,
+/// ranges and count of live groups unless the track's floor has retired it.
 fn catalog_group(track: &mut TrackState, file: &SegmentFile, g: usize) -> Result<(), String> {
     let group = &file.groups[g];
     track.last_sealed_ns = track.last_sealed_ns.max(file.sealed_at_ns);
