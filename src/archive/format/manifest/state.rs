@@ -1426,9 +1426,85 @@ mod tests {
         for (track, groups) in all.iter().zip(s.entries_of(&all)) {
             assert_eq!(groups, scanned(&s, track, 0, true), "{:?}", track.labels);
         }
-        for since in [0, 999, 1_000, 1_050, 2_001, 3_000, 5_000] {
+        for since in [
+            0, 399, 999, 1_000, 1_050, 1_141, 2_001, 2_005, 3_000, 3_002, 5_000,
+        ] {
             for (track, groups) in all.iter().zip(s.locate_since(&all, since)) {
                 assert_eq!(groups, scanned(&s, track, since, false), "from {since}");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Over random archives: files holding random tracks of a random fleet (some tracks
+        /// cut in two pieces, some files out of key order), random raw floors, a random
+        /// selection in key order or not, and a `_seq` bound (random, or a file's last
+        /// `_seq`), every way `locate` answers is what a plain scan of every entry answers.
+        #[test]
+        fn located_groups_are_what_a_scan_finds(
+            hosts in 1usize..60,
+            metrics in 1usize..5,
+            files in proptest::collection::vec(
+                (proptest::collection::vec(0u8..4, 0..300), proptest::prelude::any::<bool>()),
+                1..8,
+            ),
+            floors in proptest::collection::vec(0u64..80_000, 0..40),
+            picked in proptest::collection::vec(proptest::prelude::any::<bool>(), 0..300),
+            shuffled in proptest::prelude::any::<bool>(),
+            since in 0u64..80_000,
+            at_a_file in proptest::option::of(0usize..8),
+        ) {
+            let fleet: Vec<(usize, usize)> =
+                (0..hosts).flat_map(|h| (0..metrics).map(move |m| (h, m))).collect();
+            let mut s = stream();
+            for (i, (pieces, backwards)) in files.iter().enumerate() {
+                // Each track of the fleet: absent (0), one piece (1, 2) or two (3).
+                let mut held: Vec<(usize, usize)> = Vec::new();
+                for (t, &n) in fleet.iter().zip(pieces) {
+                    match n {
+                        0 => {}
+                        3 => held.extend([*t, *t]),
+                        _ => held.push(*t),
+                    }
+                }
+                if *backwards {
+                    // Out of key order (a track's pieces made one, so its `_seq` stays in
+                    // order).
+                    held.dedup();
+                    held.reverse();
+                }
+                s.add_file(file(i as u64, &held, i as u64 * 10_000, 1)).expect("in order");
+            }
+            for (track, floor) in s.tracks.values_mut().zip(&floors) {
+                track.raw.seq = *floor;
+            }
+            s.reindex().expect("reindex");
+            // A bound at a file's last `_seq` keeps that file's last entry.
+            let since = match at_a_file.and_then(|i| s.files.get(i)) {
+                Some(f) => f.groups.iter().map(|g| g.seq[1]).max().unwrap_or(since),
+                None => since,
+            };
+            let all: Vec<&TrackState> = s.tracks.values().collect();
+            let mut asked: Vec<&TrackState> = all
+                .iter()
+                .zip(picked.iter().chain(std::iter::repeat(&true)))
+                .filter(|(_, &p)| p)
+                .map(|(t, _)| *t)
+                .collect();
+            if shuffled {
+                asked.reverse();
+            }
+            for (track, groups) in asked.iter().zip(s.locate_since(&asked, since)) {
+                proptest::prop_assert_eq!(groups, scanned(&s, track, since, false));
+            }
+            for (track, groups) in asked.iter().zip(s.entries_of(&asked)) {
+                proptest::prop_assert_eq!(groups, scanned(&s, track, 0, true));
+            }
+            for (track, groups) in all.iter().zip(s.locate_all()) {
+                proptest::prop_assert_eq!(track.groups, groups.len());
+                proptest::prop_assert_eq!(groups, scanned(&s, track, 0, false));
             }
         }
     }
