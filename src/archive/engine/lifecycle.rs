@@ -284,25 +284,36 @@ impl CompactionJob {
         let axis = self.decl.axis.clone();
         let cap = self.group_rows.max(1);
         let mut open = crate::archive::io::segment::Opened::new(&self.store, self.schema.clone());
+        // Per place in a track's sources, the file the track before found there: a fleet's
+        // tracks read the same inputs in the same order, so most lookups are a comparison.
+        let mut guesses: Vec<(u64, &SegmentFile)> = Vec::new();
         for out in &self.plan.outputs {
+            // The newest barrier, and its time, among the files the output's rows come from,
+            // gathered as the sources are looked up.
             let (mut sealed_at, mut barrier) = (0u64, 0u64);
-            for &(name, _) in out.segments.iter().flat_map(|s| &s.sources) {
-                if let Some(file) = self.files.get(&name) {
-                    sealed_at = sealed_at.max(file.sealed_at_ns);
-                    barrier = barrier.max(file.barrier);
-                }
-            }
             let mut file = placer.start("rows", &self.schema, true)?;
             let mut gather = Gather::new(cap, self.schema.clone(), axis.clone(), &id);
             for segment in &out.segments {
                 // The track's rows: each source entry's range of its decoded row group.
                 let mut ranges = Vec::with_capacity(segment.sources.len());
-                for &(name, group) in &segment.sources {
-                    let source = self.files.get(&name).ok_or_else(|| {
-                        ArchiveError::Internal(format!(
-                            "stream {id:?}: planned source file {name} is unknown"
-                        ))
-                    })?;
+                for (j, &(name, group)) in segment.sources.iter().enumerate() {
+                    let source = match guesses.get(j) {
+                        Some(&(guessed, file)) if guessed == name => file,
+                        _ => {
+                            let file = self.files.get(&name).ok_or_else(|| {
+                                ArchiveError::Internal(format!(
+                                    "stream {id:?}: planned source file {name} is unknown"
+                                ))
+                            })?;
+                            match guesses.get_mut(j) {
+                                Some(guess) => *guess = (name, file),
+                                None => guesses.push((name, file)),
+                            }
+                            file
+                        }
+                    };
+                    sealed_at = sealed_at.max(source.sealed_at_ns);
+                    barrier = barrier.max(source.barrier);
                     let entry = source.groups.get(group).ok_or_else(|| {
                         ArchiveError::Internal(format!(
                             "stream {id:?}: planned entry {group} of file {name} is unknown"
