@@ -275,8 +275,11 @@ pub struct FileFacts {
     /// Its entries are in key order (every writer lays them out so; a file that is not is
     /// walked instead of searched).
     pub ordered: bool,
-    /// Its entries' highest `_seq`.
+    /// Its cataloged entries' highest `_seq`.
     pub last_seq: u64,
+    /// In a scoped catalog, the span of entries (`[from, to)`) that name its tracks: only
+    /// they are looked at. `None` in a whole catalog: every entry.
+    pub within: Option<(usize, usize)>,
 }
 
 impl StreamState {
@@ -360,6 +363,9 @@ impl StreamState {
             if facts.is_some_and(|f| f.last_seq < since) {
                 continue;
             }
+            let (from, to) = facts
+                .and_then(|f| f.within)
+                .unwrap_or((0, file.groups.len()));
             let entries = &file.groups[..];
             let mut found = |t: usize, g: usize| {
                 let seq = entries[g].seq[1];
@@ -374,7 +380,7 @@ impl StreamState {
                 }
             };
             if facts.is_none_or(|f| !f.ordered) {
-                for (g, entry) in entries.iter().enumerate() {
+                for (g, entry) in entries.iter().enumerate().take(to).skip(from) {
                     let t = match sorted {
                         true => tracks
                             .binary_search_by(|t| t.labels[..].cmp(&entry.track[..]))
@@ -550,16 +556,34 @@ impl StreamState {
         let in_order = |a: &GroupEntry, b: &GroupEntry| {
             Labels::ptr_eq(&a.track, &b.track) || a.track[..] <= b.track[..]
         };
-        let whole = file.groups.windows(2).all(|w| in_order(&w[0], &w[1]));
-        let facts = FileFacts {
-            ordered: whole,
-            last_seq: file.groups.iter().map(|g| g.seq[1]).max().unwrap_or(0),
+        let ordered = held
+            .windows(2)
+            .all(|w| in_order(&file.groups[w[0]], &file.groups[w[1]]));
+        // What `locate` needs: a file of a whole catalog is searched when all its entries are
+        // in key order (then `held` is all of them); a scoped catalog's is only ever asked for
+        // the tracks it holds, which lie among its held entries, so only their span is
+        // looked at (a scoped open of a fleet reads a few entries of a file of 100,000).
+        let last_seq = held
+            .iter()
+            .map(|&g| file.groups[g].seq[1])
+            .max()
+            .unwrap_or(0);
+        let facts = match self.catalog {
+            Catalog::All => FileFacts {
+                ordered,
+                last_seq,
+                within: None,
+            },
+            _ => FileFacts {
+                ordered: false,
+                last_seq,
+                within: Some(match (held.first(), held.last()) {
+                    (Some(&first), Some(&last)) => (first, last + 1),
+                    _ => (0, 0),
+                }),
+            },
         };
         self.facts.insert(file.name, facts);
-        let ordered = whole
-            || held
-                .windows(2)
-                .all(|w| in_order(&file.groups[w[0]], &file.groups[w[1]]));
         let (Some(&first), Some(&last)) = (held.first(), held.last()) else {
             return Ok(());
         };
@@ -1439,9 +1463,10 @@ mod tests {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
 
         /// Over random archives: files holding random tracks of a random fleet (some tracks
-        /// cut in two pieces, some files out of key order), random raw floors, a random
-        /// selection in key order or not, and a `_seq` bound (random, or a file's last
-        /// `_seq`), every way `locate` answers is what a plain scan of every entry answers.
+        /// cut in two pieces, some files out of key order), random raw floors, a whole or a
+        /// scoped catalog, a random selection in key order or not, and a `_seq` bound
+        /// (random, or a file's last `_seq`), every way `locate` answers is what a plain scan
+        /// of every entry answers.
         #[test]
         fn located_groups_are_what_a_scan_finds(
             hosts in 1usize..60,
@@ -1455,10 +1480,15 @@ mod tests {
             shuffled in proptest::prelude::any::<bool>(),
             since in 0u64..80_000,
             at_a_file in proptest::option::of(0usize..8),
+            scope in proptest::option::of(0usize..60),
         ) {
             let fleet: Vec<(usize, usize)> =
                 (0..hosts).flat_map(|h| (0..metrics).map(move |m| (h, m))).collect();
             let mut s = stream();
+            // A scoped open catalogs one host's tracks.
+            if let Some(h) = scope {
+                s.catalog = Catalog::Beneath(vec![format!("h{h:03}")]);
+            }
             for (i, (pieces, backwards)) in files.iter().enumerate() {
                 // Each track of the fleet: absent (0), one piece (1, 2) or two (3).
                 let mut held: Vec<(usize, usize)> = Vec::new();
