@@ -272,8 +272,9 @@ pub struct StreamState {
 /// What a search of a live file's entries needs to know of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileFacts {
-    /// Its entries are in key order (every writer lays them out so; a file that is not is
-    /// walked instead of searched).
+    /// In a whole catalog, its entries are in key order (every writer lays them out so; a
+    /// file that is not is scanned instead of searched). Always `false` in a scoped catalog,
+    /// whose files are scanned across `within` only.
     pub ordered: bool,
     /// Its cataloged entries' highest `_seq`.
     pub last_seq: u64,
