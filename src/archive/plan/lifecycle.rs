@@ -22,22 +22,21 @@ struct Moves {
 /// cell; only the idle time retires a track whole.
 pub fn plan_retirement(stream: &StreamState, retention: &Retention, now_ns: u64) -> Option<Retire> {
     let mut moves: BTreeMap<&TrackKey, Moves> = BTreeMap::new();
-    // Where each track's live groups are (beside `stream.tracks`, in key order), found only
-    // when a raw lifetime or the idle time may retire some.
-    let located = match (retention.raw, retention.idle) {
-        (Lifetime::Forever, None) => Vec::new(),
+    // Raw rows: per track, the longest prefix of row groups the lifetime lets go, from where
+    // each track's live groups are (beside `stream.tracks`, in key order), found only when a
+    // raw lifetime may retire some.
+    let located = match retention.raw {
+        Lifetime::Forever => Vec::new(),
         _ => stream.locate_all(),
     };
-    let groups_of = |i: usize| located.get(i).map_or(&[][..], Vec::as_slice);
-    // Raw rows: per track, the longest prefix of row groups the lifetime lets go.
     let retirable = raw_retirable(stream, &located, retention.raw, now_ns);
-    for (i, (key, track)) in stream.tracks.iter().enumerate() {
+    for ((key, track), groups) in stream.tracks.iter().zip(&located) {
         if track.whole {
             continue;
         }
         let n = retirable.get(key).copied().unwrap_or(0);
         if n > 0 {
-            let floor = raw_floor_after(stream, track, &groups_of(i)[..n]);
+            let floor = raw_floor_after(stream, track, &groups[..n]);
             if floor != track.raw {
                 moves.entry(key).or_default().raw = Some(floor);
             }
@@ -74,13 +73,17 @@ pub fn plan_retirement(stream: &StreamState, retention: &Retention, now_ns: u64)
             }
         }
     }
-    // Idle tracks retire whole.
+    // Idle tracks retire whole; only their groups are looked for.
     if let Some(idle) = retention.idle {
         let cutoff = now_ns.saturating_sub(idle.as_nanos() as u64);
-        for (i, (key, track)) in stream.tracks.iter().enumerate() {
-            if !track.whole && track.last_sealed_ns < cutoff {
-                moves.insert(key, whole_moves(stream, track, groups_of(i)));
-            }
+        let idle: Vec<(&TrackKey, &TrackState)> = stream
+            .tracks
+            .iter()
+            .filter(|(_, t)| !t.whole && t.last_sealed_ns < cutoff)
+            .collect();
+        let located = stream.locate(&idle.iter().map(|(_, t)| *t).collect::<Vec<_>>());
+        for ((key, track), groups) in idle.into_iter().zip(located) {
+            moves.insert(key, whole_moves(stream, track, &groups));
         }
     }
     finish(stream, moves, now_ns, "sweep")
@@ -435,13 +438,12 @@ pub fn plan_compaction(
         || -> Vec<Vec<u64>> { stream.files.iter().map(SegmentFile::entry_sizes).collect() };
     let per_track = matches!(split, Split::Axis(_));
     // Each track's live groups (beside `stream.tracks`), found once a plan needs them.
-    let mut located: Option<Vec<Vec<GroupRef>>> = None;
-    let (mut chosen, sizes) = if per_track {
+    let (mut chosen, per_track_inputs) = if per_track {
         let sizes = sizes_of();
-        let groups = located.insert(stream.locate_all());
+        let located = stream.locate_all();
         (
-            choose_per_track(stream, groups, policy, split, purge, &sizes),
-            Some(sizes),
+            choose_per_track(stream, &located, policy, split, purge, &sizes),
+            Some((located, sizes)),
         )
     } else {
         (choose_files(stream, policy, split, purge), None)
@@ -489,19 +491,24 @@ pub fn plan_compaction(
     if !chosen.contains(&true) && level_inputs.is_empty() {
         return None;
     }
-    let sizes = sizes.unwrap_or_else(sizes_of);
-    let located = located.unwrap_or_else(|| stream.locate_all());
-    let (outputs, more) = if per_track {
-        (
+    let (outputs, more) = match per_track_inputs {
+        Some((located, sizes)) => (
             per_track_outputs(stream, &located, policy, split, &chosen, &sizes),
             false,
-        )
-    } else {
-        let more = trim_fan_in(stream, &mut chosen);
-        (
-            packed_outputs(stream, &located, policy, split, &mut chosen, &sizes),
-            more,
-        )
+        ),
+        None => {
+            let more = trim_fan_in(stream, &mut chosen);
+            // Each track's groups and each entry's bytes only when data files are rewritten:
+            // a merge of level runs alone walks no entry.
+            let outputs = match chosen.contains(&true) {
+                true => {
+                    let (located, sizes) = (stream.locate_all(), sizes_of());
+                    packed_outputs(stream, &located, policy, split, &mut chosen, &sizes)
+                }
+                false => Vec::new(),
+            };
+            (outputs, more)
+        }
     };
     Some(CompactPlan {
         stream: stream.decl.id.clone(),
