@@ -1322,10 +1322,10 @@ impl Archive {
         };
         // Judged from the manifest's entries alone: a stream of 10^5 tracks plans this after
         // every barrier while its rows stay too sparse. A judgement walks every deferred row
-        // group (the files holding deferred rows), so it is made again only once the deferred rows
-        // grew by a quarter since the last one found them not worth summarising: the walks
-        // of a long deferral cost a few times its rows in all, not its rows after every
-        // barrier.
+        // group (in the files holding deferred rows), so it is made again only once the
+        // deferred rows grew by a quarter since the last one found them not worth
+        // summarising: the walks of a long deferral cost a few times its rows in all, not its
+        // rows after every barrier.
         let deferred_rows = state.next_seq.saturating_sub(from);
         let judged = self.summary_judged.get(stream).copied();
         if !always && judged.is_some_and(|(f, rows)| f == from && deferred_rows < rows + rows / 4) {
