@@ -461,7 +461,7 @@ mod tests {
             .tracks
             .values()
             .filter(|t| t.labels.starts_with(track))
-            .flat_map(|t| state.groups_of(t))
+            .flat_map(|t| state.locate(&[t]).into_iter().flatten())
             .map(|g| &state.files[g.file].groups[g.group])
             .filter(|e| e.position[1] >= from)
             .map(|e| [e.position[0], e.position[1], e.rows])

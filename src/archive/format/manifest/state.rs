@@ -433,11 +433,6 @@ impl StreamState {
         }
     }
 
-    /// [`StreamState::locate`] of one track.
-    pub fn groups_of(&self, track: &TrackState) -> Vec<GroupRef> {
-        self.locate(&[track]).pop().unwrap_or_default()
-    }
-
     /// What the catalog holds of each of `names` (label tuples), in order; `None` for a
     /// track it does not hold. Names that come in key order (label tuples sort as their keys
     /// do), as a barrier's tracks do, and are many beside the catalog are found in one walk
@@ -1444,7 +1439,7 @@ mod tests {
         let mut found = 0;
         for (track, groups) in all.iter().zip(&every) {
             assert_eq!(track.groups, groups.len(), "{:?}", track.labels);
-            assert_eq!(s.groups_of(track), *groups);
+            assert_eq!(s.locate(&[track]), std::slice::from_ref(groups));
             found += groups.len();
         }
         assert!(found > 150, "most entries are live: {found}");
