@@ -10,7 +10,8 @@
 //!   rows each defers its partials; survey and fold answers are those of an archive that
 //!   stores every level, before the summary, after it, after a reopen and after a forced
 //!   compaction. A retirement that would take deferred rows summarises them first, so their
-//!   levels outlive them.
+//!   levels outlive them. A summary of more rows than it gathers at once, read from shared
+//!   row groups that also hold rows before the deferral, answers the same.
 //! - A real crash (SIGABRT in a child process) inside the summary's write path leaves the
 //!   archive serving exactly the state before it or the state after it.
 //!
@@ -23,7 +24,7 @@ mod golden_files;
 
 use common::scrape::{self, STEP_NS, T0};
 use golden_files::{golden, span};
-use series_archive::archive::lifecycle::{Lifetime, Retention};
+use series_archive::archive::lifecycle::{Compaction, Lifetime, Retention};
 use series_archive::archive::manifest::frame::{self, Decoded};
 use series_archive::archive::manifest::{
     log, Barrier, BarrierStream, Compact, GroupEntry, Record, SegmentFile, Slice, State,
@@ -352,6 +353,90 @@ fn a_fleet_of_small_tracks_defers_its_partials_and_reads_answer_as_if_they_were_
     drop(reopened);
     let reopened = Archive::open(dir.path(), metrics_config()).expect("reopen");
     assert_eq!(answers(&reopened, 4 * BARRIER_ROWS), want);
+    assert!(reopened.verify(|_, _| {}).is_empty());
+}
+
+/// A summary gathers its rows into batches of 65,536 and gives back each decoded row group
+/// once no later track reads it. Here it summarises 80,000 deferred rows (several batches),
+/// some in a compacted file of many small row groups, some in barrier files; then, after a
+/// compaction packed rows from both sides of the next deferral's start into shared groups,
+/// a second summary that must take only the deferred ones.
+#[test]
+fn a_summary_of_more_rows_than_one_batch_answers_as_stored_levels_do() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = metrics_config().compaction(Compaction {
+        group_rows: 1_000,
+        ..Compaction::default()
+    });
+    let mut archive = Archive::open(dir.path(), config.clone()).expect("open");
+    seal(&mut archive, 0, 2 * BARRIER_ROWS, BARRIER_ROWS);
+    // Two barriers are not worth a summary: a forced compaction packs their data into row
+    // groups of 1,000 rows and leaves the rows deferred.
+    archive.compact(true, |_, _, _| {}).expect("compact");
+    let stream = &archive.state().streams["metrics"];
+    assert_eq!(stream.levels_deferred_from, Some(0));
+    assert_eq!(stream.files.len(), 1);
+    assert_eq!(stream.files[0].row_groups().len(), 2 * BARRIER_ROWS / 1_000);
+    seal(
+        &mut archive,
+        2 * BARRIER_ROWS,
+        8 * BARRIER_ROWS,
+        BARRIER_ROWS,
+    );
+    assert_eq!(
+        archive.state().streams["metrics"].levels_deferred_from,
+        Some(0)
+    );
+    archive.compact(false, |_, _, _| {}).expect("compact");
+    let stream = &archive.state().streams["metrics"];
+    assert_eq!(stream.levels_deferred_from, None, "the summary ran");
+    assert_eq!(
+        stream.levels[0].groups[0].seq,
+        [0, 8 * BARRIER_ROWS as u64 - 1],
+        "one summary took every deferred row"
+    );
+    let (_r, eight) = reference(8 * BARRIER_ROWS);
+    let want = answers(&eight, 8 * BARRIER_ROWS);
+    assert!(want.iter().any(|a| a.contains("level: 4")), "{want:?}");
+    assert_eq!(answers(&archive, 8 * BARRIER_ROWS), want);
+
+    // A barrier defers again; a forced compaction packs its rows into the row groups of the
+    // summarised ones, so the next summary reads groups holding rows before the deferral's
+    // start, which it must leave out.
+    seal(
+        &mut archive,
+        8 * BARRIER_ROWS,
+        9 * BARRIER_ROWS,
+        BARRIER_ROWS,
+    );
+    archive.compact(true, |_, _, _| {}).expect("compact");
+    let stream = &archive.state().streams["metrics"];
+    assert_eq!(stream.levels_deferred_from, Some(8 * BARRIER_ROWS as u64));
+    assert!(
+        stream.files.iter().any(|f| f
+            .groups
+            .iter()
+            .any(|g| g.seq[0] < 8 * BARRIER_ROWS as u64 && g.seq[1] >= 8 * BARRIER_ROWS as u64)),
+        "an entry holds rows from both sides of the deferral's start"
+    );
+    seal(
+        &mut archive,
+        9 * BARRIER_ROWS,
+        11 * BARRIER_ROWS,
+        BARRIER_ROWS,
+    );
+    archive.compact(false, |_, _, _| {}).expect("compact");
+    assert_eq!(
+        archive.state().streams["metrics"].levels_deferred_from,
+        None,
+        "the second summary ran"
+    );
+    let (_r, eleven) = reference(11 * BARRIER_ROWS);
+    let want = answers(&eleven, 11 * BARRIER_ROWS);
+    assert_eq!(answers(&archive, 11 * BARRIER_ROWS), want);
+    drop(archive);
+    let reopened = Archive::open(dir.path(), config).expect("reopen");
+    assert_eq!(answers(&reopened, 11 * BARRIER_ROWS), want);
     assert!(reopened.verify(|_, _| {}).is_empty());
 }
 

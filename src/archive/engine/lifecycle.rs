@@ -173,35 +173,122 @@ pub struct CompactionJob {
 }
 
 /// What a summary of a stream's deferred rows reads: the `_seq` span `[from, through)`, and
-/// for each track holding such rows, in key order, its row groups that may hold them (file
-/// name, group index; the files are the job's `files`).
+/// for each track holding such rows, in key order, its entries that may hold them in
+/// publish order. The entries of every track lie in one list (`entries`, a file's place in
+/// the job's `order` and the entry's index in it), track `t`'s at `tracks[t]..tracks[t + 1]`:
+/// at 100,000 tracks of a few hundred barriers each that is tens of millions of entries, so
+/// no list per track.
 struct Summary {
     span: [u64; 2],
-    tracks: Vec<Vec<GroupAt>>,
+    /// The files holding deferred rows, in publish order (names of the job's `files`).
+    order: Vec<u64>,
+    /// Every cataloged track's labels, in key order.
+    labels: Vec<crate::contract::Labels>,
+    tracks: Vec<usize>,
+    entries: Vec<(u32, u32)>,
 }
 
-/// For every track of the stream, in key order, its row groups that may hold rows of `_seq`
-/// `from` or later, in `_seq` order, with their files: its last ones, as a track's groups
-/// are in `_seq` order. Only files holding such rows are searched.
-fn deferred_groups(
-    state: &crate::archive::format::manifest::StreamState,
-    from: u64,
-) -> Vec<Vec<(&SegmentFile, usize)>> {
-    let tracks: Vec<_> = state.tracks.values().collect();
-    state
-        .locate_since(&tracks, from)
-        .into_iter()
-        .map(|groups| {
-            groups
-                .into_iter()
-                .map(|g| (&state.files[g.file], g.group))
-                .collect()
-        })
-        .collect()
+/// The deferred rows a summary gathers before it folds them: the tracks' rows are copied
+/// from the decoded row groups into one batch this long, then folded track by track.
+const SUMMARY_FOLD_ROWS: usize = 1 << 16;
+
+/// A summary's gathering of deferred rows (see [`CompactionJob::summarise`]).
+struct SummaryFold<'a> {
+    decl: &'a StreamDecl,
+    schema: &'a SchemaRef,
+    levels_from: usize,
+    /// The decoded row groups the pending rows come from, with their `_seq` columns.
+    sources: Vec<(RecordBatch, UInt64Array)>,
+    /// Per file (its place in the summary's order), the row group last decoded and its
+    /// place among `sources`.
+    newest: Vec<Option<(usize, usize)>>,
+    /// The gathered rows: (source, row), track after track.
+    pending: Vec<(usize, usize)>,
+    /// Each gathered track's labels and how many of the pending rows it holds, in order.
+    lengths: Vec<(crate::contract::Labels, usize)>,
+    /// Each folded track's labels (a one-row batch of its track columns) and cells, in key
+    /// order.
+    per_track: Vec<(RecordBatch, Vec<Cells>)>,
+    position: [u64; 2],
+    axis: [u64; 2],
 }
 
-/// A row group of a data file: its name and the group's index in it.
-type GroupAt = (u64, usize);
+impl SummaryFold<'_> {
+    /// Keeps `batch`, row group `physical` of the file at `at` in the summary's order, as a
+    /// source; answers its place.
+    fn source(
+        &mut self,
+        at: usize,
+        physical: usize,
+        batch: RecordBatch,
+        path: &str,
+    ) -> Result<usize> {
+        if batch.schema() != *self.schema {
+            return Err(ArchiveError::Internal(format!(
+                "stream {:?}: {path} was read in another schema",
+                self.decl.id
+            )));
+        }
+        let seq = batch
+            .column_by_name(crate::archive::format::spec::SEQ_COLUMN)
+            .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+            .cloned()
+            .ok_or_else(|| {
+                unreadable(&self.decl.id)(StoredError::corrupt(format!("{path}: no _seq column")))
+            })?;
+        let source = self.sources.len();
+        self.sources.push((batch, seq));
+        self.newest[at] = Some((physical, source));
+        Ok(source)
+    }
+
+    /// Copies the pending rows out of their sources into one batch and folds each track's
+    /// rows into its cells. Then gives back every source no later track can read (a file's
+    /// row groups are read in order); their places stay, so every index stays valid.
+    fn fold(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let sources: Vec<&RecordBatch> = self.sources.iter().map(|(b, _)| b).collect();
+        let gathered = arrow::compute::interleave_record_batch(&sources, &self.pending)
+            .map_err(|e| ArchiveError::Internal(e.to_string()))?;
+        let axis_name = self.decl.axis.as_deref().unwrap_or_default();
+        let mut offset = 0;
+        for (labels, len) in self.lengths.drain(..) {
+            // One track's rows in publish order: positions rise and the axis never falls.
+            let rows = gathered.slice(offset, len);
+            offset += len;
+            for (name, span) in [
+                (
+                    crate::archive::format::spec::POSITION_COLUMN,
+                    &mut self.position,
+                ),
+                (axis_name, &mut self.axis),
+            ] {
+                if let Some([lo, hi]) = u64_range(&rows, name) {
+                    *span = [span[0].min(lo), span[1].max(hi)];
+                }
+            }
+            let cells = levels::track_partials(self.decl, &rows, self.levels_from)?;
+            let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+            let row = track_row(self.decl, &labels).map_err(|m| ArchiveError::Encode {
+                stream: self.decl.id.clone(),
+                message: m,
+            })?;
+            self.per_track.push((row, cells));
+        }
+        self.pending.clear();
+        let newest: std::collections::BTreeSet<usize> =
+            self.newest.iter().flatten().map(|&(_, s)| s).collect();
+        for (at, (batch, seq)) in self.sources.iter_mut().enumerate() {
+            if !newest.contains(&at) && batch.num_rows() > 0 {
+                *batch = RecordBatch::new_empty(self.schema.clone());
+                *seq = UInt64Array::from(Vec::<u64>::new());
+            }
+        }
+        Ok(())
+    }
+}
 
 /// A compaction's files, written and in place, not yet recorded. Hand it to
 /// [`Archive::finish_compaction`].
@@ -384,8 +471,13 @@ impl CompactionJob {
     /// Writes the summary of the stream's deferred rows (format version 8): each track's rows
     /// of `_seq` in the span, read in publish order (digests verified), folded into the
     /// cells of every stored level, written as one partial level file exactly as a barrier
-    /// writes one (row group i holds level `levels_from + i`). Holds the cells, one track's
-    /// rows and one decoded row group per open file at a time.
+    /// writes one (row group i holds level `levels_from + i`).
+    ///
+    /// Each row group is decoded once; the tracks' rows are copied out of the decoded groups
+    /// by index into one batch of about [`SUMMARY_FOLD_ROWS`] rows, then folded track by
+    /// track. It costs what the rows cost, not what the tracks times the files cost: a fleet's
+    /// barrier holds a row or two of each track. Holds the cells, one decoded row group per
+    /// file and one gathered batch at a time.
     fn summarise(self, mut progress: impl FnMut(usize, usize)) -> Result<CompactedFiles> {
         let id = self.decl.id.clone();
         let summary = self
@@ -393,61 +485,106 @@ impl CompactionJob {
             .as_ref()
             .ok_or_else(|| ArchiveError::Internal("a summary job without a summary".into()))?;
         let [from, through] = summary.span;
-        let mut open = crate::archive::io::segment::Opened::new(&self.store, self.schema.clone());
-        let mut per_track = Vec::with_capacity(summary.tracks.len());
-        let (mut position, mut axis) = ([u64::MAX, 0], [u64::MAX, 0]);
-        let (mut sealed_at, mut barrier) = (0u64, 0u64);
-        for groups in &summary.tracks {
-            let mut parts = Vec::with_capacity(groups.len());
-            for &(name, group) in groups {
-                let file = self.files.get(&name).ok_or_else(|| {
+        let files = summary
+            .order
+            .iter()
+            .map(|name| {
+                self.files.get(name).ok_or_else(|| {
                     ArchiveError::Internal(format!(
                         "stream {id:?}: a summarised file {name} is unknown"
                     ))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let sealed_at = files.iter().map(|f| f.sealed_at_ns).max().unwrap_or(0);
+        let barrier = files.iter().map(|f| f.barrier).max().unwrap_or(0);
+        // Only the columns the cells and the file's bounds are made of are decoded: the
+        // track's label columns are a fleet's widest, and its labels are the catalog's.
+        let axis_name = self.decl.axis.as_deref().unwrap_or_default();
+        let read: Vec<usize> = (0..self.schema.fields().len())
+            .filter(|&i| {
+                let name = self.schema.field(i).name();
+                name == axis_name
+                    || name == crate::archive::format::spec::SEQ_COLUMN
+                    || name == crate::archive::format::spec::POSITION_COLUMN
+                    || self.decl.measured.contains(name)
+            })
+            .collect();
+        let schema = Arc::new(
+            self.schema
+                .project(&read)
+                .map_err(|e| ArchiveError::Internal(e.to_string()))?,
+        );
+        let mut open = crate::archive::io::segment::Opened::projected(&self.store, schema.clone());
+        let mut fold = SummaryFold {
+            decl: &self.decl,
+            schema: &schema,
+            levels_from: self.levels_from,
+            sources: Vec::new(),
+            newest: vec![None; files.len()],
+            pending: Vec::new(),
+            lengths: Vec::new(),
+            per_track: Vec::with_capacity(summary.tracks.len().saturating_sub(1)),
+            position: [u64::MAX, 0],
+            axis: [u64::MAX, 0],
+        };
+        for t in 0..summary.tracks.len().saturating_sub(1) {
+            let start = fold.pending.len();
+            for &(at, group) in &summary.entries[summary.tracks[t]..summary.tracks[t + 1]] {
+                let (at, group) = (at as usize, group as usize);
+                let file = files.get(at).ok_or_else(|| {
+                    ArchiveError::Internal(format!("stream {id:?}: a summary names file {at}"))
                 })?;
-                sealed_at = sealed_at.max(file.sealed_at_ns);
-                barrier = barrier.max(file.barrier);
-                let batch = open
-                    .read_group(name, file, group)
-                    .map_err(unreadable(&id))?;
-                let seq = batch
-                    .column_by_name(crate::archive::format::spec::SEQ_COLUMN)
-                    .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
-                    .ok_or_else(|| {
-                        unreadable(&id)(StoredError::corrupt(format!(
-                            "{}: no _seq column",
-                            file.path
-                        )))
-                    })?;
-                let keep: arrow::array::BooleanArray = seq
-                    .values()
-                    .iter()
-                    .map(|s| Some((from..through).contains(s)))
-                    .collect();
-                let kept = arrow::compute::filter_record_batch(&batch, &keep)
-                    .map_err(|e| ArchiveError::Internal(e.to_string()))?;
-                if kept.num_rows() > 0 {
-                    parts.push(kept);
+                let entry = file.groups.get(group).ok_or_else(|| {
+                    ArchiveError::Internal(format!(
+                        "stream {id:?}: a summary names entry {group} of file {}",
+                        file.name
+                    ))
+                })?;
+                let physical = entry.physical(group);
+                let source = match fold.newest[at] {
+                    Some((held, source)) if held == physical => source,
+                    _ => {
+                        let batch = open
+                            .whole_group(file.name, file, group)
+                            .map_err(unreadable(&id))?;
+                        fold.source(at, physical, batch, &file.path)?
+                    }
+                };
+                let first = entry.slice.map_or(0, |s| s.row as usize);
+                let (_, seq) = &fold.sources[source];
+                let rows = first..first + entry.rows as usize;
+                if rows.end > seq.len() {
+                    return Err(unreadable(&id)(StoredError::corrupt(format!(
+                        "{}: entry {group} lies past the {} rows of its row group",
+                        file.path,
+                        seq.len()
+                    ))));
                 }
+                let values = seq.values();
+                fold.pending.extend(
+                    rows.filter(|&row| (from..through).contains(&values[row]))
+                        .map(|row| (source, row)),
+                );
             }
-            if parts.is_empty() {
-                continue;
+            if fold.pending.len() > start {
+                let labels = summary.labels.get(t).ok_or_else(|| {
+                    ArchiveError::Internal(format!("stream {id:?}: a summary names track {t}"))
+                })?;
+                fold.lengths
+                    .push((labels.clone(), fold.pending.len() - start));
             }
-            let rows = arrow::compute::concat_batches(&self.schema, &parts)
-                .map_err(|e| ArchiveError::Internal(e.to_string()))?;
-            // One track's rows in publish order: positions rise and the axis never falls.
-            let axis_name = self.decl.axis.as_deref().unwrap_or_default();
-            for (name, span) in [
-                (crate::archive::format::spec::POSITION_COLUMN, &mut position),
-                (axis_name, &mut axis),
-            ] {
-                if let Some([lo, hi]) = u64_range(&rows, name) {
-                    *span = [span[0].min(lo), span[1].max(hi)];
-                }
+            if fold.pending.len() >= SUMMARY_FOLD_ROWS {
+                fold.fold()?;
             }
-            let cells = levels::track_partials(&self.decl, &rows, self.levels_from)?;
-            per_track.push((rows.slice(0, 1), cells));
         }
+        fold.fold()?;
+        let SummaryFold {
+            per_track,
+            position,
+            axis,
+            ..
+        } = fold;
         drop(open);
         let mut placer = self.placer(&id);
         let bounds = [position, axis, [from, through - 1]];
@@ -1354,29 +1491,48 @@ impl Archive {
                 .insert(stream.to_owned(), (from, deferred_rows));
             return Ok(None);
         }
-        let deferred = deferred_groups(state, from);
-        let mut names = std::collections::BTreeSet::new();
-        let tracks: Vec<Vec<GroupAt>> = deferred
-            .into_iter()
-            .map(|groups| {
-                groups
-                    .into_iter()
-                    .map(|(file, g)| {
-                        names.insert(file.name);
-                        (file.name, g)
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .filter(|groups| !groups.is_empty())
-            .collect();
+        // Each track's entries that may hold deferred rows, in publish order, in one list:
+        // counted per track in one walk, placed in a second.
+        let mut starts = vec![0usize; cataloged.len() + 1];
+        state.visit_since(&cataloged, from, false, |t, _| starts[t + 1] += 1);
+        for t in 0..cataloged.len() {
+            starts[t + 1] += starts[t];
+        }
+        let mut place: Vec<Option<u32>> = vec![None; state.files.len()];
+        let mut order = Vec::new();
+        let mut entries = vec![(0u32, 0u32); starts[cataloged.len()]];
+        let mut next = starts.clone();
+        let mut failed = None;
+        state.visit_since(&cataloged, from, false, |t, g| {
+            let at = match place[g.file] {
+                Some(at) => at,
+                None => {
+                    let at = order.len() as u32;
+                    order.push(state.files[g.file].name);
+                    place[g.file] = Some(at);
+                    at
+                }
+            };
+            match u32::try_from(g.group) {
+                Ok(group) => entries[next[t]] = (at, group),
+                Err(_) => failed = Some(g.group),
+            }
+            next[t] += 1;
+        });
+        if let Some(group) = failed {
+            return Err(ArchiveError::Internal(format!(
+                "stream {stream:?}: entry {group} of a file is past what a summary can name"
+            )));
+        }
         let through = state.next_seq;
-        let files = state
-            .files
+        let files = place
             .iter()
-            .filter(|f| names.contains(&f.name))
-            .map(|f| (f.name, f.clone()))
+            .zip(&state.files)
+            .filter(|(at, _)| at.is_some())
+            .map(|(_, f)| (f.name, f.clone()))
             .collect();
         let decl = state.decl.clone();
+        let labels = cataloged.iter().map(|t| t.labels.clone()).collect();
         let names = self.commit.reserve(1);
         Ok(Some(CompactionJob {
             root: self.root.clone(),
@@ -1401,7 +1557,10 @@ impl Archive {
             store: self.store.clone(),
             summary: Some(Summary {
                 span: [from, through],
-                tracks,
+                order,
+                labels,
+                tracks: starts,
+                entries,
             }),
         }))
     }
