@@ -501,10 +501,7 @@ pub fn plan_compaction(
             // Each track's groups and each entry's bytes only when data files are rewritten:
             // a merge of level runs alone walks no entry.
             let outputs = match chosen.contains(&true) {
-                true => {
-                    let (located, sizes) = (stream.locate_all(), sizes_of());
-                    packed_outputs(stream, &located, policy, split, &mut chosen, &sizes)
-                }
+                true => packed_outputs(stream, policy, split, &mut chosen),
                 false => Vec::new(),
             };
             (outputs, more)
@@ -648,13 +645,14 @@ fn planned_first_seq(
 /// planned again.
 fn packed_outputs(
     stream: &StreamState,
-    located: &[Vec<GroupRef>],
     policy: &Compaction,
     split: Split,
     chosen: &mut [bool],
-    sizes: &[Vec<u64>],
 ) -> Vec<PlannedFile> {
     let files = &stream.files;
+    let tracks: Vec<&TrackState> = stream.tracks.values().collect();
+    // Each entry's bytes, worked out for the files a run rewrites (the others stay empty).
+    let mut sizes: Vec<Vec<u64>> = vec![Vec::new(); files.len()];
     let names: BTreeMap<u64, usize> = files.iter().enumerate().map(|(i, f)| (f.name, i)).collect();
     let mut outputs = Vec::new();
     let mut i = 0;
@@ -669,7 +667,15 @@ fn packed_outputs(
             end += 1;
         }
         loop {
-            let planned = pack_range(stream, located, policy, i..end, sizes);
+            // Only the run's files are searched and sized: a round bounded by its fan-in
+            // walks the entries it rewrites, not every live file's.
+            for f in i..end {
+                if sizes[f].is_empty() {
+                    sizes[f] = files[f].entry_sizes();
+                }
+            }
+            let located = stream.locate_in(&tracks, i..end);
+            let planned = pack_range(stream, &located, policy, i..end, &sizes);
             let fits = files.get(end).is_none_or(|next| {
                 let bound = next.first_seq();
                 planned

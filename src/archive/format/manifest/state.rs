@@ -353,6 +353,31 @@ impl StreamState {
         tracks: &[&TrackState],
         since: u64,
         retired: bool,
+        visit: impl FnMut(usize, GroupRef),
+    ) {
+        self.visit_within(tracks, 0..self.files.len(), since, retired, visit)
+    }
+
+    /// The live entries of `tracks` in the files `files` (indices into
+    /// [`StreamState::files`]), per track in publish order: what a compaction of that run of
+    /// files rewrites. Walks only those files' entries.
+    pub fn locate_in(
+        &self,
+        tracks: &[&TrackState],
+        files: std::ops::Range<usize>,
+    ) -> Vec<Vec<GroupRef>> {
+        let mut out: Vec<Vec<GroupRef>> = vec![Vec::new(); tracks.len()];
+        self.visit_within(tracks, files, 0, false, |t, g| out[t].push(g));
+        out
+    }
+
+    /// [`StreamState::visit_since`] over the files `files` alone.
+    fn visit_within(
+        &self,
+        tracks: &[&TrackState],
+        files: std::ops::Range<usize>,
+        since: u64,
+        retired: bool,
         mut visit: impl FnMut(usize, GroupRef),
     ) {
         let sorted = tracks.windows(2).all(|w| w[0].labels[..] < w[1].labels[..]);
@@ -360,6 +385,9 @@ impl StreamState {
             Labels::ptr_eq(&t.labels, &e.track) || t.labels[..] == e.track[..]
         };
         for (index, file) in self.files.iter().enumerate() {
+            if !files.contains(&index) {
+                continue;
+            }
             let facts = self.facts.get(&file.name);
             if facts.is_some_and(|f| f.last_seq < since) {
                 continue;
@@ -1477,6 +1505,7 @@ mod tests {
             since in 0u64..80_000,
             at_a_file in proptest::option::of(0usize..8),
             scope in proptest::option::of(0usize..60),
+            run in (0usize..8, 0usize..9),
         ) {
             let fleet: Vec<(usize, usize)> =
                 (0..hosts).flat_map(|h| (0..metrics).map(move |m| (h, m))).collect();
@@ -1528,9 +1557,23 @@ mod tests {
             for (track, groups) in asked.iter().zip(s.entries_of(&asked)) {
                 proptest::prop_assert_eq!(groups, scanned(&s, track, 0, true));
             }
+            let in_run = {
+                let start = run.0.min(s.files.len());
+                s.locate_in(&asked, start..run.1.clamp(start, s.files.len()))
+            };
             for (track, groups) in all.iter().zip(s.locate_all()) {
                 proptest::prop_assert_eq!(track.groups, groups.len());
-                proptest::prop_assert_eq!(groups, scanned(&s, track, 0, false));
+                proptest::prop_assert_eq!(&groups, &scanned(&s, track, 0, false));
+                // A run of files, as a compaction plans one: the same entries, in it.
+                let start = run.0.min(s.files.len());
+                let run = start..run.1.clamp(start, s.files.len());
+                let within: Vec<GroupRef> =
+                    groups.iter().filter(|g| run.contains(&g.file)).copied().collect();
+                let one = s.locate_in(&[*track], run.clone()).pop().unwrap_or_default();
+                proptest::prop_assert_eq!(one, within.clone());
+                if let Some(i) = asked.iter().position(|t| std::ptr::eq(*t, *track)) {
+                    proptest::prop_assert_eq!(&in_run[i], &within);
+                }
             }
         }
     }
