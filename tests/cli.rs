@@ -1787,6 +1787,99 @@ fn ingest_compacts_past_the_threshold_unless_told_not_to() {
     assert_eq!(rows(&compacted, &[]), rows(&as_sealed, &[]));
 }
 
+/// A fleet's long ingest compacts as it goes: every barrier adds a track slice (a manifest
+/// entry held in memory) per track it delivered, so once the stream's live files hold more
+/// than `--slice-budget` of them, ingest runs the automatic maintenance before it goes on.
+/// Here 60 tracks × 40 barriers of one row each, budget 1,000: after barrier 17 (1,020
+/// slices) the barrier files become one packed file, and 16 barriers later those 16 and
+/// that file (small beside them) become one; the last 7 stay (fewer than the threshold of
+/// 16). Every row reads back as with `--no-compact`, and
+/// `--slice-budget 0` compacts only at the end.
+#[test]
+fn a_long_ingest_of_many_tracks_compacts_as_it_goes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut fleet = Vec::new();
+    for tick in 0..40u64 {
+        for t in 0..60u64 {
+            fleet.push(Row {
+                run: format!("run_{}", t / 10),
+                probe: format!("probe_{}", t % 10),
+                ordinal: tick * 10 + t % 7,
+                value: (tick * 31 + t) as i64 % 97 - 48,
+                noise: (tick + t) as f64 * 0.25 + 0.125,
+            });
+        }
+    }
+    let file = dir.path().join("fleet.csv");
+    fs::write(&file, csv_text(&fleet)).expect("write");
+    let budgeted = dir.path().join("budgeted");
+    let out = ingest(
+        &budgeted,
+        &["--seal-rows", "60", "--slice-budget", "1000"],
+        &[&file],
+    )
+    .ok("ingest --slice-budget 1000");
+    let said =
+        "hold 1020 track slices (--slice-budget 1000): maintenance before the ingest goes on";
+    assert_eq!(out.stderr.matches(said).count(), 2, "{}", out.stderr);
+    let files = |a: &Path| {
+        inspect_json(a)["streams"][0]["files"]
+            .as_u64()
+            .expect("files")
+    };
+    // The second round takes the 16 new barrier files and the packed file before them.
+    assert_eq!(
+        out.stderr.matches("17 barrier files → 1 files").count(),
+        2,
+        "{}",
+        out.stderr
+    );
+    assert_eq!(files(&budgeted), 1 + 7, "{}", out.stderr);
+    let sealed = dir.path().join("sealed");
+    ingest(&sealed, &["--seal-rows", "60", "--no-compact"], &[&file]).ok("--no-compact");
+    assert_eq!(files(&sealed), 40);
+    let at_the_end = dir.path().join("at-the-end");
+    let out = ingest(
+        &at_the_end,
+        &["--seal-rows", "60", "--slice-budget", "0"],
+        &[&file],
+    )
+    .ok("ingest --slice-budget 0");
+    assert!(!out.stderr.contains("maintenance before"), "{}", out.stderr);
+    assert_eq!(files(&at_the_end), 1, "{}", out.stderr);
+    // A budget that 60 tracks' barriers pass before a compaction is due: a maintenance that
+    // brings nothing back under it makes the next wait until the slices doubled (after
+    // barriers 2, 5, 11, 23 — where 23 files are past the threshold — then 25, 29 and 37).
+    let tight = dir.path().join("tight");
+    let out = ingest(
+        &tight,
+        &["--seal-rows", "60", "--slice-budget", "100"],
+        &[&file],
+    )
+    .ok("ingest --slice-budget 100");
+    assert_eq!(
+        out.stderr
+            .matches("maintenance before the ingest goes on")
+            .count(),
+        7,
+        "{}",
+        out.stderr
+    );
+    // The 17 barrier files after barrier 23 are past the threshold at the end.
+    assert_eq!(files(&tight), 1, "{}", out.stderr);
+    let every = rows(&sealed, &[]);
+    assert_eq!(every.lines().count(), 1 + fleet.len());
+    assert_eq!(rows(&budgeted, &[]), every);
+    assert_eq!(rows(&at_the_end, &[]), every);
+    assert_eq!(rows(&tight, &[]), every);
+    for track in [["run_0", "probe_0"], ["run_5", "probe_9"]] {
+        assert_eq!(
+            rows(&budgeted, &["--track", track[0], track[1]]),
+            rows(&sealed, &["--track", track[0], track[1]])
+        );
+    }
+}
+
 /// A selection that names no track answers empty (true: the archive holds nothing there),
 /// and says so on stderr, because `--track run_0,probe_a` (one label) is the usual slip for
 /// `--track run_0 probe_a` (two); a selection that exists says nothing.

@@ -147,6 +147,13 @@ enum Command {
         /// compacted before ingest exits, so the next survey reads few files.
         #[arg(long)]
         no_compact: bool,
+        /// Run that maintenance during the ingest too, whenever the stream's live data
+        /// files hold more than N track slices (a barrier holds one per track it
+        /// delivered; each costs about 150 bytes of memory while it is live). A fleet's
+        /// long ingest then stays within memory; 0: only at the end. Ignored with
+        /// --no-compact.
+        #[arg(long, default_value_t = 4_000_000)]
+        slice_budget: u64,
         /// Input files (.csv with a header, .jsonl/.ndjson, .parquet) or directories of them.
         #[arg(required = true)]
         files: Vec<PathBuf>,
@@ -552,6 +559,7 @@ fn main() -> ExitCode {
             ladder,
             seal_rows,
             no_compact,
+            slice_budget,
             types,
             memory,
             files,
@@ -570,6 +578,7 @@ fn main() -> ExitCode {
                 Cadence {
                     seal_rows,
                     compact: !no_compact,
+                    slice_budget,
                     memory: usize::try_from(memory).unwrap_or(usize::MAX),
                 },
                 &files,
@@ -823,6 +832,9 @@ struct Cadence {
     seal_rows: u64,
     /// End with the automatic maintenance.
     compact: bool,
+    /// Run the maintenance during the ingest too once the stream's live files hold more
+    /// track slices than this (0: never).
+    slice_budget: u64,
     /// Checked input held in memory before the spool spills.
     memory: usize,
 }
@@ -838,6 +850,7 @@ fn ingest(
     let Cadence {
         seal_rows,
         compact,
+        slice_budget,
         memory: spool_memory,
     } = cadence;
     // A barrier line that cannot be printed must not stop the ingest between barriers (a
@@ -998,6 +1011,7 @@ fn ingest(
     let bar = progress(checked as u64, "ingesting", "{pos}/{len} rows");
     let started = Instant::now();
     let mut total = 0usize;
+    let mut compact_past = slice_budget;
     let report = |r: Option<series_archive::archive::BarrierReport>, bar: &ProgressBar| {
         if let Some(r) = r {
             print_barrier(&r, bar);
@@ -1028,6 +1042,22 @@ fn ingest(
             offset += len;
             if archive.staged_rows() as u64 >= seal_rows {
                 report(archive.seal_all()?, &bar);
+                // Every live slice is an entry in memory until a compaction replaces the
+                // barrier files that hold it: a fleet's long ingest compacts as it goes.
+                // When a maintenance cannot bring them under the budget (more tracks than it,
+                // or nothing due yet), the next waits until they doubled: a few futile plans
+                // in all, not one per barrier.
+                let slices = live_slices(&archive, stream);
+                if compact && slice_budget > 0 && slices > compact_past {
+                    bar.suspend(|| {
+                        eprintln!(
+                            "the live files of stream {stream} hold {slices} track slices (--slice-budget {slice_budget}): maintenance before the ingest goes on"
+                        );
+                        maintain(&mut archive)
+                    })?;
+                    compact_past =
+                        slice_budget.max(live_slices(&archive, stream).saturating_mul(2));
+                }
             }
         }
         total += shaped.num_rows();
@@ -1064,6 +1094,15 @@ fn ingest(
         .into());
     }
     Ok(())
+}
+
+/// The track slices (manifest entries) of `stream`'s live data files.
+fn live_slices(archive: &Archive, stream: &str) -> u64 {
+    archive
+        .state()
+        .streams
+        .get(stream)
+        .map_or(0, |s| s.files.iter().map(|f| f.groups.len() as u64).sum())
 }
 
 /// What `compact --auto` does, so a CLI user never has to know: a stream past its threshold
