@@ -288,6 +288,16 @@ impl Answer {
 
 /// One track's cells of one level, per measured field a vector in cell order.
 type FieldRuns = Vec<Vec<(u64, Bucket)>>;
+
+/// From this many selected tracks up, a raw scan folds cells on one thread and merges them
+/// into the answer on another (a thread costs more than a few tracks' rows).
+const PIPELINED_TRACKS: usize = 256;
+
+/// How many tracks' cells a pipelined raw scan hands from one thread to the other at once.
+const TRACKS_A_BATCH: usize = 64;
+
+/// The most batches a pipelined raw scan holds between its two threads.
+const BATCHES_IN_FLIGHT: usize = 4;
 impl Archive {
     /// The caller errors a survey or fold of `stream` beneath `track` would meet.
     pub(crate) fn survey_check(&self, stream: &str, track: &[String]) -> Result<(), ReadError> {
@@ -380,7 +390,7 @@ impl Archive {
         k: usize,
         tracks: &[(&TrackKey, &TrackState)],
         range: [u64; 2],
-        mut visit: impl FnMut(usize, (u32, u64), Bucket),
+        mut visit: impl FnMut(usize, (u32, u64), Bucket) + Send,
     ) -> Result<(), ReadError> {
         if k < state.first_stored_level() {
             self.visit_raw_cells(state, k, tracks, &[(range, 0)], visit)
@@ -408,13 +418,11 @@ impl Archive {
         k: usize,
         tracks: &[(&TrackKey, &TrackState)],
         ranges: &[([u64; 2], u64)],
-        mut visit: impl FnMut(usize, (u32, u64), Bucket),
+        mut visit: impl FnMut(usize, (u32, u64), Bucket) + Send,
     ) -> Result<(), ReadError> {
         let Some(ladder) = state.decl.ladder else {
             return Ok(());
         };
-        let truncated = levels::Ladder::new(ladder.base, ladder.factor, k as u8 + 1)
-            .map_err(|e| StoredError::internal(e.to_string()))?;
         let mut windows: Vec<([u64; 2], u64)> = Vec::with_capacity(ranges.len());
         for &([first, last], min_seq) in ranges {
             let (lo, hi) = cells_span(ladder.width(k), first, last);
@@ -425,6 +433,74 @@ impl Archive {
                 _ => windows.push(([lo, hi], min_seq)),
             }
         }
+        let in_ranges = |c: u64| {
+            ranges
+                .iter()
+                .any(|([first, last], _)| (*first..=*last).contains(&c))
+        };
+        let mut hand_on = move |t: usize, track: FieldRuns| {
+            for (f, run) in track.into_iter().enumerate() {
+                for (c, bucket) in run.into_iter().filter(|(c, _)| in_ranges(*c)) {
+                    visit(t, (f as u32, c), bucket);
+                }
+            }
+        };
+        if tracks.len() < PIPELINED_TRACKS {
+            return self.raw_runs(state, k, tracks, &windows, hand_on);
+        }
+        // Many tracks: their cells are folded from the rows on this thread while another
+        // hands them on (`visit`, an answer's merge), in the same order, so the answer is the
+        // same bucket for bucket. The tracks go across in batches (a hand-over costs a
+        // thread's wake-up), and at most `BATCHES_IN_FLIGHT` batches wait between them.
+        std::thread::scope(|scope| {
+            let (send, arrived) =
+                std::sync::mpsc::sync_channel::<Vec<(usize, FieldRuns)>>(BATCHES_IN_FLIGHT);
+            let merging = std::thread::Builder::new()
+                .name("archive-survey".into())
+                .spawn_scoped(scope, move || {
+                    for batch in arrived {
+                        for (t, track) in batch {
+                            hand_on(t, track);
+                        }
+                    }
+                })
+                .map_err(|e| StoredError::internal(format!("a survey's merge thread: {e}")))?;
+            // A send fails only once the merging thread is gone, which its join reports.
+            let mut batch = Vec::with_capacity(TRACKS_A_BATCH);
+            let scanned = self.raw_runs(state, k, tracks, &windows, |t, track| {
+                batch.push((t, track));
+                if batch.len() == TRACKS_A_BATCH {
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(TRACKS_A_BATCH));
+                    let _ = send.send(full);
+                }
+            });
+            if scanned.is_ok() && !batch.is_empty() {
+                let _ = send.send(batch);
+            }
+            // Every track handed on: the merging thread ends once it has merged them.
+            drop(send);
+            match merging.join() {
+                Ok(()) => scanned,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+
+    /// The raw scan of [`Archive::visit_raw_cells`]: each selected track's cells of level `k`
+    /// in `windows`, folded from its rows in publish order, handed to `hand_on` once whole.
+    fn raw_runs(
+        &self,
+        state: &StreamState,
+        k: usize,
+        tracks: &[(&TrackKey, &TrackState)],
+        windows: &[([u64; 2], u64)],
+        mut hand_on: impl FnMut(usize, FieldRuns),
+    ) -> Result<(), ReadError> {
+        let Some(ladder) = state.decl.ladder else {
+            return Ok(());
+        };
+        let truncated = levels::Ladder::new(ladder.base, ladder.factor, k as u8 + 1)
+            .map_err(|e| StoredError::internal(e.to_string()))?;
         // One scan of every selected track (a packed row group decoded once for all of its
         // slices), each track's cells folded in its publish order: per field a vector in cell
         // order, which a track's rows (in axis order) extend at its end; a cell that comes
@@ -432,21 +508,9 @@ impl Archive {
         // track after track, so a track's cells are whole when the next track's rows come:
         // they are handed on then, and only one track's cells are held at a time.
         let fields = state.decl.measured.len();
-        let in_ranges = |c: u64| {
-            ranges
-                .iter()
-                .any(|([first, last], _)| (*first..=*last).contains(&c))
-        };
-        let mut hand_on = |t: usize, track: FieldRuns| {
-            for (f, run) in track.into_iter().enumerate() {
-                for (c, bucket) in run.into_iter().filter(|(c, _)| in_ranges(*c)) {
-                    visit(t, (f as u32, c), bucket);
-                }
-            }
-        };
         let mut current: Option<(usize, FieldRuns)> = None;
         let mut came_back = None;
-        self.scan_axis(state, tracks, &windows, &|| true, |t, axis, measured| {
+        self.scan_axis(state, tracks, windows, &|| true, |t, axis, measured| {
             if current.as_ref().is_some_and(|(at, _)| *at > t) {
                 came_back.get_or_insert(t);
             }
@@ -979,6 +1043,74 @@ impl Archive {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A raw scan of many tracks folds cells on one thread and merges them on another: each
+    /// track's cells reach `visit` exactly as a scan of that track alone hands them on, in
+    /// track order, none lost (the last batch too) and none twice.
+    #[test]
+    fn a_pipelined_raw_scan_hands_on_what_a_scan_per_track_does(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        use arrow::array::{ArrayRef, Float64Array, RecordBatch, StringArray};
+        use arrow::datatypes::{DataType, Field, Schema};
+        let hosts = PIPELINED_TRACKS + TRACKS_A_BATCH / 2 + 1;
+        let schema = std::sync::Arc::new(Schema::new(vec![
+            Field::new("host", DataType::Utf8, false),
+            Field::new("t", DataType::UInt64, false),
+            Field::new("v", DataType::Float64, false),
+        ]));
+        let spec = crate::archive::StreamSpec::dynamic(
+            "s",
+            schema.clone(),
+            vec!["host".into()],
+            Some("t".into()),
+        )?
+        .with_ladder(Some(levels::Ladder::new(1, 4, 6)?));
+        let dir = tempfile::tempdir()?;
+        let mut archive = Archive::open(dir.path(), crate::archive::Config::new().stream(spec))?;
+        let mut position = 0u64;
+        for barrier in 0..2u64 {
+            let (mut host, mut t, mut v, mut at) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for tick in barrier * 20..(barrier + 1) * 20 {
+                for h in 0..hosts as u64 {
+                    host.push(format!("h{h:04}"));
+                    t.push(tick * 3 + h % 3);
+                    // Not integers: a sum folded in another grouping would round otherwise.
+                    v.push(((tick * 131 + h * 7) as f64 * 0.37).sin() * 10.0);
+                    position += 1;
+                    at.push(position);
+                }
+            }
+            let batch = RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    std::sync::Arc::new(StringArray::from(host)) as ArrayRef,
+                    std::sync::Arc::new(UInt64Array::from(t)),
+                    std::sync::Arc::new(Float64Array::from(v)),
+                ],
+            )?;
+            archive.stage_batch("s", &batch, &at)?;
+            archive.seal_all()?;
+        }
+        let state = &archive.state().streams["s"];
+        let tracks: Vec<(&TrackKey, &TrackState)> = state.tracks.iter().collect();
+        assert_eq!(tracks.len(), hosts);
+        let ranges = [([0, 40], 0), ([50, 1_000], 0)];
+        for k in [0, 1, 2] {
+            let mut together = Vec::new();
+            archive.visit_raw_cells(state, k, &tracks, &ranges, |t, at, b| {
+                together.push((t, at, b))
+            })?;
+            let mut alone = Vec::new();
+            for (t, track) in tracks.iter().enumerate() {
+                archive.visit_raw_cells(state, k, &[*track], &ranges, |_, at, b| {
+                    alone.push((t, at, b))
+                })?;
+            }
+            assert!(alone.len() > hosts, "level {k}: {} cells", alone.len());
+            assert_eq!(together, alone, "level {k}");
+        }
+        Ok(())
+    }
 
     fn plan(cells: [u64; 2]) -> Plan {
         Plan {
