@@ -1793,8 +1793,8 @@ fn ingest_compacts_past_the_threshold_unless_told_not_to() {
 /// Here 60 tracks × 40 barriers of one row each, budget 1,000: after barrier 17 (1,020
 /// slices) the barrier files become one packed file, and 16 barriers later those 16 and
 /// that file (small beside them) become one; the last 7 stay (fewer than the threshold of
-/// 16). Every row reads back as with `--no-compact`, and
-/// `--slice-budget 0` compacts only at the end.
+/// 16). Every row reads back as with `--no-compact` (which only warns, once, past the
+/// budget), and `--slice-budget 0` compacts only at the end.
 #[test]
 fn a_long_ingest_of_many_tracks_compacts_as_it_goes() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -1836,8 +1836,29 @@ fn a_long_ingest_of_many_tracks_compacts_as_it_goes() {
     );
     assert_eq!(files(&budgeted), 1 + 7, "{}", out.stderr);
     let sealed = dir.path().join("sealed");
-    ingest(&sealed, &["--seal-rows", "60", "--no-compact"], &[&file]).ok("--no-compact");
+    let out = ingest(
+        &sealed,
+        &[
+            "--seal-rows",
+            "60",
+            "--no-compact",
+            "--slice-budget",
+            "1000",
+        ],
+        &[&file],
+    )
+    .ok("--no-compact");
     assert_eq!(files(&sealed), 40);
+    // --no-compact keeps every slice, as asked; passing the budget is said once.
+    assert_eq!(
+        out.stderr
+            .matches("warning: the live files of stream capture hold 1020 track slices, past --slice-budget 1000")
+            .count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("compacted"), "{}", out.stderr);
     let at_the_end = dir.path().join("at-the-end");
     let out = ingest(
         &at_the_end,

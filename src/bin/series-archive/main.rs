@@ -150,8 +150,8 @@ enum Command {
         /// Run that maintenance during the ingest too, whenever the stream's live data
         /// files hold more than N track slices (a barrier holds one per track it
         /// delivered; each costs about 150 bytes of memory while it is live). A fleet's
-        /// long ingest then stays within memory; 0: only at the end. Ignored with
-        /// --no-compact.
+        /// long ingest then stays within memory; 0: only at the end. With --no-compact,
+        /// passing it is only warned of, once.
         #[arg(long, default_value_t = 4_000_000)]
         slice_budget: u64,
         /// Input files (.csv with a header, .jsonl/.ndjson, .parquet) or directories of them.
@@ -1012,6 +1012,7 @@ fn ingest(
     let started = Instant::now();
     let mut total = 0usize;
     let mut compact_past = slice_budget;
+    let mut warned = false;
     let report = |r: Option<series_archive::archive::BarrierReport>, bar: &ProgressBar| {
         if let Some(r) = r {
             print_barrier(&r, bar);
@@ -1048,6 +1049,15 @@ fn ingest(
                 // or nothing due yet), the next waits until they doubled: a few futile plans
                 // in all, not one per barrier.
                 let slices = live_slices(&archive, stream);
+                if !compact && !warned && slice_budget > 0 && slices > slice_budget {
+                    // Said once: the memory grows on, as asked.
+                    warned = true;
+                    bar.suspend(|| {
+                        eprintln!(
+                            "warning: the live files of stream {stream} hold {slices} track slices, past --slice-budget {slice_budget}; each stays in memory (about 150 bytes) until a compaction, which --no-compact leaves to a later `compact`"
+                        )
+                    });
+                }
                 if compact && slice_budget > 0 && slices > compact_past {
                     bar.suspend(|| {
                         eprintln!(
