@@ -1472,7 +1472,11 @@ impl Archive {
         // Each track's deferred rows and their axis span, summed file by file.
         let cataloged: Vec<_> = state.tracks.values().collect();
         let mut spans: Vec<Option<(u64, [u64; 2])>> = vec![None; cataloged.len()];
+        // And how many entries each track has there: where its entries start in the plan's
+        // one list (`starts[t]`, summed below) if the rows are worth summarising.
+        let mut starts = vec![0usize; cataloged.len() + 1];
         state.visit_since(&cataloged, from, false, |t, g| {
+            starts[t + 1] += 1;
             let entry = &state.files[g.file].groups[g.group];
             if let Some([lo, hi]) = entry.axis {
                 let (rows, [a, b]) = spans[t].unwrap_or((0, [lo, hi]));
@@ -1492,9 +1496,7 @@ impl Archive {
             return Ok(None);
         }
         // Each track's entries that may hold deferred rows, in publish order, in one list:
-        // counted per track in one walk, placed in a second.
-        let mut starts = vec![0usize; cataloged.len() + 1];
-        state.visit_since(&cataloged, from, false, |t, _| starts[t + 1] += 1);
+        // counted per track in the walk above, placed in a second.
         for t in 0..cataloged.len() {
             starts[t + 1] += starts[t];
         }
@@ -1505,23 +1507,22 @@ impl Archive {
         let mut failed = None;
         state.visit_since(&cataloged, from, false, |t, g| {
             let at = match place[g.file] {
-                Some(at) => at,
-                None => {
-                    let at = order.len() as u32;
+                Some(at) => Some(at),
+                None => u32::try_from(order.len()).ok().inspect(|&at| {
                     order.push(state.files[g.file].name);
                     place[g.file] = Some(at);
-                    at
-                }
+                }),
             };
-            match u32::try_from(g.group) {
-                Ok(group) => entries[next[t]] = (at, group),
-                Err(_) => failed = Some(g.group),
+            match (at, u32::try_from(g.group)) {
+                (Some(at), Ok(group)) => entries[next[t]] = (at, group),
+                _ => failed = Some(g),
             }
             next[t] += 1;
         });
-        if let Some(group) = failed {
+        if let Some(g) = failed {
             return Err(ArchiveError::Internal(format!(
-                "stream {stream:?}: entry {group} of a file is past what a summary can name"
+                "stream {stream:?}: entry {} of {} is past what a summary can name",
+                g.group, state.files[g.file].path
             )));
         }
         let through = state.next_seq;

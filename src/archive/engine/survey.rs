@@ -445,8 +445,11 @@ impl Archive {
                 }
             }
         };
+        // Level k's cells, folded level by level from level 0 as a barrier folds them.
+        let truncated = levels::Ladder::new(ladder.base, ladder.factor, k as u8 + 1)
+            .map_err(|e| StoredError::internal(e.to_string()))?;
         if tracks.len() < PIPELINED_TRACKS {
-            return self.raw_runs(state, k, tracks, &windows, hand_on);
+            return self.raw_runs(state, &truncated, tracks, &windows, hand_on);
         }
         // Many tracks: their cells are folded from the rows on this thread while another
         // hands them on (`visit`, an answer's merge), in the same order, so the answer is the
@@ -467,7 +470,7 @@ impl Archive {
                 .map_err(|e| StoredError::internal(format!("a survey's merge thread: {e}")))?;
             // A send fails only once the merging thread is gone, which its join reports.
             let mut batch = Vec::with_capacity(TRACKS_A_BATCH);
-            let scanned = self.raw_runs(state, k, tracks, &windows, |t, track| {
+            let scanned = self.raw_runs(state, &truncated, tracks, &windows, |t, track| {
                 batch.push((t, track));
                 if batch.len() == TRACKS_A_BATCH {
                     let full = std::mem::replace(&mut batch, Vec::with_capacity(TRACKS_A_BATCH));
@@ -486,21 +489,18 @@ impl Archive {
         })
     }
 
-    /// The raw scan of [`Archive::visit_raw_cells`]: each selected track's cells of level `k`
-    /// in `windows`, folded from its rows in publish order, handed to `hand_on` once whole.
+    /// The raw scan of [`Archive::visit_raw_cells`]: each selected track's cells of the top
+    /// level of `truncated` (the stream's ladder up to the level asked for) in `windows`,
+    /// folded from its rows in publish order, handed to `hand_on` once whole.
     fn raw_runs(
         &self,
         state: &StreamState,
-        k: usize,
+        truncated: &levels::Ladder,
         tracks: &[(&TrackKey, &TrackState)],
         windows: &[([u64; 2], u64)],
         mut hand_on: impl FnMut(usize, FieldRuns),
     ) -> Result<(), ReadError> {
-        let Some(ladder) = state.decl.ladder else {
-            return Ok(());
-        };
-        let truncated = levels::Ladder::new(ladder.base, ladder.factor, k as u8 + 1)
-            .map_err(|e| StoredError::internal(e.to_string()))?;
+        let k = usize::from(truncated.levels).saturating_sub(1);
         // One scan of every selected track (a packed row group decoded once for all of its
         // slices), each track's cells folded in its publish order: per field a vector in cell
         // order, which a track's rows (in axis order) extend at its end; a cell that comes
@@ -520,7 +520,7 @@ impl Archive {
                 }
             }
             let (_, track) = current.get_or_insert_with(|| (t, vec![Vec::new(); fields]));
-            for ((f, c), bucket) in levels::level_cells(&truncated, axis, measured, k) {
+            for ((f, c), bucket) in levels::level_cells(truncated, axis, measured, k) {
                 // Sized on demand: a cell is never dropped for want of a place.
                 if track.len() <= f as usize {
                     track.resize_with(f as usize + 1, Vec::new);

@@ -675,7 +675,7 @@ fn packed_outputs(
                 }
             }
             let located = stream.locate_in(&tracks, i..end);
-            let planned = pack_range(stream, &located, policy, i..end, &sizes);
+            let planned = pack_range(stream, &located, policy, &sizes);
             let fits = files.get(end).is_none_or(|next| {
                 let bound = next.first_seq();
                 planned
@@ -697,14 +697,13 @@ fn packed_outputs(
     outputs
 }
 
-/// The files the run `range` of `stream.files` merges into: tracks in key order, each
-/// with its groups in the run, gathered into files of about the target size. `located`
-/// holds each track's live groups, beside `stream.tracks`.
+/// The files a run of `stream.files` merges into: tracks in key order, each with its groups
+/// in the run, gathered into files of about the target size. `located` holds each track's
+/// live groups in the run ([`StreamState::locate_in`]), beside `stream.tracks`.
 fn pack_range(
     stream: &StreamState,
     located: &[Vec<GroupRef>],
     policy: &Compaction,
-    range: std::ops::Range<usize>,
     sizes: &[Vec<u64>],
 ) -> Vec<PlannedFile> {
     let target = policy.target_bytes.max(1);
@@ -712,12 +711,11 @@ fn pack_range(
     let mut current = PlannedFile::default();
     let mut bytes = 0u64;
     for (track, groups) in stream.tracks.values().zip(located) {
-        let groups: Vec<_> = groups.iter().filter(|g| range.contains(&g.file)).collect();
         if groups.is_empty() {
             continue;
         }
         let len: u64 = groups.iter().map(|g| sizes[g.file][g.group]).sum();
-        let source = |g: &&GroupRef| (stream.files[g.file].name, g.group);
+        let source = |g: &GroupRef| (stream.files[g.file].name, g.group);
         if len <= target {
             if !current.segments.is_empty() && bytes + len > target {
                 out.push(std::mem::take(&mut current));

@@ -384,10 +384,8 @@ impl StreamState {
         let same = |t: &TrackState, e: &GroupEntry| {
             Labels::ptr_eq(&t.labels, &e.track) || t.labels[..] == e.track[..]
         };
-        for (index, file) in self.files.iter().enumerate() {
-            if !files.contains(&index) {
-                continue;
-            }
+        let (start, end) = (files.start, files.end.min(self.files.len()));
+        for (index, file) in self.files.iter().enumerate().take(end).skip(start) {
             let facts = self.facts.get(&file.name);
             if facts.is_some_and(|f| f.last_seq < since) {
                 continue;
@@ -1557,16 +1555,15 @@ mod tests {
             for (track, groups) in asked.iter().zip(s.entries_of(&asked)) {
                 proptest::prop_assert_eq!(groups, scanned(&s, track, 0, true));
             }
-            let in_run = {
+            // A run of files, as a compaction plans one: the same entries, in it.
+            let run = {
                 let start = run.0.min(s.files.len());
-                s.locate_in(&asked, start..run.1.clamp(start, s.files.len()))
+                start..run.1.clamp(start, s.files.len())
             };
+            let in_run = s.locate_in(&asked, run.clone());
             for (track, groups) in all.iter().zip(s.locate_all()) {
                 proptest::prop_assert_eq!(track.groups, groups.len());
                 proptest::prop_assert_eq!(&groups, &scanned(&s, track, 0, false));
-                // A run of files, as a compaction plans one: the same entries, in it.
-                let start = run.0.min(s.files.len());
-                let run = start..run.1.clamp(start, s.files.len());
                 let within: Vec<GroupRef> =
                     groups.iter().filter(|g| run.contains(&g.file)).copied().collect();
                 let one = s.locate_in(&[*track], run.clone()).pop().unwrap_or_default();
