@@ -1901,6 +1901,102 @@ fn a_long_ingest_of_many_tracks_compacts_as_it_goes() {
     }
 }
 
+/// A maintenance that fails in the middle of an ingest does not stop good rows, nor hide
+/// that it failed. Here the ingest of stream `later` passes its slice budget; the
+/// maintenance that follows compacts the archive's other stream, one of whose barrier files
+/// is damaged, and its compaction refuses to read it. The ingest says so at once, opens the
+/// archive again, stores the rest, and ends failing (exit 1) with every row durable and a
+/// word that the files must not be ingested again (they would be stored twice).
+#[test]
+fn a_failed_maintenance_mid_ingest_neither_stops_the_rows_nor_hides() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut fleet = Vec::new();
+    for tick in 0..40u64 {
+        for t in 0..60u64 {
+            fleet.push(Row {
+                run: format!("run_{}", t / 10),
+                probe: format!("probe_{}", t % 10),
+                ordinal: tick * 10 + t % 7,
+                value: (tick * 31 + t) as i64 % 97 - 48,
+                noise: (tick + t) as f64 * 0.25 + 0.125,
+            });
+        }
+    }
+    let file = dir.path().join("fleet.csv");
+    fs::write(&file, csv_text(&fleet)).expect("write");
+    let archive = dir.path().join("a");
+    ingest(&archive, &["--seal-rows", "60", "--no-compact"], &[&file]).ok("first ingest");
+    let mut sealed: Vec<_> = fs::read_dir(archive.join("streams/capture/rows"))
+        .expect("rows")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .collect();
+    sealed.sort();
+    let mut bytes = fs::read(&sealed[4]).expect("read");
+    bytes[100] ^= 0xff;
+    fs::write(&sealed[4], bytes).expect("damage");
+    let later = |archive: &Path, extra: &[&str]| {
+        let mut args: Vec<&OsStr> = vec![
+            "ingest".as_ref(),
+            archive.as_os_str(),
+            "--stream".as_ref(),
+            "later".as_ref(),
+            "--track".as_ref(),
+            "run,probe".as_ref(),
+            "--axis".as_ref(),
+            "ordinal".as_ref(),
+            "--seal-rows".as_ref(),
+            "60".as_ref(),
+        ];
+        args.extend(extra.iter().map(|s| OsStr::new(*s)));
+        args.push(file.as_os_str());
+        sa(args)
+    };
+    let out = later(&archive, &["--slice-budget", "1000"]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(
+        out.stderr
+            .matches("maintenance before the ingest goes on")
+            .count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains(
+            "warning: the maintenance failed: stream \"capture\": compaction could not read its input"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains(&format!(
+            "all {} rows are durable (stream \"later\" through position {}: do not ingest these files again), but the maintenance after them failed",
+            fleet.len(),
+            fleet.len()
+        )),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(barriers(&out.stdout).len(), 40, "{}", out.stdout);
+    // Every row is there, as an ingest into a sound archive stores them.
+    let sound = dir.path().join("sound");
+    later(&sound, &["--no-compact"]).ok("ingest into a sound archive");
+    let read = |a: &Path| {
+        sa([
+            OsStr::new("rows"),
+            a.as_os_str(),
+            "--stream".as_ref(),
+            "later".as_ref(),
+        ])
+        .ok("rows of later")
+        .stdout
+    };
+    let every = read(&sound);
+    assert_eq!(every.lines().count(), 1 + fleet.len());
+    assert_eq!(read(&archive), every);
+}
+
 /// A selection that names no track answers empty (true: the archive holds nothing there),
 /// and says so on stderr, because `--track run_0,probe_a` (one label) is the usual slip for
 /// `--track run_0 probe_a` (two); a selection that exists says nothing.

@@ -1000,13 +1000,33 @@ fn ingest(
         files.len(),
         started.elapsed()
     );
+    // How the writer is opened, again if a failed maintenance left it refusing writes.
+    let writable = || -> Result<Archive, Failure> {
+        Ok(Archive::open(
+            archive_dir,
+            replica::replicating(lifecycle::with_cold(crate::config().stream(spec.clone()))?),
+        )?)
+    };
     let mut archive = match opened {
         Some(archive) => archive,
-        None => Archive::open(
-            archive_dir,
-            replica::replicating(lifecycle::with_cold(crate::config().stream(spec))?),
-        )?,
+        None => writable()?,
     };
+    // Once a barrier is durable, a failure must say how far: a rerun of the same files
+    // would store the committed rows twice.
+    let positioned = columns.position.is_some();
+    let stopped = |archive: &Archive, staged: usize, e: Failure| {
+        stopped_midway(
+            archive,
+            stream,
+            (first_position, positioned),
+            (staged, checked),
+            e,
+        )
+    };
+    // A maintenance that fails (a damaged file of an older barrier, of any stream) does not
+    // stop the ingest of good rows: it is said at once, the writer reopened, and the
+    // ingest ends failing with it, every row durable.
+    let mut maintenance_failed: Option<Failure> = None;
     // Stage what was checked and seal on the cadence.
     let bar = progress(checked as u64, "ingesting", "{pos}/{len} rows");
     let started = Instant::now();
@@ -1033,16 +1053,20 @@ fn ingest(
                 .saturating_sub(archive.staged_rows() as u64)
                 .max(1);
             let len = (shaped.num_rows() - offset).min(room as usize);
-            archive
-                .stage_batch(
-                    stream,
-                    &shaped.slice(offset, len),
-                    &positions[offset..offset + len],
-                )
-                .map_err(|e| locate(e, path, kind, origin.first_row + offset))?;
+            if let Err(e) = archive.stage_batch(
+                stream,
+                &shaped.slice(offset, len),
+                &positions[offset..offset + len],
+            ) {
+                let e = locate(e, path, kind, origin.first_row + offset);
+                return Err(stopped(&archive, total + offset, e));
+            }
             offset += len;
             if archive.staged_rows() as u64 >= seal_rows {
-                report(archive.seal_all()?, &bar);
+                match archive.seal_all() {
+                    Ok(r) => report(r, &bar),
+                    Err(e) => return Err(stopped(&archive, total + offset, e.into())),
+                }
                 // Every live slice is an entry in memory until a compaction replaces the
                 // barrier files that hold it: a fleet's long ingest compacts as it goes.
                 // When a maintenance cannot bring them under the budget (more tracks than it,
@@ -1058,15 +1082,39 @@ fn ingest(
                         )
                     });
                 }
-                if compact && slice_budget > 0 && slices > compact_past {
-                    bar.suspend(|| {
+                if compact
+                    && maintenance_failed.is_none()
+                    && slice_budget > 0
+                    && slices > compact_past
+                {
+                    let done = bar.suspend(|| {
                         eprintln!(
                             "the live files of stream {stream} hold {slices} track slices (--slice-budget {slice_budget}): maintenance before the ingest goes on"
                         );
                         maintain(&mut archive)
-                    })?;
-                    compact_past =
-                        slice_budget.max(live_slices(&archive, stream).saturating_mul(2));
+                    });
+                    match done {
+                        Ok(()) => {
+                            compact_past =
+                                slice_budget.max(live_slices(&archive, stream).saturating_mul(2))
+                        }
+                        Err(e) => {
+                            bar.suspend(|| {
+                                eprintln!(
+                                    "warning: the maintenance failed: {}; the ingest goes on without it (every barrier so far is durable), then fails saying so",
+                                    e.message
+                                )
+                            });
+                            // The failed compaction left the writer refusing writes: let go
+                            // of it (and its lock) before a new one opens.
+                            let refusing = archive;
+                            drop(refusing);
+                            archive = writable().map_err(|again| {
+                                reopen_failed(stream, total + offset, checked, &e, again)
+                            })?;
+                            maintenance_failed = Some(e);
+                        }
+                    }
                 }
             }
         }
@@ -1080,15 +1128,31 @@ fn ingest(
         )
         .into());
     }
-    report(archive.flush_all()?, &bar);
+    match archive.flush_all() {
+        Ok(r) => report(r, &bar),
+        Err(e) => return Err(stopped(&archive, total, e.into())),
+    }
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
         "ingested {total} rows in {secs:.2} s ({:.0} rows/s, seals included)",
         total as f64 / secs.max(1e-9)
     );
-    if compact {
-        maintain(&mut archive)?;
+    let maintained = match maintenance_failed {
+        Some(e) => Err(e),
+        None if compact => maintain(&mut archive),
+        None => Ok(()),
+    };
+    if let Err(e) = maintained {
+        replica::stopped(&mut archive);
+        return Err(Failure {
+            code: e.code,
+            message: format!(
+                "all {total} rows are durable (stream {stream:?} through position {}: do not ingest these files again), but the maintenance after them failed: {}; compaction stays undone until that is mended (`series-archive verify` names damaged files)",
+                archive.watermark(stream).0,
+                e.message
+            ),
+        });
     }
     replica::stopped(&mut archive);
     if let Some((e, lines)) = output::take_failure() {
@@ -1104,6 +1168,58 @@ fn ingest(
         .into());
     }
     Ok(())
+}
+
+/// The failure of an ingest that stopped after `staged` of its `checked` rows, saying how
+/// far `stream` is durable (its watermark) and that the files must not simply be ingested
+/// again. `first` is the position the ingest's first row took (when `positioned` is false,
+/// the archive numbered them).
+fn stopped_midway(
+    archive: &Archive,
+    stream: &str,
+    (first, positioned): (u64, bool),
+    (staged, checked): (usize, usize),
+    e: Failure,
+) -> Failure {
+    let watermark = archive.watermark(stream).0;
+    if watermark < first {
+        // No barrier of this ingest is durable: the archive holds what it held before.
+        return e;
+    }
+    let durable = watermark - first + 1;
+    let rerun = if positioned {
+        "ingest only the rows past it (the rows through it are stored)".to_owned()
+    } else {
+        format!(
+            "{durable} of the {checked} rows are stored; do not ingest these files again: the stored rows would be stored twice, at new positions"
+        )
+    };
+    // A refused row's message says nothing was ingested, which is no longer so.
+    let why = e.message.trim_end_matches("; nothing was ingested");
+    Failure {
+        code: e.code,
+        message: format!(
+            "{why}; the ingest stopped after staging {staged} of {checked} rows: stream {stream:?} is durable through position {watermark} (the barrier lines above), {rerun}"
+        ),
+    }
+}
+
+/// The failure of an ingest whose writer could not be opened again after a failed
+/// maintenance (`failed`): how far it got, and both errors.
+fn reopen_failed(
+    stream: &str,
+    staged: usize,
+    checked: usize,
+    failed: &Failure,
+    again: Failure,
+) -> Failure {
+    Failure {
+        code: again.code,
+        message: format!(
+            "the maintenance failed ({}) and the archive could not be opened again ({}); the ingest stopped after staging {staged} of {checked} rows: every barrier line above is durable for stream {stream:?}, and `inspect` shows its watermark",
+            failed.message, again.message
+        ),
+    }
 }
 
 /// The track slices (manifest entries) of `stream`'s live data files.
