@@ -341,6 +341,89 @@ fn a_replication_killed_at_each_step_leaves_a_whole_archive_and_resumes() {
     }
 }
 
+/// A pass killed after it uploaded files for commits the bucket never got (a lost machine)
+/// leaves objects no record names, under names the bucket's state has not given out yet. A
+/// restore takes the prefix over and removes them, since the restored archive gives those
+/// names to files of its own and a later pass finds an object by name and size: every object
+/// left under `streams/` is one the restored state names or a Delta log's, and what the
+/// restored archive commits next restores again exactly.
+#[test]
+fn a_restore_clears_what_a_lost_pass_left_under_names_it_will_give_out() {
+    let dir = process::scratch("replicate-leftovers");
+    let moto = s3::Moto::start(&[BUCKET]);
+    let archive = dir.path().join("a");
+    let a = archive.to_str().expect("utf-8");
+    let prefix = "leftovers";
+    let url = format!("s3://{BUCKET}/{prefix}");
+    ingest(&moto.env(), a, &csv(dir.path(), "first.csv", 0, 400));
+    ok(&moto.env(), &["replicate", a, &url]);
+    ingest(&down(&moto), a, &csv(dir.path(), "second.csv", 400, 800));
+    let name = FaultPoint::AfterReplicaFile.name();
+    let exe = std::env::current_exe().expect("current exe");
+    let out = Command::new(exe)
+        .args(["--exact", CHILD, "--nocapture", "--test-threads=1"])
+        .env(DIR_VAR, &archive)
+        .env(AT_VAR, name)
+        .env(URL_VAR, &url)
+        .envs(moto.env())
+        .output()
+        .expect("run the child");
+    {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            out.status.signal(),
+            Some(6),
+            "{}",
+            process::show("child", &out)
+        );
+    }
+    let tier =
+        ColdTier::new(std::sync::Arc::new(moto.store(BUCKET)), prefix, url.clone()).expect("tier");
+    let data_files = |tier: &ColdTier| -> std::collections::BTreeSet<String> {
+        tier.list("streams")
+            .expect("list")
+            .into_iter()
+            .map(|(path, _)| path)
+            .filter(|p| p.ends_with(".parquet") && !p.contains("_delta_log"))
+            .collect()
+    };
+    let before = data_files(&tier);
+    let restored = dir.path().join("restored");
+    let r = restored.to_str().expect("utf-8");
+    let said = ok(&moto.env(), &["restore", &url, r]);
+    assert!(said.contains("verified"), "{said}");
+    let named: std::collections::BTreeSet<String> = ["--manifest", "--levels"]
+        .iter()
+        .flat_map(|which| {
+            let mut args = vec!["files", r, "--stream", "capture", "--manifest"];
+            if *which == "--levels" {
+                args.push("--levels");
+            }
+            ok(&moto.env(), &args)
+                .lines()
+                .map(|l| {
+                    l.strip_prefix(&format!("{r}/"))
+                        .expect("a path under the archive")
+                        .to_owned()
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let after = data_files(&tier);
+    assert!(
+        before.len() > after.len(),
+        "the lost pass left objects: {before:?}"
+    );
+    assert_eq!(
+        after, named,
+        "the bucket holds what the restored state names"
+    );
+    // The restored archive carries on, and the bucket restores to it.
+    ingest(&moto.env(), r, &csv(dir.path(), "third.csv", 450, 850));
+    let want = reads(&moto.env(), r);
+    assert_eq!(bucket_now(&moto, dir.path(), prefix, "carried-on"), want);
+}
+
 /// Objects by name, with their bytes.
 type Objects = Vec<(String, Vec<u8>)>;
 
@@ -430,6 +513,115 @@ fn the_replica_layout_is_the_archives_own_paths_and_manifest_parts() {
     ok_env(&env, &["checkpoint", a]);
     let log = std::fs::read(archive.join("manifest/gen-000000000002.log")).expect("log");
     assert_eq!(tree(&bucket), expected(vec![(part(2, 0), log)]));
+}
+
+/// A manifest part lost from the bucket (deleted from outside: a lifecycle rule, a hand)
+/// while the parts after it remain is damage, and the parts past the gap are evidence of
+/// commits the bucket acknowledged: a read of the URL, a restore and the writer's own pass
+/// refuse it, naming the missing part, and never answer the shorter history before the gap.
+#[test]
+fn a_part_lost_from_the_bucket_is_refused_never_read_short() {
+    let dir = process::scratch("replicate-gap");
+    let archive = dir.path().join("a");
+    let a = archive.to_str().expect("utf-8");
+    let bucket = dir.path().join("bucket");
+    let url = format!("file://{}", bucket.display());
+    let env: Vec<(&'static str, String)> = Vec::new();
+    ingest(&env, a, &csv(dir.path(), "first.csv", 0, 200));
+    ok_env(&env, &["replicate", a, &url]);
+    ingest(&env, a, &csv(dir.path(), "second.csv", 200, 300));
+    ingest(&env, a, &csv(dir.path(), "third.csv", 300, 400));
+    let generation = bucket.join("manifest/gen-000000000001");
+    let mut parts: Vec<_> = std::fs::read_dir(&generation)
+        .expect("generation 1")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "part"))
+        .collect();
+    parts.sort();
+    assert!(parts.len() >= 3, "{parts:?}");
+    // Whole, the bucket reads as the archive does.
+    let whole = ok(
+        &env,
+        &["rows", &url, "--stream", "capture", "--format", "csv"],
+    );
+    assert_eq!(
+        whole,
+        ok(&env, &["rows", a, "--stream", "capture", "--format", "csv"])
+    );
+    let lost = &parts[1];
+    let at: u64 = lost
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .and_then(|s| s.parse().ok())
+        .expect("a part's name is its offset");
+    std::fs::remove_file(lost).expect("lose a part");
+    let needle = format!("lacks the part at byte {at}");
+    let cache = dir.path().join("cache");
+    let c = cache.to_str().expect("utf-8");
+    refused(
+        &env,
+        &["rows", &url, "--stream", "capture", "--cache", c],
+        1,
+        &needle,
+    );
+    let restored = dir.path().join("restored");
+    refused(
+        &env,
+        &["restore", &url, restored.to_str().expect("utf-8")],
+        1,
+        &needle,
+    );
+    assert!(
+        !restored.join("manifest").exists(),
+        "a refused restore makes no archive"
+    );
+    refused(&env, &["replicate", a, "--status"], 1, &needle);
+}
+
+/// A repair drops the records past mid-log damage; when the replica holds them whole, the
+/// repair is refused (its next pass would replace the bucket's copy with the shorter
+/// history), the bucket is left as it was, and a restore from it brings back every row. With
+/// the replica removed from the archive, the repair goes ahead as without one.
+#[test]
+fn a_repair_never_erases_what_the_replica_holds_past_the_damage() {
+    let dir = process::scratch("replicate-repair");
+    let archive = dir.path().join("a");
+    let a = archive.to_str().expect("utf-8");
+    let bucket = dir.path().join("bucket");
+    let url = format!("file://{}", bucket.display());
+    let env: Vec<(&'static str, String)> = Vec::new();
+    ingest(&env, a, &csv(dir.path(), "first.csv", 0, 200));
+    ok_env(&env, &["replicate", a, &url]);
+    ingest(&env, a, &csv(dir.path(), "second.csv", 200, 300));
+    ingest(&env, a, &csv(dir.path(), "third.csv", 300, 400));
+    let every = |archive: &str| {
+        ok(
+            &env,
+            &["rows", archive, "--stream", "capture", "--format", "csv"],
+        )
+    };
+    let before = every(a);
+    assert_eq!(every(&url), before, "the bucket caught up");
+    let manifest = archive.join("manifest/gen-000000000001.log");
+    let mut bytes = std::fs::read(&manifest).expect("manifest");
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x5a;
+    std::fs::write(&manifest, &bytes).expect("damage the manifest mid-log");
+    let held = tree(&bucket);
+    refused(
+        &env,
+        &["repair", a, "--yes"],
+        1,
+        "it holds, whole, records this repair would drop",
+    );
+    assert_eq!(tree(&bucket), held, "the bucket is as it was");
+    let restored = dir.path().join("restored");
+    let r = restored.to_str().expect("utf-8");
+    ok_env(&env, &["restore", &url, r]);
+    assert_eq!(every(r), before, "the restore holds every row");
+    // Without the replica, the repair is the operator's to make.
+    std::fs::remove_file(archive.join("REPLICA")).expect("forget the replica");
+    ok_env(&env, &["repair", a, "--yes"]);
 }
 
 /// A clone of the archive's directory (a restored VM snapshot, a copied disk) holds the same

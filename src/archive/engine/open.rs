@@ -322,6 +322,14 @@ impl Archive {
                 });
             }
             (Verdict::Damaged { offset, .. }, Action::Repair) => {
+                // A replica that holds this generation past the damage holds the records a
+                // repair would drop, and the pass after it would replace them there too.
+                replicate::guard_repair(
+                    &self.root,
+                    self.config.replica.as_deref(),
+                    current,
+                    *offset,
+                )?;
                 // `repair`: the damaged tail is handled as a torn one — a new generation from
                 // the trusted prefix, the damaged generation kept whole as evidence.
                 tracing::warn!(manifest = %current_path.display(), offset, "repair: starting a new generation from the trusted prefix");

@@ -374,6 +374,11 @@ pub(crate) fn flush_seen(root: &Path, known: &mut Option<Known>) {
     }
 }
 
+/// The error of a replica whose manifest objects show damage (`why`).
+fn damaged(tier: &ColdTier, why: String) -> ArchiveError {
+    ArchiveError::Replica(format!("{}: {why}", tier.url()))
+}
+
 fn cold(e: ColdError) -> ArchiveError {
     ArchiveError::Replica(e.to_string())
 }
@@ -414,26 +419,36 @@ fn manifest_objects<'a>(listed: impl Iterator<Item = (&'a str, u64)>) -> (Parts,
 }
 
 /// The bytes of a generation the bucket holds: the run of parts from offset 0, each
-/// starting where the one before ends. A part past a gap is not part of the replica.
-fn held(parts: &[(u64, u64)]) -> u64 {
+/// starting where the one before ends, and the offset of the first part past a gap in it
+/// (if one is listed).
+fn held(parts: &[(u64, u64)]) -> (u64, Option<u64>) {
     let mut end = 0;
     for &(offset, len) in parts {
         if offset != end {
-            break;
+            return (end, Some(offset));
         }
         end += len;
     }
-    end
+    (end, None)
 }
 
-/// The generation the bucket serves: the highest one with a part at offset 0, and its
-/// bytes.
-fn bucket_current(parts: &Parts) -> Option<(u64, u64)> {
-    parts
-        .iter()
-        .rev()
-        .find(|(_, list)| list.first().is_some_and(|&(offset, _)| offset == 0))
-        .map(|(&generation, list)| (generation, held(list)))
+/// The generation the bucket serves, and its bytes: the highest generation listed. A pass
+/// writes a generation's parts in order, each once the bucket holds the bytes before it, and
+/// deletes a generation's parts only once a newer one holds its part 0; so the newest
+/// generation's parts run from offset 0 without a gap. A newest generation that lacks its
+/// part 0, or lists a part past a gap, has lost an object a completed pass wrote: the parts
+/// after it are evidence of commits the bucket acknowledged, so it is refused as damaged,
+/// never served as the shorter history before the gap (or as the older generation).
+fn bucket_current(parts: &Parts) -> std::result::Result<Option<(u64, u64)>, String> {
+    let Some((&generation, list)) = parts.iter().next_back() else {
+        return Ok(None);
+    };
+    match held(list) {
+        (end, None) => Ok(Some((generation, end))),
+        (end, Some(past)) => Err(format!(
+            "the manifest of generation {generation} lacks the part at byte {end}, and the part at byte {past} is listed past it: an object a completed pass wrote is gone (the replica is damaged; it is refused, not read short)"
+        )),
+    }
 }
 
 /// Counts the records of `bytes` from `from` (a record boundary) to the end.
@@ -790,11 +805,55 @@ pub fn declare(root: &Path, disk: &Disk, tier: &ColdTier, now_ns: u64) -> Result
     write_root_file(disk, root, REPLICA_FILE, &format!("{}\n", tier.url()))
 }
 
+/// Refuses a repair of the archive at `root` (its manifest generation `generation` damaged
+/// at byte `damaged_at`) while its replica (`declared`, else the one `REPLICA` records) holds
+/// that generation past the damage, or a newer one: the bucket then holds, whole, records the
+/// repair would drop, and the first pass after it would replace the bucket's copy with the
+/// repaired history. The operator restores from the bucket instead. A replica that cannot be
+/// asked refuses too (nothing proves the repair loses nothing there).
+pub(super) fn guard_repair(
+    root: &Path,
+    declared: Option<&ColdTier>,
+    generation: u64,
+    damaged_at: u64,
+) -> Result<()> {
+    let recorded_tier;
+    let tier = match declared {
+        Some(tier) => tier,
+        None => match recorded(root)? {
+            None => return Ok(()),
+            Some(url) => {
+                recorded_tier = ColdTier::from_url(&url).map_err(cold)?;
+                &recorded_tier
+            }
+        },
+    };
+    let url = tier.url();
+    let without = format!(
+        "or remove {} to repair without it (its next pass then replaces what the bucket holds)",
+        root.join(REPLICA_FILE).display()
+    );
+    let parts = bucket_parts(tier).map_err(|e| {
+        ArchiveError::Replica(format!(
+            "the repair needs to know whether the replica {url} holds records past the damage, and it cannot be asked ({e}): repair once it answers, {without}"
+        ))
+    })?;
+    match bucket_current(&parts).map_err(|e| damaged(tier, e))? {
+        Some((g, end)) if g > generation || (g == generation && end > damaged_at) => {
+            Err(ArchiveError::Replica(format!(
+                "the replica {url} holds {end} bytes of manifest generation {g}, past the damage at byte {damaged_at} of this archive's generation {generation}: it holds, whole, records this repair would drop, and the next pass would replace them with the repaired history. Restore from it instead (`series-archive restore {url} NEW_DIR` makes an archive of everything it holds), {without}"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Where the replica in `tier` of the archive at `root` stands, without changing anything;
 /// `now_ns` dates the lag.
 pub fn status(root: &Path, tier: &ColdTier, now_ns: u64) -> Result<ReplicaStatus> {
     let log = framed_log(root)?;
-    let status = standing(tier.url(), &log, bucket_current(&bucket_parts(tier)?));
+    let current = bucket_current(&bucket_parts(tier)?).map_err(|e| damaged(tier, e))?;
+    let status = standing(tier.url(), &log, current);
     Ok(dated(&log, status, now_ns))
 }
 
@@ -931,7 +990,13 @@ pub fn replicate(
     let look = Look::send(tier, None);
     let log = local_log(root, true)?;
     let bucket = look.finish(root, tier)?;
-    replicate_log(root, tier, faults, log, progress, bucket, &mut None)
+    let to = Replica {
+        root,
+        tier,
+        faults,
+        confirm_owner: false,
+    };
+    replicate_log(to, log, progress, bucket, &mut None)
 }
 
 /// The pass the archive's own replicator runs after its writer committed `committed`: as
@@ -946,14 +1011,22 @@ pub(crate) fn replicate_committed(
     known: &mut Option<Known>,
 ) -> Result<ReplicationReport> {
     let held = known.as_ref().and_then(|k| {
-        let (generation, bytes) = bucket_current(&k.parts)?;
+        let (generation, bytes) = bucket_current(&k.parts).ok().flatten()?;
         Some((generation, bytes, k.records_held))
     });
     // Taken: what is remembered is put back only by a pass that completes.
     let look = Look::send(tier, known.take());
     let log = committed.read(root, held)?;
     let bucket = look.finish(root, tier)?;
-    replicate_log(root, tier, faults, log, |_, _, _| {}, bucket, known)
+    // The archive's own replicator says a commit is replicated (a barrier waiting under a lag
+    // bound returns on it): only once its prefix is still its own after the part went up.
+    let to = Replica {
+        root,
+        tier,
+        faults,
+        confirm_owner: true,
+    };
+    replicate_log(to, log, |_, _, _| {}, bucket, known)
 }
 
 /// What a pass asks the bucket before it writes anything: the prefix's `OWNER` token and,
@@ -1040,18 +1113,32 @@ fn check_owner(root: &Path, tier: &ColdTier, theirs: Option<String>) -> Result<(
     Ok(())
 }
 
+/// Where a pass replicates: the archive at `root` into `tier`, with `faults` injected, and
+/// whether the prefix's owner is asked again after the part went up (the archive's own
+/// replicator, whose passes say a commit is replicated).
+struct Replica<'a> {
+    root: &'a Path,
+    tier: &'a ColdTier,
+    faults: &'a Faults,
+    confirm_owner: bool,
+}
+
 /// One pass from `bucket` (what the bucket holds as it starts, from [`Look::finish`]) to the
 /// commit `log` reads. `known` is empty as it starts (a caller moved what it remembered into
 /// `bucket`), and receives what the bucket holds once the pass completes, never before.
 fn replicate_log(
-    root: &Path,
-    tier: &ColdTier,
-    faults: &Faults,
+    to: Replica<'_>,
     log: LocalLog,
     mut progress: impl FnMut(usize, usize, u64),
     bucket: Bucket,
     known: &mut Option<Known>,
 ) -> Result<ReplicationReport> {
+    let Replica {
+        root,
+        tier,
+        faults,
+        confirm_owner,
+    } = to;
     let ours = bucket.remembered;
     let Known {
         mut parts,
@@ -1063,7 +1150,7 @@ fn replicate_log(
         seen_at,
         ..
     } = bucket.known;
-    let bucket = bucket_current(&parts);
+    let bucket = bucket_current(&parts).map_err(|e| damaged(tier, e))?;
     let mut report = ReplicationReport::default();
     match bucket {
         Some((g, _)) if g > log.generation => {
@@ -1258,6 +1345,12 @@ fn replicate_log(
             .or_default()
             .push((from, end - from));
         faults.reach(FaultPoint::AfterReplicaPart);
+        // A restore that took the prefix over between this pass's owner check and its part
+        // read the manifest after its new token went up (`restore`), and may not hold this
+        // part: the commit is not counted as replicated, and this archive is fenced.
+        if confirm_owner {
+            check_owner(root, tier, token(tier.get(OWNER_FILE)).map_err(cold)?)?;
+        }
         consolidate(root, tier, &log, &parts[&log.generation], &mut spans)?;
     }
 
@@ -1555,7 +1648,7 @@ fn fetch_manifest(
 
 /// The generation the bucket serves, its bytes, and its parts; an error when it holds none.
 fn current_parts(parts: &Parts, tier: &ColdTier) -> Result<(u64, u64, PartList)> {
-    let Some((generation, end)) = bucket_current(parts) else {
+    let Some((generation, end)) = bucket_current(parts).map_err(|e| damaged(tier, e))? else {
         return Err(ArchiveError::Replica(format!(
             "{} holds no replicated manifest (no {MANIFEST_DIR}/gen-…/…part object at offset 0): nothing to restore or read",
             tier.url()
@@ -1639,23 +1732,18 @@ pub fn restore(
             dir.display()
         )));
     }
-    let (generation, manifest, replayed) = fetch_manifest(tier)?;
-    let end = manifest.len() as u64;
+    // The prefix is this archive's first: a token of its own in the bucket fences the archive
+    // it came from before anything is read, so that archive commits nothing more there (its
+    // next pass is refused, and a pass under way when the token moved finds it moved before
+    // it counts its commit as replicated: see `replicate_committed`). What it wrote before
+    // the fence is read below.
+    // A prefix that holds no replica (or a damaged one) is refused before anything is
+    // written, here or there.
+    current_parts(&bucket_parts(tier)?, tier)?;
+    let token = super::offload::new_owner_token(now_ns);
+    tier.put(OWNER_FILE, Bytes::from(format!("{token}\n")))
+        .map_err(cold)?;
     durable::create_dir(disk, dir)?;
-    let mut report = RestoreReport {
-        url: tier.url().to_owned(),
-        generation,
-        manifest_bytes: end,
-        records: replayed.records,
-        ..RestoreReport::default()
-    };
-    let wanted: Vec<(&str, u64)> = replayed
-        .state
-        .live_files()
-        .filter(|f| f.cold.is_none())
-        .map(|f| (f.path.as_str(), f.bytes))
-        .collect();
-    let listed = tier.list(STREAMS_DIR).map_err(cold)?;
     let download = |relative: &str| -> Result<Bytes> {
         let bytes = tier.get(relative).map_err(cold)?;
         let target = dir.join(relative);
@@ -1665,18 +1753,68 @@ pub fn restore(
         durable::write_synced(disk, &target, &bytes)?;
         Ok(bytes)
     };
-    for (done, &(relative, bytes)) in wanted.iter().enumerate() {
-        let got = download(relative)?;
-        if got.len() as u64 != bytes {
+    let mut downloaded: BTreeSet<String> = BTreeSet::new();
+    let mut report = RestoreReport {
+        url: tier.url().to_owned(),
+        ..RestoreReport::default()
+    };
+    // A pass of the fenced archive that was under way as the token moved can still land its
+    // commit: the manifest is read again after the downloads, and once more if it moved.
+    let mut attempts = 0;
+    let (generation, manifest, replayed, listed) = loop {
+        attempts += 1;
+        let (generation, manifest, replayed) = fetch_manifest(tier)?;
+        let wanted: Vec<(&str, u64)> = replayed
+            .state
+            .live_files()
+            .filter(|f| f.cold.is_none())
+            .map(|f| (f.path.as_str(), f.bytes))
+            .collect();
+        for (done, &(relative, bytes)) in wanted.iter().enumerate() {
+            if downloaded.contains(relative) {
+                continue;
+            }
+            let got = download(relative)?;
+            if got.len() as u64 != bytes {
+                return Err(ArchiveError::Replica(format!(
+                    "{}: {} bytes, the manifest records {bytes}",
+                    tier.object_url(relative),
+                    got.len()
+                )));
+            }
+            downloaded.insert(relative.to_owned());
+            report.files += 1;
+            report.bytes += bytes;
+            progress(done + 1, wanted.len(), report.bytes);
+        }
+        let listed = tier.list(STREAMS_DIR).map_err(cold)?;
+        let now = bucket_current(&bucket_parts(tier)?).map_err(|e| damaged(tier, e))?;
+        if now == Some((generation, manifest.len() as u64)) {
+            break (generation, manifest, replayed, listed);
+        }
+        if attempts == 3 {
             return Err(ArchiveError::Replica(format!(
-                "{}: {} bytes, the manifest records {bytes}",
-                tier.object_url(relative),
-                got.len()
+                "{}: its manifest kept moving while this restore read it (another writer commits there despite the new {OWNER_FILE} token); nothing was restored",
+                tier.url()
             )));
         }
-        report.files += 1;
-        report.bytes += bytes;
-        progress(done + 1, wanted.len(), report.bytes);
+    };
+    report.generation = generation;
+    report.manifest_bytes = manifest.len() as u64;
+    report.records = replayed.records;
+    // Objects the restored state does not name, numbered at or past its next name, are
+    // what a pass of the fenced archive uploaded for a commit it never made there: the
+    // restored archive will give those names to files of its own, so they go now (a later
+    // pass compares an object it finds by its size alone).
+    for (relative, _) in &listed {
+        let numbered = relative
+            .rsplit('/')
+            .next()
+            .and_then(parse_data_file_name)
+            .is_some_and(|n| n >= replayed.state.next_name);
+        if numbered && !relative.contains(&format!("/{LOG_DIR}/")) {
+            tier.delete(relative).map_err(cold)?;
+        }
     }
     for (relative, _) in &listed {
         if relative.contains(&format!("/{LOG_DIR}/")) && is_delta_log_object(relative) {
@@ -1685,9 +1823,9 @@ pub fn restore(
         }
     }
     // Every directory a file was written into, synced once.
-    let dirs: BTreeSet<&Path> = wanted
+    let dirs: BTreeSet<&Path> = downloaded
         .iter()
-        .map(|(relative, _)| *relative)
+        .map(String::as_str)
         .chain(listed.iter().map(|(relative, _)| relative.as_str()))
         .filter_map(|relative| Path::new(relative).parent())
         .collect();
@@ -1697,10 +1835,6 @@ pub fn restore(
             durable::sync_dir(disk, &full)?;
         }
     }
-    // The prefix is this archive's now: a token of its own, in the bucket and beside it.
-    let token = super::offload::new_owner_token(now_ns);
-    tier.put(OWNER_FILE, Bytes::from(format!("{token}\n")))
-        .map_err(cold)?;
     write_root_file(disk, dir, OWNER_FILE, &format!("{token}\n"))?;
     write_root_file(disk, dir, REPLICA_FILE, &format!("{}\n", tier.url()))?;
     // The commit point last.
@@ -1910,7 +2044,15 @@ fn cached_prefix(
 /// generation. A bucket that does not answer proves no move (logged).
 pub(super) fn bucket_moved(tier: &ColdTier, generation: u64, len: u64) -> bool {
     match bucket_parts(tier) {
-        Ok(parts) => bucket_current(&parts).is_some_and(|now| now > (generation, len)),
+        Ok(parts) => match bucket_current(&parts) {
+            Ok(now) => now.is_some_and(|now| now > (generation, len)),
+            // The state already read stays a whole commit; the damage is said, and every
+            // open from the bucket refuses it.
+            Err(e) => {
+                tracing::warn!("{}: {e}", tier.url());
+                false
+            }
+        },
         Err(e) => {
             tracing::warn!("asking {} whether its manifest moved: {e}", tier.url());
             false
@@ -2175,12 +2317,25 @@ mod tests {
     }
 
     #[test]
-    fn the_bucket_holds_the_run_of_parts_from_zero() {
+    fn the_bucket_holds_the_run_of_parts_from_zero_and_a_gap_in_it_is_damage() {
         let mut parts = Parts::new();
-        parts.insert(1, vec![(0, 10), (10, 5)]);
+        assert_eq!(bucket_current(&parts), Ok(None));
+        // An older generation may be half deleted (its part 0 first): the newest serves.
+        parts.insert(1, vec![(10, 5)]);
+        parts.insert(2, vec![(0, 7), (7, 3), (10, 4)]);
+        assert_eq!(bucket_current(&parts), Ok(Some((2, 14))));
+        // A part past a gap, or a newest generation without its part 0, is a lost object:
+        // never the shorter history before it, nor the older generation.
         parts.insert(2, vec![(0, 7), (7, 3), (20, 4)]);
+        let gap = bucket_current(&parts).expect_err("a gap");
+        assert!(gap.contains("lacks the part at byte 10"), "{gap}");
+        parts.insert(2, vec![(0, 7)]);
         parts.insert(3, vec![(5, 4)]);
-        assert_eq!(bucket_current(&parts), Some((2, 10)));
-        assert_eq!(held(&[]), 0);
+        let headless = bucket_current(&parts).expect_err("no part 0");
+        assert!(
+            headless.contains("generation 3 lacks the part at byte 0"),
+            "{headless}"
+        );
+        assert_eq!(held(&[]), (0, None));
     }
 }
