@@ -1554,7 +1554,22 @@ fn delete_unnamed(
             .into_iter()
             .filter(|relative| listed.contains_key(relative) && unnamed_file(relative))
             .collect(),
-        None => listed.keys().filter(|r| unnamed_file(r)).cloned().collect(),
+        None => {
+            let unnamed: Vec<String> = listed.keys().filter(|r| unnamed_file(r)).cloned().collect();
+            // A pass that listed the bucket may run beside the archive's own replicator,
+            // which can meanwhile upload a file of a newer commit whose name was reserved
+            // before this pass's state was read (a compaction's output) and write that
+            // commit's part. Such a file is unnamed here and named there: the deletions wait
+            // for a pass that finds the bucket where it left it.
+            let moved = !unnamed.is_empty()
+                && bucket_current(&bucket_parts(tier)?).map_err(|e| damaged(tier, e))?
+                    != Some((log.generation, log.len()));
+            if moved {
+                Vec::new()
+            } else {
+                unnamed
+            }
+        }
     };
     for relative in unnamed {
         tier.delete(&relative).map_err(cold)?;
