@@ -454,6 +454,143 @@ fn write_parquet(path: &Path, columns: Vec<(&str, ArrayRef)>) {
     w.close().expect("close");
 }
 
+/// Values a new stream's inferred or declared types would store changed are refused, naming
+/// file, row and column, and no archive is made: a number inside a JSON object or list that
+/// its field's type would truncate, a key the object's struct lacks (it would be dropped), an
+/// integer past what a float holds exactly, a CSV time whose fraction a coarser unit drops or
+/// a date-time in a date column, a decimal with more places than its scale, and a Parquet
+/// integer that rounds past its type's maximum as a float.
+#[test]
+fn values_a_type_would_change_are_refused_in_a_new_stream() {
+    let dir = scratch("cli-hardening-types");
+    let bad = dir.path().join("bad");
+    std::fs::create_dir(&bad).expect("mkdir");
+    let write = |name: &str, text: String| {
+        let path = bad.join(name);
+        std::fs::write(&path, text).expect("write");
+        path
+    };
+    // 10,001 rows of `good`, past the 10,000 the columns are inferred from, then `last`.
+    let late = |good: &str, last: &str| {
+        let mut text: String = (0..10_001)
+            .map(|i| format!(r#"{{"host":"a","ts":{i},{good}}}"#) + "\n")
+            .collect();
+        text.push_str(&format!(r#"{{"host":"a","ts":20000,{last}}}"#));
+        text.push('\n');
+        text
+    };
+    let big = bad.join("big.parquet");
+    write_parquet(
+        &big,
+        vec![
+            (
+                "host",
+                Arc::new(StringArray::from(vec!["a", "a"])) as ArrayRef,
+            ),
+            ("ts", Arc::new(UInt64Array::from(vec![1, 2]))),
+            ("v", Arc::new(Int64Array::from(vec![1, i64::MAX]))),
+        ],
+    );
+    // (name, input files, extra flags, what the refusal names)
+    type Case<'a> = (&'a str, Vec<PathBuf>, Vec<&'a str>, Vec<&'a str>);
+    let cases: Vec<Case> = vec![
+        (
+            "nested",
+            vec![write(
+                "nested.jsonl",
+                late(r#""m":{"x":1}"#, r#""m":{"x":7.9}"#),
+            )],
+            vec![],
+            vec!["row 10001", "column \"m.x\"", "7.9 is not an integer"],
+        ),
+        (
+            "nested-key",
+            vec![write(
+                "nested-key.jsonl",
+                late(r#""m":{"x":1}"#, r#""m":{"x":2,"y":5}"#),
+            )],
+            vec![],
+            vec!["column \"m\"", "key \"y\" is not among its fields"],
+        ),
+        (
+            "list",
+            vec![write("list.jsonl", late(r#""l":[1,2]"#, r#""l":[1,2.5]"#))],
+            vec![],
+            vec!["column \"l[1]\"", "2.5 is not an integer"],
+        ),
+        (
+            "integer-float",
+            vec![write(
+                "integer-float.jsonl",
+                "{\"host\":\"a\",\"ts\":1,\"v\":1.5}\n{\"host\":\"a\",\"ts\":2,\"v\":9007199254740993}\n"
+                    .to_owned(),
+            )],
+            vec![],
+            vec!["row 1", "column \"v\"", "cannot hold exactly"],
+        ),
+        (
+            "fraction",
+            vec![
+                write("t1.csv", "host,ts,t\na,1,2024-01-01T00:00:00\n".to_owned()),
+                write("t2.csv", "host,ts,t\na,2,2024-01-01T00:00:00.987\n".to_owned()),
+            ],
+            vec![],
+            vec![
+                "t2.csv",
+                "column \"t\"",
+                "\"2024-01-01T00:00:00.987\" is not a valid Timestamp(s)",
+            ],
+        ),
+        (
+            "date-time",
+            vec![
+                write("d1.csv", "host,ts,d\na,1,2024-01-01\n".to_owned()),
+                write("d2.csv", "host,ts,d\na,2,2024-01-01T23:59:59\n".to_owned()),
+            ],
+            vec![],
+            vec!["d2.csv", "column \"d\"", "is not a valid Date32"],
+        ),
+        (
+            "decimal",
+            vec![write("p.csv", "host,ts,p\na,1,1.25\na,2,1.239\n".to_owned())],
+            vec!["--types", "p:Decimal128(10, 2)"],
+            vec!["row 1", "column \"p\"", "would be stored as 1.24"],
+        ),
+        (
+            "parquet-max",
+            vec![big.clone()],
+            vec!["--types", "v:Float64"],
+            vec!["row 1", "column \"v\"", "is not a valid Float64"],
+        ),
+    ];
+    let mut missed = Vec::new();
+    for (name, files, extra, needles) in &cases {
+        let root = dir.path().join(format!("archive-{name}"));
+        let mut args: Vec<&OsStr> = vec![
+            "ingest".as_ref(),
+            root.as_os_str(),
+            "--stream".as_ref(),
+            "s".as_ref(),
+            "--track".as_ref(),
+            "host".as_ref(),
+            "--axis".as_ref(),
+            "ts".as_ref(),
+        ];
+        args.extend(extra.iter().map(OsStr::new));
+        args.extend(files.iter().map(|f| f.as_os_str()));
+        let out = sa(args);
+        if out.code != 1 || !needles.iter().all(|n| out.stderr.contains(n)) {
+            missed.push(format!(
+                "{name}: exit {}, stderr {:?} (want exit 1 naming {needles:?})",
+                out.code, out.stderr
+            ));
+        } else if root.join("manifest").exists() {
+            missed.push(format!("{name}: refused, but an archive was made"));
+        }
+    }
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
+}
+
 /// Input that the readers used to convert silently is refused naming file, row and column,
 /// and the archive is left byte for byte as it was: a JSON string `"7"` or `true` into a
 /// number column, `7.5` into an integer column past the inference window (truncated to 7),

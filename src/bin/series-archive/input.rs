@@ -130,19 +130,29 @@ struct ObjectKeys<'a> {
 /// booleans, a text column strings, numbers and booleans (their text); null is a missing
 /// value. Other types are left to the decoder.
 struct JsonValue<'a> {
-    column: &'a str,
+    /// The column, then the keys and list positions down to this value (`m.x`, `l[2]`).
+    column: std::borrow::Cow<'a, str>,
     to: &'a DataType,
     problem: &'a std::cell::RefCell<Option<String>>,
 }
 
-impl JsonValue<'_> {
+impl<'a> JsonValue<'a> {
     fn refuse<E: serde::de::Error>(&self, what: String) -> E {
         let message = format!(
-            ", column {:?}: {what}; the column is {} (nothing is converted: fix the value)",
+            ", column {:?}: {what}; its type is {} (nothing is converted: fix the value)",
             self.column, self.to
         );
         self.problem.borrow_mut().get_or_insert(message.clone());
         E::custom(message)
+    }
+
+    /// The check of a value within this one (a list's element, an object's field).
+    fn within(&self, at: String, to: &'a DataType) -> JsonValue<'a> {
+        JsonValue {
+            column: std::borrow::Cow::Owned(format!("{}{at}", self.column)),
+            to,
+            problem: self.problem,
+        }
     }
 
     fn integer_range(&self) -> Option<(i128, i128)> {
@@ -171,10 +181,38 @@ impl JsonValue<'_> {
         self.integer_range().is_some()
             || self.to.is_floating()
             || self.is_text()
-            || *self.to == DataType::Boolean
+            || matches!(
+                self.to,
+                DataType::Boolean
+                    | DataType::List(_)
+                    | DataType::LargeList(_)
+                    | DataType::Struct(_)
+            )
     }
 
-    fn number<E: serde::de::Error>(&self, integral: Option<i128>, v: f64) -> Result<(), E> {
+    /// `integral`: the value as an integer when it is one; `written_integer`: whether the
+    /// JSON wrote it as an integer (`7`, not `7.0` or `7e0`).
+    fn number<E: serde::de::Error>(
+        &self,
+        integral: Option<i128>,
+        v: f64,
+        written_integer: bool,
+    ) -> Result<(), E> {
+        // An integer a float column cannot hold exactly (past 2^53 for Float64, 2^24 for
+        // Float32) would be stored rounded. (A number written with a fraction or an exponent
+        // is stored as the nearest float, as every decimal fraction is.)
+        if let Some(i) = integral.filter(|_| written_integer) {
+            let exact = match self.to {
+                DataType::Float64 => (i as f64) as i128 == i,
+                DataType::Float32 => (i as f32) as i128 == i,
+                _ => true,
+            };
+            if !exact {
+                return Err(self.refuse(format!(
+                    "value {i} is an integer this float type cannot hold exactly (it would be stored rounded)"
+                )));
+            }
+        }
         if let Some((min, max)) = self.integer_range() {
             return match integral {
                 Some(i) if (min..=max).contains(&i) => Ok(()),
@@ -289,17 +327,17 @@ impl<'de> serde::de::Visitor<'de> for JsonValue<'_> {
     }
 
     fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<(), E> {
-        self.number(Some(v.into()), v as f64)
+        self.number(Some(v.into()), v as f64, true)
     }
 
     fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<(), E> {
-        self.number(Some(v.into()), v as f64)
+        self.number(Some(v.into()), v as f64, true)
     }
 
     fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<(), E> {
         // Integral and finite: exact as an i128 (every such f64 below 2^127 is).
         let integral = (v.is_finite() && v.fract() == 0.0 && v.abs() < 1.7e38).then_some(v as i128);
-        self.number(integral, v)
+        self.number(integral, v, false)
     }
 
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<(), E> {
@@ -317,11 +355,43 @@ impl<'de> serde::de::Visitor<'de> for JsonValue<'_> {
     }
 
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        // A list's elements are checked as values of its element type.
+        if let DataType::List(item) | DataType::LargeList(item) = self.to {
+            let mut at = 0usize;
+            while seq
+                .next_element_seed(self.within(format!("[{at}]"), item.data_type()))?
+                .is_some()
+            {
+                at += 1;
+            }
+            return Ok(());
+        }
         while seq.next_element_seed(Parsed)?.is_some() {}
         Err(self.refuse("the value is a JSON array".into()))
     }
 
     fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
+        // An object's keys are its struct's fields, each once (a key the struct does not
+        // have would be dropped by the decoder), each value checked as its field's type.
+        if let DataType::Struct(fields) = self.to {
+            let mut seen = std::collections::HashSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                let Some(field) = fields.iter().find(|f| f.name() == &key) else {
+                    let names: Vec<&str> = fields.iter().map(|f| f.name().as_str()).collect();
+                    return Err(self.refuse(format!(
+                        "key {key:?} is not among its fields ({}) as the file's first {INFERENCE_ROWS} rows name them (it would be dropped)",
+                        names.join(", ")
+                    )));
+                };
+                if !seen.insert(key.clone()) {
+                    return Err(self.refuse(format!(
+                        "key {key:?} appears twice in one object (a reader would keep one and drop the other)"
+                    )));
+                }
+                map.next_value_seed(self.within(format!(".{key}"), field.data_type()))?;
+            }
+            return Ok(());
+        }
         while map.next_key_seed(Parsed)?.is_some() {
             map.next_value_seed(Parsed)?;
         }
@@ -377,7 +447,7 @@ impl<'de> serde::de::Visitor<'de> for ObjectKeys<'_> {
                 )));
             }
             let value = JsonValue {
-                column: &key,
+                column: std::borrow::Cow::Borrowed(&key),
                 to,
                 problem: self.problem,
             };
@@ -1003,27 +1073,72 @@ pub fn shape(
         }
         let out = cast(input.as_ref(), to)?;
         let numeric = |t: &DataType| t.is_integer() || t.is_floating();
+        let neq = |a: &dyn Array, b: &dyn Array| {
+            arrow::compute::kernels::cmp::neq(&a, &b)
+                .map_err(|e| format!("{}: column {name:?}: {e}", path.display()))
+        };
         // A number that becomes another number type survives the way back, or is refused (a
-        // float truncated to an integer, an integer past 2^53 rounded as a float).
+        // float truncated to an integer, an integer past 2^53 rounded as a float). A value
+        // whose way back fails (rounded past the source type's maximum) did not survive.
         let differs = if numeric(from) && numeric(to) {
             let back = cast(out.as_ref(), from)?;
-            Some(
-                arrow::compute::kernels::cmp::neq(&back, &input)
-                    .map_err(|e| format!("{}: column {name:?}: {e}", path.display()))?,
-            )
+            Some(neq(back.as_ref(), input.as_ref())?)
         } else {
             None
+        };
+        // Text parsed as a time, a date or a decimal is parsed again at the finest grain
+        // (nanoseconds, 18 decimal places) and must equal the value stored: a fraction of a
+        // second dropped by a coarser unit, the time of a date-time dropped by a date
+        // column, a decimal rounded to the column's scale are refused.
+        let text = matches!(
+            from,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        );
+        let finest = match to {
+            DataType::Timestamp(_, zone) => Some(DataType::Timestamp(
+                arrow::datatypes::TimeUnit::Nanosecond,
+                zone.clone(),
+            )),
+            DataType::Date32 | DataType::Date64 => Some(DataType::Timestamp(
+                arrow::datatypes::TimeUnit::Nanosecond,
+                None,
+            )),
+            DataType::Time32(_) | DataType::Time64(_) => {
+                Some(DataType::Time64(arrow::datatypes::TimeUnit::Nanosecond))
+            }
+            DataType::Decimal128(_, scale) | DataType::Decimal256(_, scale) => {
+                Some(DataType::Decimal256(76, (*scale).max(18)))
+            }
+            _ => None,
+        };
+        let parsed_differs = match finest.filter(|_| text) {
+            Some(finest) => {
+                let fine = cast(input.as_ref(), &finest)?;
+                let stored = cast(out.as_ref(), &finest)?;
+                Some(neq(fine.as_ref(), stored.as_ref())?)
+            }
+            None => None,
         };
         let lossy = |r: usize| {
             differs
                 .as_ref()
-                .is_some_and(|d| d.is_valid(r) && d.value(r))
+                .is_some_and(|d| !d.is_valid(r) || d.value(r))
+                || parsed_differs
+                    .as_ref()
+                    .is_some_and(|d| d.is_valid(r) && d.value(r))
         };
         if let Some(row) =
             (0..input.len()).find(|&r| input.is_valid(r) && (out.is_null(r) || lossy(r)))
         {
+            let stored = match out.is_valid(row) {
+                true => format!(
+                    " (it would be stored as {}, which is not what it says; a --types NAME:TYPE that holds it keeps it whole)",
+                    shown(out.as_ref(), row)
+                ),
+                false => String::new(),
+            };
             return Err(format!(
-                "{}, {}, column {name:?}: value {:?} is not a valid {to}",
+                "{}, {}, column {name:?}: value {:?} is not a valid {to}{stored}",
                 path.display(),
                 kind.locate(first_row + row),
                 shown(input.as_ref(), row)
