@@ -458,8 +458,9 @@ fn write_parquet(path: &Path, columns: Vec<(&str, ArrayRef)>) {
 /// file, row and column, and no archive is made: a number inside a JSON object or list that
 /// its field's type would truncate, a key the object's struct lacks (it would be dropped), an
 /// integer past what a float holds exactly, a CSV time whose fraction a coarser unit drops or
-/// a date-time in a date column, a decimal with more places than its scale, and a Parquet
-/// integer that rounds past its type's maximum as a float.
+/// a date-time in a date column, a decimal with more places than its scale, an unsigned
+/// value past 2^63 - 1 inside a list, and a Parquet integer that rounds past its type's
+/// maximum as a float.
 #[test]
 fn values_a_type_would_change_are_refused_in_a_new_stream() {
     let dir = scratch("cli-hardening-types");
@@ -489,6 +490,28 @@ fn values_a_type_would_change_are_refused_in_a_new_stream() {
             ),
             ("ts", Arc::new(UInt64Array::from(vec![1, 2]))),
             ("v", Arc::new(Int64Array::from(vec![1, i64::MAX]))),
+        ],
+    );
+    let counts = bad.join("counts.parquet");
+    write_parquet(
+        &counts,
+        vec![
+            (
+                "host",
+                Arc::new(StringArray::from(vec!["a", "a"])) as ArrayRef,
+            ),
+            ("ts", Arc::new(UInt64Array::from(vec![1, 2]))),
+            (
+                "counts",
+                Arc::new(arrow::array::ListArray::from_iter_primitive::<
+                    arrow::datatypes::UInt64Type,
+                    _,
+                    _,
+                >(vec![
+                    Some(vec![Some(1), Some(2)]),
+                    Some(vec![Some(3), Some(u64::MAX)]),
+                ])),
+            ),
         ],
     );
     // (name, input files, extra flags, what the refusal names)
@@ -555,6 +578,12 @@ fn values_a_type_would_change_are_refused_in_a_new_stream() {
             vec![write("p.csv", "host,ts,p\na,1,1.25\na,2,1.239\n".to_owned())],
             vec!["--types", "p:Decimal128(10, 2)"],
             vec!["row 1", "column \"p\"", "would be stored as 1.24"],
+        ),
+        (
+            "unsigned-in-a-list",
+            vec![counts.clone()],
+            vec![],
+            vec!["row 1", "column \"counts\"", "18446744073709551615 is above"],
         ),
         (
             "parquet-max",

@@ -49,7 +49,7 @@ pub use error::{
     ArchiveError, ColdError, Invalid, ReadError, Result, StoredError, StoredErrorKind,
 };
 pub use format::ladder::Ladder;
-pub use format::physical::{first_unstorable, MAX_STORED};
+pub use format::physical::{first_unstorable, first_unstorable_anywhere, MAX_STORED};
 pub use format::segment::digest;
 pub use format::spec::{StreamSpec, MAX_STREAM_ID, POSITION_COLUMN, SEQ_COLUMN};
 pub use format::{levels, spec};

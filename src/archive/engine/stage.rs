@@ -453,18 +453,15 @@ pub(crate) fn stage(
                 ),
             ));
         }
-        if let Some(values) = batch.column(i).as_any().downcast_ref::<UInt64Array>() {
-            if let Some(row) = physical::first_unstorable(values) {
-                return Err(ArchiveError::input(
-                    id,
-                    row,
-                    Some(&col.name),
-                    format!(
-                        "{} is above {MAX_STORED} (2^63 - 1), the largest value the archive stores: its files hold integers as signed 64-bit values, which every Delta reader takes",
-                        values.value(row)
-                    ),
-                ));
-            }
+        if let Some((row, value)) = physical::first_unstorable_anywhere(batch.column(i).as_ref()) {
+            return Err(ArchiveError::input(
+                id,
+                row,
+                Some(&col.name),
+                format!(
+                    "{value} is above {MAX_STORED} (2^63 - 1), the largest value the archive stores: its files hold integers as signed 64-bit values, which every Delta reader takes"
+                ),
+            ));
         }
         if !col.nullable && batch.column(i).null_count() > 0 {
             let row = (0..n).find(|&r| batch.column(i).is_null(r)).unwrap_or(0);

@@ -176,6 +176,59 @@ pub fn first_unstorable(column: &UInt64Array) -> Option<usize> {
     (0..column.len()).find(|&i| column.is_valid(i) && column.value(i) > MAX_STORED)
 }
 
+/// The first row of `column`, of any type, holding an unsigned value the archive cannot
+/// store (above [`MAX_STORED`]) at any depth of its lists and structs, and that value: a
+/// list of counts is refused as a counts column is (its files and Delta logs declare
+/// signed integers there too).
+pub fn first_unstorable_anywhere(column: &dyn Array) -> Option<(usize, u64)> {
+    use arrow::array::AsArray;
+    match column.data_type() {
+        DataType::UInt64 => {
+            let values = column.as_primitive::<arrow::datatypes::UInt64Type>();
+            first_unstorable(values).map(|row| (row, values.value(row)))
+        }
+        DataType::List(_) => {
+            let list = column.as_list::<i32>();
+            // Rows are looked at one by one only when some value is unstorable.
+            first_unstorable_anywhere(list.values().as_ref())?;
+            (0..list.len())
+                .filter(|&row| list.is_valid(row))
+                .find_map(|row| {
+                    first_unstorable_anywhere(list.value(row).as_ref()).map(|(_, v)| (row, v))
+                })
+        }
+        DataType::LargeList(_) => {
+            let list = column.as_list::<i64>();
+            first_unstorable_anywhere(list.values().as_ref())?;
+            (0..list.len())
+                .filter(|&row| list.is_valid(row))
+                .find_map(|row| {
+                    first_unstorable_anywhere(list.value(row).as_ref()).map(|(_, v)| (row, v))
+                })
+        }
+        DataType::Struct(_) => {
+            let fields = column.as_struct();
+            if fields
+                .columns()
+                .iter()
+                .all(|c| first_unstorable_anywhere(c.as_ref()).is_none())
+            {
+                return None;
+            }
+            (0..fields.len())
+                .filter(|&row| fields.is_valid(row))
+                .find_map(|row| {
+                    fields
+                        .columns()
+                        .iter()
+                        .find_map(|c| first_unstorable_anywhere(c.slice(row, 1).as_ref()))
+                        .map(|(_, v)| (row, v))
+                })
+        }
+        _ => None,
+    }
+}
+
 fn first_negative(column: &Int64Array) -> Option<usize> {
     if arrow::compute::min(column).is_none_or(|m| m >= 0) {
         return None;
@@ -187,6 +240,33 @@ fn first_negative(column: &Int64Array) -> Option<usize> {
 mod tests {
     use super::*;
     use arrow::array::{Int16Array, StringArray, UInt8Array};
+
+    #[test]
+    fn an_unstorable_value_is_found_at_any_depth_under_a_valid_row() {
+        use arrow::array::{ListArray, StructArray};
+        use arrow::datatypes::UInt64Type;
+        let big = MAX_STORED + 1;
+        let list = ListArray::from_iter_primitive::<UInt64Type, _, _>(vec![
+            Some(vec![Some(1)]),
+            None,
+            Some(vec![Some(2), Some(big)]),
+        ]);
+        assert_eq!(first_unstorable_anywhere(&list), Some((2, big)));
+        let fine = ListArray::from_iter_primitive::<UInt64Type, _, _>(vec![Some(vec![Some(1)])]);
+        assert_eq!(first_unstorable_anywhere(&fine), None);
+        // A struct's child under a null row is not a value; the next valid one is found.
+        let child: ArrayRef = Arc::new(UInt64Array::from(vec![big, 1, big]));
+        let fields = StructArray::new(
+            vec![Field::new("c", DataType::UInt64, false)].into(),
+            vec![child],
+            Some(vec![false, true, true].into()),
+        );
+        assert_eq!(first_unstorable_anywhere(&fields), Some((2, big)));
+        assert_eq!(
+            first_unstorable_anywhere(&UInt64Array::from(vec![1, big])),
+            Some((1, big))
+        );
+    }
 
     fn batch() -> RecordBatch {
         let schema = Arc::new(Schema::new(vec![

@@ -981,18 +981,15 @@ fn refuse_unstorable(
     kind: Kind,
     first_row: usize,
 ) -> Result<(), String> {
-    let Some(values) = array.as_any().downcast_ref::<UInt64Array>() else {
-        return Ok(());
-    };
     let max = series_archive::archive::MAX_STORED;
-    let Some(row) = series_archive::archive::first_unstorable(values) else {
+    let Some((row, value)) = series_archive::archive::first_unstorable_anywhere(array.as_ref())
+    else {
         return Ok(());
     };
     Err(format!(
-        "{}, {}, column {name:?}: value {} is above {max} (2^63 - 1), the largest integer the archive stores (its files hold signed 64-bit integers, the only kind every Delta reader takes)",
+        "{}, {}, column {name:?}: value {value} is above {max} (2^63 - 1), the largest integer the archive stores (its files hold signed 64-bit integers, the only kind every Delta reader takes)",
         path.display(),
         kind.locate(first_row + row),
-        values.value(row)
     ))
 }
 
