@@ -189,6 +189,17 @@ pub(super) struct HistogramSample {
 pub(super) fn decode_histogram(blob: &[u8], series: &Series) -> Result<HistogramSample, String> {
     let h: HistogramSample = rmp_serde::from_slice(blob)
         .map_err(|e| format!("histogram_data is not eventd's MessagePack sample map: {e}"))?;
+    // The archive stores integers as signed 64-bit values (every Delta reader's kind): a
+    // count past that is refused here, before anything is written, naming the sample.
+    let max = crate::archive::MAX_STORED;
+    if let Some(count) = std::iter::once(h.total_count)
+        .chain(h.counts.iter().copied())
+        .find(|&c| c > max)
+    {
+        return Err(format!(
+            "a count of {count} is above {max} (2^63 - 1), the largest integer the archive stores"
+        ));
+    }
     if Some(&h.boundaries) != series.boundaries.as_ref() {
         return Err(format!(
             "its boundaries [{}] are not its series' [{}]",
@@ -220,6 +231,40 @@ pub(super) fn boot_text(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_histogram_count_the_archive_cannot_store_is_refused_before_the_import() {
+        #[derive(serde::Serialize)]
+        struct Sample {
+            boundaries: Vec<f64>,
+            counts: Vec<u64>,
+            total_count: u64,
+            sum: f64,
+        }
+        let series = Series {
+            id: 1,
+            name: "latency".into(),
+            labels: String::new(),
+            kind: Kind::Histogram,
+            boundaries: Some(vec![1.0]),
+        };
+        let blob = |counts: Vec<u64>, total_count: u64| {
+            rmp_serde::to_vec_named(&Sample {
+                boundaries: vec![1.0],
+                counts,
+                total_count,
+                sum: 2.0,
+            })
+            .expect("encodes")
+        };
+        assert!(decode_histogram(&blob(vec![1, 1], 2), &series).is_ok());
+        for (counts, total) in [(vec![1, 1], u64::MAX), (vec![1, u64::MAX], 2)] {
+            let e = decode_histogram(&blob(counts, total), &series)
+                .err()
+                .expect("refused");
+            assert!(e.contains("18446744073709551615 is above"), "{e}");
+        }
+    }
 
     #[test]
     fn a_boundaries_blob_is_a_count_then_that_many_f64() {
