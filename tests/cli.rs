@@ -1787,17 +1787,8 @@ fn ingest_compacts_past_the_threshold_unless_told_not_to() {
     assert_eq!(rows(&compacted, &[]), rows(&as_sealed, &[]));
 }
 
-/// A fleet's long ingest compacts as it goes: every barrier adds a track slice (a manifest
-/// entry held in memory) per track it delivered, so once the stream's live files hold more
-/// than `--slice-budget` of them, ingest runs the automatic maintenance before it goes on.
-/// Here 60 tracks × 40 barriers of one row each, budget 1,000: after barrier 17 (1,020
-/// slices) the barrier files become one packed file, and 16 barriers later those 16 and
-/// that file (small beside them) become one; the last 7 stay (fewer than the threshold of
-/// 16). Every row reads back as with `--no-compact` (which only warns, once, past the
-/// budget), and `--slice-budget 0` compacts only at the end.
-#[test]
-fn a_long_ingest_of_many_tracks_compacts_as_it_goes() {
-    let dir = tempfile::tempdir().expect("tempdir");
+/// 60 tracks (6 runs × 10 probes) × 40 ticks, one row per track a tick, tick by tick.
+fn fleet_rows() -> Vec<Row> {
     let mut fleet = Vec::new();
     for tick in 0..40u64 {
         for t in 0..60u64 {
@@ -1810,6 +1801,21 @@ fn a_long_ingest_of_many_tracks_compacts_as_it_goes() {
             });
         }
     }
+    fleet
+}
+
+/// A fleet's long ingest compacts as it goes: every barrier adds a track slice (a manifest
+/// entry held in memory) per track it delivered, so once the stream's live files hold more
+/// than `--slice-budget` of them, ingest runs the automatic maintenance before it goes on.
+/// Here 60 tracks × 40 barriers of one row each, budget 1,000: after barrier 17 (1,020
+/// slices) the barrier files become one packed file, and 16 barriers later those 16 and
+/// that file (small beside them) become one; the last 7 stay (fewer than the threshold of
+/// 16). Every row reads back as with `--no-compact` (which only warns, once, past the
+/// budget), and `--slice-budget 0` compacts only at the end.
+#[test]
+fn a_long_ingest_of_many_tracks_compacts_as_it_goes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fleet = fleet_rows();
     let file = dir.path().join("fleet.csv");
     fs::write(&file, csv_text(&fleet)).expect("write");
     let budgeted = dir.path().join("budgeted");
@@ -1910,18 +1916,7 @@ fn a_long_ingest_of_many_tracks_compacts_as_it_goes() {
 #[test]
 fn a_failed_maintenance_mid_ingest_neither_stops_the_rows_nor_hides() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut fleet = Vec::new();
-    for tick in 0..40u64 {
-        for t in 0..60u64 {
-            fleet.push(Row {
-                run: format!("run_{}", t / 10),
-                probe: format!("probe_{}", t % 10),
-                ordinal: tick * 10 + t % 7,
-                value: (tick * 31 + t) as i64 % 97 - 48,
-                noise: (tick + t) as f64 * 0.25 + 0.125,
-            });
-        }
-    }
+    let fleet = fleet_rows();
     let file = dir.path().join("fleet.csv");
     fs::write(&file, csv_text(&fleet)).expect("write");
     let archive = dir.path().join("a");

@@ -270,6 +270,28 @@ fn replication_crash_child() {
     std::process::exit(3);
 }
 
+/// Runs one replication pass of `archive` to `url` in a child process (this test binary's
+/// [`CHILD`]), which aborts itself at `point`; the child must die of that abort.
+fn killed_pass(moto: &s3::Moto, archive: &Path, url: &str, point: FaultPoint) {
+    let name = point.name();
+    let exe = std::env::current_exe().expect("current exe");
+    let out = Command::new(exe)
+        .args(["--exact", CHILD, "--nocapture", "--test-threads=1"])
+        .env(DIR_VAR, archive)
+        .env(AT_VAR, name)
+        .env(URL_VAR, url)
+        .envs(moto.env())
+        .output()
+        .expect("run the child");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(6),
+        "{}",
+        process::show(&format!("child at {name}"), &out)
+    );
+}
+
 /// A replication killed at each of its steps: the bucket is a whole archive as of the commit
 /// it held before (files and Delta objects uploaded, no part) or as of the new one (the part
 /// written, deletions pending), never anything between; the next pass resumes and leaves
@@ -298,24 +320,7 @@ fn a_replication_killed_at_each_step_leaves_a_whole_archive_and_resumes() {
         let new = reads(&moto.env(), a);
         assert_ne!(old, new);
 
-        let exe = std::env::current_exe().expect("current exe");
-        let out = Command::new(exe)
-            .args(["--exact", CHILD, "--nocapture", "--test-threads=1"])
-            .env(DIR_VAR, &archive)
-            .env(AT_VAR, name)
-            .env(URL_VAR, &url)
-            .envs(moto.env())
-            .output()
-            .expect("run the child");
-        {
-            use std::os::unix::process::ExitStatusExt;
-            assert_eq!(
-                out.status.signal(),
-                Some(6),
-                "{}",
-                process::show(&format!("child at {name}"), &out)
-            );
-        }
+        killed_pass(&moto, &archive, &url, point);
         // What the bucket holds right after the crash, restored from a copy.
         let got = bucket_now(&moto, dir.path(), &prefix, &format!("{name}-after-crash"));
         let expected = if point == FaultPoint::AfterReplicaPart {
@@ -358,25 +363,7 @@ fn a_restore_clears_what_a_lost_pass_left_under_names_it_will_give_out() {
     ingest(&moto.env(), a, &csv(dir.path(), "first.csv", 0, 400));
     ok(&moto.env(), &["replicate", a, &url]);
     ingest(&down(&moto), a, &csv(dir.path(), "second.csv", 400, 800));
-    let name = FaultPoint::AfterReplicaFile.name();
-    let exe = std::env::current_exe().expect("current exe");
-    let out = Command::new(exe)
-        .args(["--exact", CHILD, "--nocapture", "--test-threads=1"])
-        .env(DIR_VAR, &archive)
-        .env(AT_VAR, name)
-        .env(URL_VAR, &url)
-        .envs(moto.env())
-        .output()
-        .expect("run the child");
-    {
-        use std::os::unix::process::ExitStatusExt;
-        assert_eq!(
-            out.status.signal(),
-            Some(6),
-            "{}",
-            process::show("child", &out)
-        );
-    }
+    killed_pass(&moto, &archive, &url, FaultPoint::AfterReplicaFile);
     let tier =
         ColdTier::new(std::sync::Arc::new(moto.store(BUCKET)), prefix, url.clone()).expect("tier");
     let data_files = |tier: &ColdTier| -> std::collections::BTreeSet<String> {

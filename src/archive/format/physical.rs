@@ -187,25 +187,8 @@ pub fn first_unstorable_anywhere(column: &dyn Array) -> Option<(usize, u64)> {
             let values = column.as_primitive::<arrow::datatypes::UInt64Type>();
             first_unstorable(values).map(|row| (row, values.value(row)))
         }
-        DataType::List(_) => {
-            let list = column.as_list::<i32>();
-            // Rows are looked at one by one only when some value is unstorable.
-            first_unstorable_anywhere(list.values().as_ref())?;
-            (0..list.len())
-                .filter(|&row| list.is_valid(row))
-                .find_map(|row| {
-                    first_unstorable_anywhere(list.value(row).as_ref()).map(|(_, v)| (row, v))
-                })
-        }
-        DataType::LargeList(_) => {
-            let list = column.as_list::<i64>();
-            first_unstorable_anywhere(list.values().as_ref())?;
-            (0..list.len())
-                .filter(|&row| list.is_valid(row))
-                .find_map(|row| {
-                    first_unstorable_anywhere(list.value(row).as_ref()).map(|(_, v)| (row, v))
-                })
-        }
+        DataType::List(_) => first_unstorable_in_list(column.as_list::<i32>()),
+        DataType::LargeList(_) => first_unstorable_in_list(column.as_list::<i64>()),
         DataType::Struct(_) => {
             let fields = column.as_struct();
             if fields
@@ -227,6 +210,17 @@ pub fn first_unstorable_anywhere(column: &dyn Array) -> Option<(usize, u64)> {
         }
         _ => None,
     }
+}
+
+/// [`first_unstorable_anywhere`] of a list: its rows are looked at one by one only when
+/// some value of its elements is unstorable.
+fn first_unstorable_in_list<O: arrow::array::OffsetSizeTrait>(
+    list: &arrow::array::GenericListArray<O>,
+) -> Option<(usize, u64)> {
+    first_unstorable_anywhere(list.values().as_ref())?;
+    (0..list.len())
+        .filter(|&row| list.is_valid(row))
+        .find_map(|row| first_unstorable_anywhere(list.value(row).as_ref()).map(|(_, v)| (row, v)))
 }
 
 fn first_negative(column: &Int64Array) -> Option<usize> {
