@@ -1787,6 +1787,14 @@ fn ingest_compacts_past_the_threshold_unless_told_not_to() {
     assert_eq!(rows(&compacted, &[]), rows(&as_sealed, &[]));
 }
 
+/// [`fleet_rows`] and the CSV file of them, `dir/fleet.csv`.
+fn fleet_file(dir: &Path) -> (Vec<Row>, PathBuf) {
+    let fleet = fleet_rows();
+    let file = dir.join("fleet.csv");
+    fs::write(&file, csv_text(&fleet)).expect("write");
+    (fleet, file)
+}
+
 /// 60 tracks (6 runs × 10 probes) × 40 ticks, one row per track a tick, tick by tick.
 fn fleet_rows() -> Vec<Row> {
     let mut fleet = Vec::new();
@@ -1815,9 +1823,7 @@ fn fleet_rows() -> Vec<Row> {
 #[test]
 fn a_long_ingest_of_many_tracks_compacts_as_it_goes() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let fleet = fleet_rows();
-    let file = dir.path().join("fleet.csv");
-    fs::write(&file, csv_text(&fleet)).expect("write");
+    let (fleet, file) = fleet_file(dir.path());
     let budgeted = dir.path().join("budgeted");
     let out = ingest(
         &budgeted,
@@ -1916,9 +1922,7 @@ fn a_long_ingest_of_many_tracks_compacts_as_it_goes() {
 #[test]
 fn a_failed_maintenance_mid_ingest_neither_stops_the_rows_nor_hides() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let fleet = fleet_rows();
-    let file = dir.path().join("fleet.csv");
-    fs::write(&file, csv_text(&fleet)).expect("write");
+    let (fleet, file) = fleet_file(dir.path());
     let archive = dir.path().join("a");
     ingest(&archive, &["--seal-rows", "60", "--no-compact"], &[&file]).ok("first ingest");
     let mut sealed: Vec<_> = fs::read_dir(archive.join("streams/capture/rows"))

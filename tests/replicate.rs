@@ -502,6 +502,21 @@ fn the_replica_layout_is_the_archives_own_paths_and_manifest_parts() {
     assert_eq!(tree(&bucket), expected(vec![(part(2, 0), log)]));
 }
 
+/// An archive under `dir` replicating to a `file://` bucket beside it, after three ingests
+/// (the first before `replicate`): (archive, bucket directory, bucket URL).
+fn replicated_thrice(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, String) {
+    let archive = dir.join("a");
+    let a = archive.to_str().expect("utf-8");
+    let bucket = dir.join("bucket");
+    let url = format!("file://{}", bucket.display());
+    let env: Vec<(&'static str, String)> = Vec::new();
+    ingest(&env, a, &csv(dir, "first.csv", 0, 200));
+    ok_env(&env, &["replicate", a, &url]);
+    ingest(&env, a, &csv(dir, "second.csv", 200, 300));
+    ingest(&env, a, &csv(dir, "third.csv", 300, 400));
+    (archive, bucket, url)
+}
+
 /// A manifest part lost from the bucket (deleted from outside: a lifecycle rule, a hand)
 /// while the parts after it remain is damage, and the parts past the gap are evidence of
 /// commits the bucket acknowledged: a read of the URL, a restore and the writer's own pass
@@ -509,15 +524,9 @@ fn the_replica_layout_is_the_archives_own_paths_and_manifest_parts() {
 #[test]
 fn a_part_lost_from_the_bucket_is_refused_never_read_short() {
     let dir = process::scratch("replicate-gap");
-    let archive = dir.path().join("a");
+    let (archive, bucket, url) = replicated_thrice(dir.path());
     let a = archive.to_str().expect("utf-8");
-    let bucket = dir.path().join("bucket");
-    let url = format!("file://{}", bucket.display());
     let env: Vec<(&'static str, String)> = Vec::new();
-    ingest(&env, a, &csv(dir.path(), "first.csv", 0, 200));
-    ok_env(&env, &["replicate", a, &url]);
-    ingest(&env, a, &csv(dir.path(), "second.csv", 200, 300));
-    ingest(&env, a, &csv(dir.path(), "third.csv", 300, 400));
     let generation = bucket.join("manifest/gen-000000000001");
     let mut parts: Vec<_> = std::fs::read_dir(&generation)
         .expect("generation 1")
@@ -572,15 +581,9 @@ fn a_part_lost_from_the_bucket_is_refused_never_read_short() {
 #[test]
 fn a_repair_never_erases_what_the_replica_holds_past_the_damage() {
     let dir = process::scratch("replicate-repair");
-    let archive = dir.path().join("a");
+    let (archive, bucket, url) = replicated_thrice(dir.path());
     let a = archive.to_str().expect("utf-8");
-    let bucket = dir.path().join("bucket");
-    let url = format!("file://{}", bucket.display());
     let env: Vec<(&'static str, String)> = Vec::new();
-    ingest(&env, a, &csv(dir.path(), "first.csv", 0, 200));
-    ok_env(&env, &["replicate", a, &url]);
-    ingest(&env, a, &csv(dir.path(), "second.csv", 200, 300));
-    ingest(&env, a, &csv(dir.path(), "third.csv", 300, 400));
     let every = |archive: &str| {
         ok(
             &env,
