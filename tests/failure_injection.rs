@@ -312,6 +312,64 @@ fn a_failed_background_compaction_poisons_like_a_foreground_one() {
     );
 }
 
+/// A background compaction that fails after a retirement took its inputs (a later step's
+/// sweep deletes files the job still reads) would have been discarded had it finished: it
+/// is dropped, not taken for damage, and the archive goes on writing. (One whose inputs are
+/// still live poisons, as above.)
+#[test]
+fn a_background_compaction_whose_inputs_were_retired_meanwhile_is_dropped() {
+    use series_archive::archive::lifecycle::Maintainer;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("archive");
+    base(&root);
+    let injector = Injector::new(usize::MAX, ERRORS[0].1);
+    let mut archive = Archive::open(
+        &root,
+        config().faults(injector.faults()).compaction(
+            series_archive::archive::lifecycle::Compaction {
+                min_inputs: 2,
+                ..Default::default()
+            },
+        ),
+    )
+    .expect("open");
+    // The job's first durable operation fails (as a read of a deleted input would).
+    injector.arm(0);
+    let mut maintainer = Maintainer::new();
+    maintainer
+        .step(&mut archive, 0)
+        .expect("the step starts the job");
+    assert_eq!(maintainer.running(), 1);
+    let began = std::time::Instant::now();
+    while injector.seen.load(Ordering::SeqCst) == 0 {
+        assert!(began.elapsed().as_secs() < 30, "the job never read");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let failed: Vec<PathBuf> = injector
+        .log
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|(_, _, fail)| *fail)
+        .map(|(_, path, _)| path.clone())
+        .collect();
+    // The job's own first durable operation (its output under .tmp/), not the step's.
+    assert!(
+        failed.len() == 1 && failed[0].to_string_lossy().contains("/.tmp/"),
+        "the job's operation failed: {failed:?}"
+    );
+    // Meanwhile every track is retired: the job's inputs leave the live state.
+    archive
+        .retire_track("capture", &[])
+        .expect("retire")
+        .expect("something retired");
+    let recorded = maintainer
+        .finish(&mut archive)
+        .expect("dropped, not an error");
+    assert!(recorded.is_empty(), "{recorded:?}");
+    archive.checkpoint().expect("the archive goes on writing");
+}
+
 /// A data file the manifest names that is gone is refused as `Missing` (the kind a reader
 /// beside a writer retries on), never answered without its rows; at the contract boundary it
 /// is an `Unreadable` that does not promise a retry will help.

@@ -1871,8 +1871,17 @@ impl Archive {
 /// held for one manifest commit at a time, never for a rewrite.
 #[derive(Debug, Default)]
 pub struct Maintainer {
-    running: Vec<(String, std::thread::JoinHandle<Result<CompactedFiles>>)>,
+    /// Each job in flight: its stream, the files it reads (data and level files, by name),
+    /// and its thread.
+    running: Vec<Running>,
 }
+
+/// A compaction in flight on a [`Maintainer`]'s thread.
+type Running = (
+    String,
+    Vec<u64>,
+    std::thread::JoinHandle<Result<CompactedFiles>>,
+);
 
 impl Maintainer {
     /// Nothing running.
@@ -1893,18 +1902,25 @@ impl Maintainer {
         };
         let (finished, running): (Vec<_>, Vec<_>) = std::mem::take(&mut self.running)
             .into_iter()
-            .partition(|(_, handle)| handle.is_finished());
+            .partition(|(_, _, handle)| handle.is_finished());
         self.running = running;
-        for (stream, handle) in finished {
+        for (stream, inputs, handle) in finished {
             done.compacted
-                .extend(Self::record(archive, &stream, handle)?);
+                .extend(Self::record(archive, &stream, &inputs, handle)?);
         }
         let ids: Vec<String> = archive.commit.state().streams.keys().cloned().collect();
         for id in ids {
-            if self.running.iter().any(|(s, _)| *s == id) {
+            if self.running.iter().any(|(s, _, _)| *s == id) {
                 continue;
             }
             if let Some(job) = archive.plan_compaction(&id, false)? {
+                let inputs: Vec<u64> = job
+                    .plan()
+                    .inputs
+                    .iter()
+                    .chain(&job.plan().level_inputs)
+                    .copied()
+                    .collect();
                 let handle = std::thread::Builder::new()
                     .name(format!("compact-{id}"))
                     .spawn(move || job.run(|_, _| {}))
@@ -1912,7 +1928,7 @@ impl Maintainer {
                         "start a compaction thread",
                         archive.root(),
                     ))?;
-                self.running.push((id, handle));
+                self.running.push((id, inputs, handle));
             }
         }
         done.checkpoint = archive.checkpoint_if_due()?;
@@ -1922,8 +1938,8 @@ impl Maintainer {
     /// Waits for every compaction in flight and records it (a clean stop).
     pub fn finish(&mut self, archive: &mut Archive) -> Result<Vec<CompactReport>> {
         let mut reports = Vec::new();
-        for (stream, handle) in std::mem::take(&mut self.running) {
-            reports.extend(Self::record(archive, &stream, handle)?);
+        for (stream, inputs, handle) in std::mem::take(&mut self.running) {
+            reports.extend(Self::record(archive, &stream, &inputs, handle)?);
         }
         Ok(reports)
     }
@@ -1931,6 +1947,7 @@ impl Maintainer {
     fn record(
         archive: &mut Archive,
         stream: &str,
+        inputs: &[u64],
         handle: std::thread::JoinHandle<Result<CompactedFiles>>,
     ) -> Result<Option<CompactReport>> {
         let outcome = handle
@@ -1941,7 +1958,23 @@ impl Maintainer {
                 ))
             })
             .and_then(|job| job);
+        // A job whose inputs left the live state while it ran (a sweep of a later step
+        // retired them: the files it still read were deleted) would be discarded had it
+        // finished; its failure is no damage. Its files under `.tmp/` are left to the next
+        // open, which keeps them as evidence.
+        let live = |state: &crate::archive::format::manifest::State| {
+            state.streams.get(stream).is_some_and(|s| {
+                inputs.iter().all(|name| {
+                    s.files.iter().any(|f| f.name == *name)
+                        || s.levels.iter().any(|f| f.name == *name)
+                })
+            })
+        };
         match outcome {
+            Err(e) if !live(archive.commit.state()) => {
+                tracing::warn!(stream, error = %e, "a background compaction failed after a retirement took its inputs; dropped (its result would not have been recorded)");
+                Ok(None)
+            }
             // A failed job poisons exactly as `Archive::compact` does: its files under
             // `.tmp/` are evidence for the next open, and nothing more is written meanwhile.
             Err(e) => Err(archive.poison(e)),
