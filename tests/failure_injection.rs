@@ -14,7 +14,7 @@ use common::*;
 use series_archive::archive::{Archive, ArchiveError, Faults, Op, ReadError, StoredErrorKind};
 use series_archive::Aggregate;
 use std::ops::Bound::Unbounded;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -271,6 +271,23 @@ fn a_failed_read_is_refused_never_short() {
     eprintln!("{cases} failed reads, each refused and answered whole on retry");
 }
 
+/// The archive at `root` opened with an injector of failures (not armed) and compactions due
+/// from two barrier files.
+fn compacting_with_faults(root: &Path) -> (Arc<Injector>, Archive) {
+    let injector = Injector::new(usize::MAX, ERRORS[0].1);
+    let archive = Archive::open(
+        root,
+        config().faults(injector.faults()).compaction(
+            series_archive::archive::lifecycle::Compaction {
+                min_inputs: 2,
+                ..Default::default()
+            },
+        ),
+    )
+    .expect("open");
+    (injector, archive)
+}
+
 /// A compaction that fails on the `Maintainer`'s thread poisons the archive exactly as a
 /// failed `compact()` does (it used not to): the next barrier is refused until a reopen,
 /// which serves what was acknowledged.
@@ -282,17 +299,7 @@ fn a_failed_background_compaction_poisons_like_a_foreground_one() {
     base(&root);
     let before = served(&Archive::open(&root, config()).expect("open"));
     // Every read fails: the job cannot read its inputs.
-    let injector = Injector::new(usize::MAX, ERRORS[0].1);
-    let mut archive = Archive::open(
-        &root,
-        config().faults(injector.faults()).compaction(
-            series_archive::archive::lifecycle::Compaction {
-                min_inputs: 2,
-                ..Default::default()
-            },
-        ),
-    )
-    .expect("open");
+    let (injector, mut archive) = compacting_with_faults(&root);
     injector.arm(0);
     let mut maintainer = Maintainer::new();
     let mut outcome = maintainer.step(&mut archive, 0).map(|_| ());
@@ -322,17 +329,7 @@ fn a_background_compaction_whose_inputs_were_retired_meanwhile_is_dropped() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().join("archive");
     base(&root);
-    let injector = Injector::new(usize::MAX, ERRORS[0].1);
-    let mut archive = Archive::open(
-        &root,
-        config().faults(injector.faults()).compaction(
-            series_archive::archive::lifecycle::Compaction {
-                min_inputs: 2,
-                ..Default::default()
-            },
-        ),
-    )
-    .expect("open");
+    let (injector, mut archive) = compacting_with_faults(&root);
     // The job's first durable operation fails (as a read of a deleted input would).
     injector.arm(0);
     let mut maintainer = Maintainer::new();
