@@ -458,7 +458,7 @@ fn write_parquet(path: &Path, columns: Vec<(&str, ArrayRef)>) {
 /// file, row and column, and no archive is made: a number inside a JSON object or list that
 /// its field's type would truncate, a key the object's struct lacks (it would be dropped), an
 /// integer past what a float holds exactly, a CSV time whose fraction a coarser unit drops or
-/// a date-time in a date column, a decimal with more places than its scale, an unsigned
+/// a date-time in a date column, a word other than true or false in a boolean column, a decimal with more places than its scale, an unsigned
 /// value past 2^63 - 1 inside a list, and a Parquet integer that rounds past its type's
 /// maximum as a float.
 #[test]
@@ -572,6 +572,20 @@ fn values_a_type_would_change_are_refused_in_a_new_stream() {
             ],
             vec![],
             vec!["d2.csv", "column \"d\"", "is not a valid Date32"],
+        ),
+        (
+            "boolean-word",
+            vec![
+                write("b1.csv", "host,ts,b\na,1,true\n".to_owned()),
+                write("b2.csv", "host,ts,b\na,2,FALSE\na,3,yes\n".to_owned()),
+            ],
+            vec![],
+            vec![
+                "b2.csv",
+                "row 1",
+                "column \"b\"",
+                "\"yes\" is not a valid Boolean",
+            ],
         ),
         (
             "decimal",

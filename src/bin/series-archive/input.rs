@@ -1116,6 +1116,14 @@ pub fn shape(
             }
             None => None,
         };
+        // Text parsed as a boolean says true or false (any case): a cast would also take
+        // `yes`, `on`, `1` or `t`, which is a word the file holds, not the boolean stored.
+        let not_a_boolean = |r: usize| {
+            text && *to == DataType::Boolean && {
+                let word = shown(input.as_ref(), r).trim().to_ascii_lowercase();
+                word != "true" && word != "false"
+            }
+        };
         let lossy = |r: usize| {
             differs
                 .as_ref()
@@ -1123,6 +1131,7 @@ pub fn shape(
                 || parsed_differs
                     .as_ref()
                     .is_some_and(|d| d.is_valid(r) && d.value(r))
+                || not_a_boolean(r)
         };
         if let Some(row) =
             (0..input.len()).find(|&r| input.is_valid(r) && (out.is_null(r) || lossy(r)))
