@@ -1787,6 +1787,13 @@ fn ingest_compacts_past_the_threshold_unless_told_not_to() {
     assert_eq!(rows(&compacted, &[]), rows(&as_sealed, &[]));
 }
 
+/// How many maintenances an ingest ran during the ingest, by what it said on `stderr`.
+fn maintenances(stderr: &str) -> usize {
+    stderr
+        .matches("maintenance before the ingest goes on")
+        .count()
+}
+
 /// [`fleet_rows`] and the CSV file of them, `dir/fleet.csv`.
 fn fleet_file(dir: &Path) -> (Vec<Row>, PathBuf) {
     let fleet = fleet_rows();
@@ -1890,14 +1897,7 @@ fn a_long_ingest_of_many_tracks_compacts_as_it_goes() {
         &[&file],
     )
     .ok("ingest --slice-budget 100");
-    assert_eq!(
-        out.stderr
-            .matches("maintenance before the ingest goes on")
-            .count(),
-        7,
-        "{}",
-        out.stderr
-    );
+    assert_eq!(maintenances(&out.stderr), 7, "{}", out.stderr);
     // The 17 barrier files after barrier 23 are past the threshold at the end.
     assert_eq!(files(&tight), 1, "{}", out.stderr);
     let every = rows(&sealed, &[]);
@@ -1953,14 +1953,7 @@ fn a_failed_maintenance_mid_ingest_neither_stops_the_rows_nor_hides() {
     };
     let out = later(&archive, &["--slice-budget", "1000"]);
     assert_eq!(out.code, 1, "{}", out.stderr);
-    assert_eq!(
-        out.stderr
-            .matches("maintenance before the ingest goes on")
-            .count(),
-        1,
-        "{}",
-        out.stderr
-    );
+    assert_eq!(maintenances(&out.stderr), 1, "{}", out.stderr);
     assert!(
         out.stderr.contains(
             "warning: the maintenance failed: stream \"capture\": compaction could not read its input"

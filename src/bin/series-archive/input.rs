@@ -1118,11 +1118,19 @@ pub fn shape(
         };
         // Text parsed as a boolean says true or false (any case): a cast would also take
         // `yes`, `on`, `1` or `t`, which is a word the file holds, not the boolean stored.
+        // The words are compared where they lie, nothing rendered a row.
+        let words = match text && *to == DataType::Boolean {
+            true => Some(cast(input.as_ref(), &DataType::Utf8)?),
+            false => None,
+        };
+        let words = words
+            .as_ref()
+            .and_then(|w| w.as_any().downcast_ref::<arrow::array::StringArray>());
         let not_a_boolean = |r: usize| {
-            text && *to == DataType::Boolean && {
-                let word = shown(input.as_ref(), r).trim().to_ascii_lowercase();
-                word != "true" && word != "false"
-            }
+            words.is_some_and(|w| {
+                let word = w.value(r).trim();
+                !word.eq_ignore_ascii_case("true") && !word.eq_ignore_ascii_case("false")
+            })
         };
         let lossy = |r: usize| {
             differs
