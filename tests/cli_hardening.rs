@@ -458,9 +458,10 @@ fn write_parquet(path: &Path, columns: Vec<(&str, ArrayRef)>) {
 /// file, row and column, and no archive is made: a number inside a JSON object or list that
 /// its field's type would truncate, a key the object's struct lacks (it would be dropped), an
 /// integer past what a float holds exactly, a CSV time whose fraction a coarser unit drops or
-/// a date-time in a date column, a word other than true or false in a boolean column, a decimal with more places than its scale, an unsigned
-/// value past 2^63 - 1 inside a list, and a Parquet integer that rounds past its type's
-/// maximum as a float.
+/// a date-time in a date column, a word other than true or false in a boolean column, a
+/// decimal with more places than its scale, a number too near zero for its float type (it
+/// would be stored as 0; a written zero is taken), an unsigned value past 2^63 - 1 inside a
+/// list, and a Parquet integer that rounds past its type's maximum as a float.
 #[test]
 fn values_a_type_would_change_are_refused_in_a_new_stream() {
     let dir = scratch("cli-hardening-types");
@@ -598,6 +599,52 @@ fn values_a_type_would_change_are_refused_in_a_new_stream() {
             vec![counts.clone()],
             vec![],
             vec!["row 1", "column \"counts\"", "18446744073709551615 is above"],
+        ),
+        (
+            "json-underflow",
+            vec![write(
+                "under.jsonl",
+                "{\"host\":\"a\",\"ts\":1,\"v\":0.0,\"s\":\"1e-400\"}\n{\"host\":\"a\",\"ts\":2,\"v\":-0e9,\"s\":\"x\"}\n{\"host\":\"a\",\"ts\":3,\"v\":2.5e-400,\"s\":\"y\"}\n"
+                    .to_owned(),
+            )],
+            vec![],
+            vec!["row 2", "column \"v\"", "2.5e-400 is too near zero"],
+        ),
+        (
+            "json-underflow-in-a-list",
+            vec![write(
+                "under-list.jsonl",
+                late(r#""l":[0.5,0.0]"#, r#""l":[0.5,1e-999]"#),
+            )],
+            vec![],
+            vec!["row 10001", "column \"l\"", "1e-999 is too near zero"],
+        ),
+        (
+            "json-underflow-float32",
+            vec![write(
+                "under32.jsonl",
+                "{\"host\":\"a\",\"ts\":1,\"v\":1e-50}\n".to_owned(),
+            )],
+            vec!["--types", "v:Float32"],
+            vec!["row 0", "column \"v\"", "1e-50 is too near zero"],
+        ),
+        (
+            "csv-underflow",
+            vec![write(
+                "under.csv",
+                "host,ts,v\na,1,0.0\na,2,-0e10\na,3,1e-400\n".to_owned(),
+            )],
+            vec![],
+            vec!["row 2", "column \"v\"", "\"1e-400\" is too near zero for Float64"],
+        ),
+        (
+            "csv-underflow-float32",
+            vec![write(
+                "under32.csv",
+                "host,ts,v\na,1,1.5\na,2,1e-50\n".to_owned(),
+            )],
+            vec!["--types", "v:Float32"],
+            vec!["row 1", "column \"v\"", "too near zero for Float32"],
         ),
         (
             "parquet-max",

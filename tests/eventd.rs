@@ -291,6 +291,54 @@ fn bad_databases_are_refused_and_new_samples_are_appended() {
          INSERT INTO rollups (series_id, function, window_seconds, window_start, value) VALUES (last_insert_rowid(), 'max', 60, 0, 1.0)",
     );
     refused(&shared, &fresh, &["shared.db", "would share one track"]);
+    // A database whose value columns were declared without REAL affinity can hold an integer
+    // past 2^53, which the archive's float `value` would store rounded.
+    let untyped = rollups_rebuilt(
+        &db,
+        "untyped.db",
+        "CREATE TABLE rollups_new (series_id INTEGER NOT NULL, function TEXT NOT NULL, \
+         window_seconds INTEGER NOT NULL, window_start INTEGER NOT NULL, value BLOB NOT NULL)",
+        "window_start",
+    );
+    let big_rollup = edited(
+        &untyped,
+        "big_rollup.db",
+        "UPDATE rollups SET value = 9007199254740993 WHERE rowid = (SELECT min(rowid) FROM rollups)",
+    );
+    refused(
+        &big_rollup,
+        &fresh,
+        &[
+            "big_rollup.db",
+            "column value holds 9007199254740993",
+            "would be stored rounded",
+        ],
+    );
+    // 2^53 itself is exact: that database imports.
+    let exact = edited(
+        &untyped,
+        "exact_rollup.db",
+        "UPDATE rollups SET value = 9007199254740992 WHERE rowid = (SELECT min(rowid) FROM rollups)",
+    );
+    imported(&exact, &dir.path().join("exact"), &[]);
+    let big_sample = edited(
+        &db,
+        "big_sample.db",
+        "DROP INDEX idx_samples_series_timestamp; ALTER TABLE samples RENAME TO samples_old; \
+         CREATE TABLE samples (id INTEGER PRIMARY KEY, series_id INTEGER NOT NULL, boot_id BLOB NOT NULL, \
+         timestamp INTEGER NOT NULL, value BLOB NOT NULL, histogram_data BLOB); \
+         INSERT INTO samples SELECT * FROM samples_old ORDER BY id; DROP TABLE samples_old; \
+         CREATE INDEX idx_samples_series_timestamp ON samples(series_id, timestamp, id); \
+         UPDATE samples SET value = -9007199254740995 WHERE id = (SELECT min(s.id) FROM samples s JOIN series e ON e.id = s.series_id WHERE e.type = 1)",
+    );
+    refused(
+        &big_sample,
+        &fresh,
+        &[
+            "big_sample.db",
+            "1 sample(s) have an integer value a 64-bit float cannot hold exactly",
+        ],
+    );
 
     imported(&db, &archive, &[]);
     // A sample eventd accepted late, older than the archive's newest of its series.

@@ -144,8 +144,8 @@ pub(super) fn check_rollup_values(conn: &Connection, db: &Path) -> Result<(), Im
         ),
         (
             "value",
-            "typeof(value) NOT IN ('real', 'integer')",
-            "a number",
+            "typeof(value) NOT IN ('real', 'integer') OR (typeof(value) = 'integer' AND CAST(CAST(value AS REAL) AS INTEGER) != value)",
+            "a number a 64-bit float holds exactly (an integer past 2^53 would be stored rounded)",
         ),
         ("function", "typeof(function) != 'text'", "text (min, max, sum, count, avg, …)"),
     ];
@@ -427,6 +427,12 @@ pub(super) fn check_samples(conn: &Connection, db: &Path) -> Result<Counts, Impo
         (
             "typeof(value) NOT IN ('real', 'integer')",
             "have a value that is not a number",
+        ),
+        (
+            // The archive's `value` is a 64-bit float, as eventd's column is REAL: an integer
+            // a float cannot hold exactly would be stored rounded.
+            "typeof(value) = 'integer' AND CAST(CAST(value AS REAL) AS INTEGER) != value",
+            "have an integer value a 64-bit float cannot hold exactly (past 2^53: it would be stored rounded)",
         ),
     ];
     let sums: Vec<String> = checks

@@ -121,6 +121,9 @@ struct ObjectKeys<'a> {
     known: Option<&'a std::collections::HashMap<String, DataType>>,
     /// What is wrong, with the column, for the message (a serde error has no room for it).
     problem: &'a std::cell::RefCell<Option<String>>,
+    /// Set when a float column's number parsed as zero: the line's text is then looked at
+    /// for a number too small for a float (`1e-400`), which parses as zero too.
+    zero: &'a std::cell::Cell<bool>,
 }
 
 /// Checks one JSON value against the type its column is decoded as. arrow-json converts
@@ -134,6 +137,7 @@ struct JsonValue<'a> {
     column: std::borrow::Cow<'a, str>,
     to: &'a DataType,
     problem: &'a std::cell::RefCell<Option<String>>,
+    zero: &'a std::cell::Cell<bool>,
 }
 
 impl<'a> JsonValue<'a> {
@@ -152,6 +156,7 @@ impl<'a> JsonValue<'a> {
             column: std::borrow::Cow::Owned(format!("{}{at}", self.column)),
             to,
             problem: self.problem,
+            zero: self.zero,
         }
     }
 
@@ -229,6 +234,23 @@ impl<'a> JsonValue<'a> {
             return Err(self.refuse(format!(
                 "value {v} is out of its range (it would be stored as infinity)"
             )));
+        }
+        // A number nearer zero than the type's smallest (1e-50 in a Float32 column) would be
+        // stored as zero. (Past a 64-bit float's, serde_json has parsed it as zero already:
+        // the line's text is looked at, see `underflow`.)
+        let narrowed = match self.to {
+            DataType::Float32 => f64::from(v as f32),
+            // Half of Float16's smallest subnormal, 2^-24, rounds to zero.
+            DataType::Float16 if v.abs() <= 2f64.powi(-25) => 0.0,
+            _ => v,
+        };
+        if self.to.is_floating() && v != 0.0 && narrowed == 0.0 {
+            return Err(self.refuse(format!(
+                "value {v:?} is too near zero for its type (it would be stored as 0)"
+            )));
+        }
+        if self.to.is_floating() && v == 0.0 && !written_integer {
+            self.zero.set(true);
         }
         if self.to.is_floating() || self.is_text() || !self.checked() {
             return Ok(());
@@ -399,6 +421,44 @@ impl<'de> serde::de::Visitor<'de> for JsonValue<'_> {
     }
 }
 
+/// The first number in a JSON line whose digits are not all zero but which parses as a 64-bit
+/// float's zero (`1e-400`), with the key before it; `None` when there is none. Strings are
+/// stepped over, escapes included.
+fn underflow(line: &[u8]) -> Option<(String, String)> {
+    let mut key = String::new();
+    let mut at = 0;
+    while at < line.len() {
+        match line[at] {
+            b'"' => {
+                let start = at + 1;
+                at = start;
+                while at < line.len() && line[at] != b'"' {
+                    at += if line[at] == b'\\' { 2 } else { 1 };
+                }
+                key = String::from_utf8_lossy(&line[start..at.min(line.len())]).into_owned();
+                at += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = at;
+                while at < line.len()
+                    && matches!(line[at], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+                {
+                    at += 1;
+                }
+                let number = std::str::from_utf8(&line[start..at]).unwrap_or_default();
+                let mantissa = number.split(['e', 'E']).next().unwrap_or_default();
+                if mantissa.bytes().any(|b| matches!(b, b'1'..=b'9'))
+                    && number.parse::<f64>() == Ok(0.0)
+                {
+                    return Some((key, number.to_string()));
+                }
+            }
+            _ => at += 1,
+        }
+    }
+    None
+}
+
 /// A serde_json message without its position (`at line 1 column 9`: the line within one
 /// line's slice, which would mislead).
 fn without_position(text: &str) -> &str {
@@ -450,6 +510,7 @@ impl<'de> serde::de::Visitor<'de> for ObjectKeys<'_> {
                 column: std::borrow::Cow::Borrowed(&key),
                 to,
                 problem: self.problem,
+                zero: self.zero,
             };
             map.next_value_seed(value).inspect_err(|e: &M::Error| {
                 // A value serde_json itself refused (a number past ±1.8e308): name the column.
@@ -509,12 +570,23 @@ impl<R: std::io::Read> JsonLines<R> {
                 continue;
             }
             let mut de = serde_json::Deserializer::from_slice(line);
+            let zero = std::cell::Cell::new(false);
             ObjectKeys {
                 known: Some(&self.known),
                 problem: &self.problem,
+                zero: &zero,
             }
             .deserialize(&mut de)
             .and_then(|()| de.end())
+            .and_then(|()| match zero.get().then(|| underflow(line)).flatten() {
+                None => Ok(()),
+                Some((key, number)) => {
+                    *self.problem.borrow_mut() = Some(format!(
+                        ", column {key:?}: value {number} is too near zero for a 64-bit float (it would be stored as 0; nothing is converted: fix the value)"
+                    ));
+                    Err(serde::de::Error::custom("underflow"))
+                }
+            })
             .map_err(|e| {
                 let detail = self.problem.take().unwrap_or_else(|| {
                     format!(": {e} (a JSON-lines file holds one JSON object per line)")
@@ -684,6 +756,7 @@ fn locate_json(path: &Path) -> Option<String> {
         let read = ObjectKeys {
             known: None,
             problem: &problem,
+            zero: &std::cell::Cell::new(false),
         }
         .deserialize(&mut de)
         .and_then(|()| de.end());
@@ -1174,6 +1247,23 @@ pub fn shape(
             if let Some(row) = overflow {
                 return Err(format!(
                     "{}, {}, column {name:?}: value {:?} is out of the range of {to} (it would be stored as infinity)",
+                    path.display(),
+                    kind.locate(first_row + row),
+                    shown(input.as_ref(), row)
+                ));
+            }
+            // Text too near zero for the type (`1e-400`, or `1e-50` for Float32) parses as
+            // zero: refuse it when its digits are not all zero.
+            let underflow = (0..values.len()).find(|&r| {
+                values.is_valid(r) && values.value(r) == 0.0 && {
+                    let text = shown(input.as_ref(), r);
+                    let mantissa = text.split(['e', 'E']).next().unwrap_or_default();
+                    mantissa.bytes().any(|b| matches!(b, b'1'..=b'9'))
+                }
+            });
+            if let Some(row) = underflow {
+                return Err(format!(
+                    "{}, {}, column {name:?}: value {:?} is too near zero for {to} (it would be stored as 0)",
                     path.display(),
                     kind.locate(first_row + row),
                     shown(input.as_ref(), row)
