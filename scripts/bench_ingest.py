@@ -10,7 +10,12 @@
    at one per 1 000 000, and with the default end-of-ingest maintenance) against
    DuckDB's `COPY (FROM read_csv(…)) TO '….parquet'` of the same file. Median wall time of
    RUNS each; the ratio is DuckDB's time over ours (above 1: we are faster).
-2. eventd: a SAMPLES-sample database is made once by `scripts/gen_eventd.py` (200 series).
+2. Parquet, one barrier (`--bulk`): the cardinality benchmark's 16-track file of ROWS rows
+   (nanosecond axis, made once by `bench_cardinality.dataset`), ingested whole in one barrier
+   (`--seal-rows ROWS`, with and without the end-of-ingest maintenance, which finds nothing
+   to do) against DuckDB's `COPY (FROM read_parquet(…)) TO '….parquet' (COMPRESSION zstd)`,
+   alternating, median of RUNS. This is issue 25's bulk target (≥ 1× `COPY`).
+3. eventd: a SAMPLES-sample database is made once by `scripts/gen_eventd.py` (200 series).
    Then, alternating, `series-archive import-eventd` of it (fresh archive each time) against
    a plain `SELECT * FROM samples` read to the end through Python's sqlite3 (the least any
    reader of the database pays), median of RUNS each.
@@ -47,6 +52,44 @@ def rows_in(archive: Path) -> int:
     return sum(s["rows"] for s in json.loads(out.stdout)["streams"])
 
 
+def bulk(work: Path, rows: int, runs: int) -> list[str]:
+    """The one-barrier Parquet ingest against DuckDB's COPY of the same file, alternating."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import bench_cardinality
+
+    tracks = 16
+    data = work / f"bulk-{tracks}-{rows}" / "metrics.parquet"
+    bench_cardinality.dataset(data, tracks, rows // tracks)  # made once, then reused
+    modes = ("ingest --no-compact", "ingest")
+    times = {m: [] for m in modes} | {"duckdb": []}
+    con = duckdb.connect()
+    out = work / "bulk-duck.parquet"
+    copy = f"copy (from read_parquet('{data}')) to '{out}' (format parquet, compression zstd)"
+    con.execute(copy)  # warm the page cache for both
+    for _ in range(runs):
+        for mode in modes:
+            archive = work / "bulk-archive"
+            shutil.rmtree(archive, ignore_errors=True)
+            cmd = [BIN, *mode.split(), archive, "--stream", "metrics", "--track", "host,metric", "--axis", "ts",
+                   "--ladder", "1000000000,8,8", "--seal-rows", str(rows), data]
+            t, _ = timed(lambda: subprocess.run(cmd, check=True, capture_output=True))
+            assert rows_in(archive) == rows, "ingest lost rows"
+            times[mode].append(t)
+        t, _ = timed(lambda: con.execute(copy))
+        assert con.execute(f"select count(*) from '{out}'").fetchone()[0] == rows
+        times["duckdb"].append(t)
+    duck = statistics.median(times["duckdb"])
+    lines = []
+    for mode in modes:
+        ours = statistics.median(times[mode])
+        lines.append(
+            f"| Parquet {rows:,} rows, {tracks} tracks, one barrier: `{mode} --seal-rows {rows}` vs DuckDB "
+            f"`COPY … (COMPRESSION zstd)` | {ours:.2f} s ({', '.join(f'{x:.2f}' for x in times[mode])}) | "
+            f"{duck:.2f} s ({', '.join(f'{x:.2f}' for x in times['duckdb'])}) | {duck / ours:.2f}× |"
+        )
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=10_000_000)
@@ -54,12 +97,18 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--work", type=Path, default=ROOT / "target" / "bench-ingest")
     ap.add_argument("--csv-only", action="store_true", help="skip the eventd comparison")
+    ap.add_argument("--bulk", action="store_true", help="only the one-barrier Parquet comparison")
     args = ap.parse_args()
     if not BIN.exists():
         sys.exit(f"{BIN}: build it first (cargo build --release --bin series-archive)")
     work = args.work
     work.mkdir(parents=True, exist_ok=True)
     lines = ["| what | ours | peer | peer ÷ ours |", "|---|---|---|---|"]
+    if args.bulk:
+        lines += bulk(work, args.rows, args.runs)
+        text = "\n".join(lines) + "\n"
+        print(text)
+        return 0
 
     csv = work / f"rows-{args.rows}.csv"
     if not csv.exists():

@@ -279,3 +279,80 @@ fn slots_kept_or_forgotten_across_barriers_check_against_what_is_durable() {
     archive.seal_all().expect("seal").expect("a barrier");
     assert_eq!(read_all(&archive), delivered);
 }
+
+/// A validator keeping what it checks (`Validator::keeping`) hands its rows to the writer
+/// (`Archive::adopt`) while the stream stands where it checked them, and they read back and
+/// seal exactly as if staged; past its limit it keeps none, and once a barrier was committed
+/// since its check (or the writer has rows staged) the writer takes none, so its rows are
+/// staged the usual way and checked again.
+#[test]
+fn a_keeping_validator_hands_over_its_rows_only_while_the_stream_stands_where_it_checked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut archive = Archive::open(dir.path(), capture_config().delta(false)).expect("open");
+    let rows: Vec<Row> = (0..40)
+        .map(|i| row(i % 4, i / 4 % 2, 3 + i as u64 / 8))
+        .collect();
+    let positions: Vec<u64> = (1..=40).collect();
+    let delivered: Delivered = positions
+        .iter()
+        .copied()
+        .zip(rows.iter().cloned())
+        .collect();
+
+    // Kept, then taken whole: the writer reads and seals the rows it never staged itself.
+    let mut validator = archive.validator("capture").expect("validator").keeping(40);
+    validator
+        .check(&batch(&rows[..25]), &positions[..25])
+        .expect("checked");
+    validator
+        .check(&batch(&rows[25..]), &positions[25..])
+        .expect("checked");
+    assert_eq!(validator.kept_rows(), 40);
+    assert_eq!(archive.adopt(&mut validator).expect("adopt"), 40);
+    assert_eq!(validator.kept_rows(), 0);
+    assert_eq!(archive.staged_rows(), 40);
+    assert_eq!(read_all(&archive), delivered);
+    archive.seal_all().expect("seal").expect("a barrier");
+    assert_eq!(read_all(&archive), delivered);
+
+    // Past its limit it keeps nothing.
+    let later: Vec<Row> = (0..8).map(|i| row(i % 4, 0, 20)).collect();
+    let at: Vec<u64> = (41..=48).collect();
+    let mut over = archive.validator("capture").expect("validator").keeping(5);
+    over.check(&batch(&later), &at).expect("checked");
+    assert_eq!(over.kept_rows(), 0);
+    assert_eq!(archive.adopt(&mut over).expect("adopt"), 0);
+
+    // Checked before a barrier the writer then committed: not taken, and staged the usual
+    // way the same rows are refused (they would repeat positions the barrier holds).
+    let mut stale = archive
+        .validator("capture")
+        .expect("validator")
+        .keeping(100);
+    stale.check(&batch(&later), &at).expect("checked");
+    archive
+        .stage_batch("capture", &batch(&later), &at)
+        .expect("staged");
+    archive.seal_all().expect("seal").expect("a barrier");
+    assert_eq!(stale.kept_rows(), 8);
+    assert_eq!(archive.adopt(&mut stale).expect("adopt"), 0);
+    assert_eq!(archive.staged_rows(), 0);
+    let again = archive.stage_batch("capture", &batch(&later), &at);
+    assert!(
+        again.is_err(),
+        "positions the barrier holds were staged again"
+    );
+
+    // A writer with rows of the stream staged takes none either.
+    let next: Vec<Row> = (0..4).map(|i| row(i, 1, 30)).collect();
+    let mut busy = archive
+        .validator("capture")
+        .expect("validator")
+        .keeping(100);
+    busy.check(&batch(&next[2..]), &[51, 52]).expect("checked");
+    archive
+        .stage_batch("capture", &batch(&next[..2]), &[49, 50])
+        .expect("staged");
+    assert_eq!(archive.adopt(&mut busy).expect("adopt"), 0);
+    assert_eq!(archive.staged_rows(), 2);
+}

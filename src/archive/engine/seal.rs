@@ -83,7 +83,43 @@ impl Archive {
             full_schema: selected.full_schema.clone(),
             durable: durable.clone(),
             staged: Staged::default(),
+            keep: None,
         })
+    }
+
+    /// Takes the rows a keeping validator ([`Validator::keeping`]) checked as this handle's
+    /// staged rows of its stream, without staging them again. Answers how many it took: none
+    /// (and the validator is left as it was, its rows to be staged the usual way) unless this
+    /// handle has nothing staged for the stream and the stream stands where the validator
+    /// checked against (the same declaration, watermark, next `_seq`, live files and tracks:
+    /// nothing was committed for it since).
+    pub fn adopt(&mut self, validator: &mut Validator) -> Result<usize> {
+        let rows = validator.kept_rows();
+        let id = validator.durable.decl.id.clone();
+        if rows == 0 || self.staged.get(&id).is_some_and(|s| !s.is_empty()) {
+            return Ok(0);
+        }
+        let (selected, durable) = self.selected_stream(&id)?;
+        let checked = &validator.durable;
+        let names = |s: &StreamState| -> Vec<u64> {
+            s.files.iter().chain(&s.levels).map(|f| f.name).collect()
+        };
+        let same = selected.full_schema == validator.full_schema
+            && durable.decl == checked.decl
+            && durable.watermark == checked.watermark
+            && durable.next_seq == checked.next_seq
+            && durable.tracks.len() == checked.tracks.len()
+            && names(durable) == names(checked);
+        if !same {
+            return Ok(0);
+        }
+        let staged = std::mem::take(&mut validator.staged);
+        validator.keep = None;
+        if let Some(p) = staged.last_position {
+            self.cursor = self.cursor.max(Position(p));
+        }
+        self.staged.insert(id, staged);
+        Ok(rows)
     }
 
     /// Rows staged and not yet sealed.
@@ -146,13 +182,12 @@ impl Archive {
             }
             let selected = &self.selected[&id];
             let decl = &self.commit.state().streams[&id].decl;
-            let drained =
-                staged
-                    .drain(&selected.full_schema)
-                    .map_err(|e| ArchiveError::Encode {
-                        stream: id.clone(),
-                        message: e.to_string(),
-                    })?;
+            let drained = staged
+                .drain(&selected.full_schema, &decl.track)
+                .map_err(|e| ArchiveError::Encode {
+                    stream: id.clone(),
+                    message: e.to_string(),
+                })?;
             let (tracks, watermark, next_seq) =
                 (&drained.tracks, drained.watermark, drained.next_seq);
             let mut place = |relative_dir: String, bytes: &[u8], name: u64| -> Result<String> {
@@ -376,11 +411,15 @@ pub(crate) struct LevelChoice {
     pub deferred: bool,
 }
 
-/// Checks deliveries without keeping them; see [`Archive::validator`].
+/// Checks deliveries without keeping them; see [`Archive::validator`]. A validator told to
+/// keep them ([`Validator::keeping`]) holds the rows it checked, staged, and
+/// [`Archive::adopt`] takes them without staging them again.
 pub struct Validator {
     full_schema: SchemaRef,
     durable: StreamState,
     staged: Staged,
+    /// Rows it may keep; `None` once it holds none (never kept, or past the limit).
+    keep: Option<usize>,
 }
 
 impl Validator {
@@ -394,7 +433,30 @@ impl Validator {
             full_schema,
             durable: StreamState::new(decl),
             staged: Staged::default(),
+            keep: None,
         })
+    }
+
+    /// Keeps the rows it checks, staged, while they are at most `rows` in all: a bulk input of
+    /// one barrier is then staged once, not checked and staged again ([`Archive::adopt`]).
+    /// Past `rows` it lets go of them all and checks on as before.
+    pub fn keeping(mut self, rows: usize) -> Validator {
+        self.keep = Some(rows);
+        self
+    }
+
+    /// Lets go of the rows it kept (the caller keeps them elsewhere, or stages them again).
+    pub fn stop_keeping(&mut self) {
+        self.keep = None;
+        self.staged.forget_rows();
+    }
+
+    /// Rows it holds, checked and staged, for [`Archive::adopt`].
+    pub fn kept_rows(&self) -> usize {
+        match self.keep {
+            Some(_) => self.staged.rows,
+            None => 0,
+        }
     }
 
     /// Checks one delivery as staging would; answers its row count.
@@ -407,7 +469,9 @@ impl Validator {
             batch,
             positions,
         )?;
-        self.staged.forget_rows();
+        if self.keep.is_none_or(|limit| self.staged.rows > limit) {
+            self.stop_keeping();
+        }
         Ok(n)
     }
 }

@@ -934,7 +934,7 @@ fn ingest(
     let declared = spec.schema().clone();
     // A stream the archive already records is checked against its durable state; a new one
     // against its declaration alone, so a bad first file creates nothing at all.
-    let (opened, mut validator) = if recorded.is_some() {
+    let (opened, validator) = if recorded.is_some() {
         let archive = Archive::open(
             archive_dir,
             replica::replicating(lifecycle::with_cold(crate::config().stream(spec.clone()))?),
@@ -954,7 +954,9 @@ fn ingest(
         )
     };
     // One read: every batch is parsed, shaped and checked once, and kept in the spool;
-    // nothing is staged until the whole input is known good.
+    // nothing is staged until the whole input is known good. An input of one barrier is
+    // kept by the check too, staged, and handed to the writer whole (not staged again).
+    let mut validator = validator.keeping(usize::try_from(seal_rows).unwrap_or(usize::MAX));
     let started = Instant::now();
     let input_bytes: u64 = files
         .iter()
@@ -982,6 +984,10 @@ fn ingest(
                 batch: shaped,
                 positions,
             })?;
+            if spool.spilled_bytes() > 0 {
+                // Past --memory: the checked rows wait on disk, and the check keeps none.
+                validator.stop_keeping();
+            }
             bar.set_message(format!("{} rows", spool.rows()));
             Ok(())
         },
@@ -1038,7 +1044,24 @@ fn ingest(
             print_barrier(&r, bar);
         }
     };
-    for delivery in spool.replay()? {
+    // The whole input checked and kept as one barrier's staged rows: taken as they are.
+    let adopted = match validator.kept_rows() == checked {
+        true => archive.adopt(&mut validator)?,
+        false => 0,
+    };
+    let replay = match adopted == checked && checked > 0 {
+        true => {
+            drop(spool);
+            total = checked;
+            bar.set_position(total as u64);
+            None
+        }
+        false => {
+            validator.stop_keeping();
+            Some(spool.replay()?)
+        }
+    };
+    for delivery in replay.into_iter().flatten() {
         let spool::Delivery {
             origin,
             batch: shaped,
