@@ -220,6 +220,9 @@ pub(crate) fn barrier_partials(
     barrier_partials_under(decl, tracks, name, first, segment::PLAIN_GROUP_ROWS)
 }
 
+/// Rows from which a barrier's level partials are folded on two threads.
+const PARALLEL_FOLD_ROWS: usize = 1 << 18;
+
 /// [`barrier_partials`], its row groups of fewer than `plain_below` rows stored uncompressed
 /// (`segment::COMPRESS_EVERY_GROUP`: every group compressed, the rule of builds before
 /// 2026-12-06, which a repair meets in the files they sealed).
@@ -233,11 +236,8 @@ pub(crate) fn barrier_partials_under(
     if !summarised(decl) {
         return Ok(None);
     }
-    let mut per_track = Vec::with_capacity(tracks.len());
-    for track in tracks {
-        let rows = track.batch.get();
-        per_track.push((rows.slice(0, 1), track_partials(decl, &rows, first)?));
-    }
+    let rows: usize = tracks.iter().map(|t| t.batch.num_rows()).sum();
+    let per_track = fold_tracks(decl, tracks, first, rows >= PARALLEL_FOLD_ROWS)?;
     let whole = |f: fn(&TrackRows) -> [u64; 2]| {
         let lo = tracks.iter().map(|t| f(t)[0]).min().unwrap_or(0);
         let hi = tracks.iter().map(|t| f(t)[1]).max().unwrap_or(0);
@@ -257,6 +257,53 @@ pub(crate) fn barrier_partials_under(
         encoded,
         first_level: (first > 0).then_some(first as u8),
     }))
+}
+
+/// Each track's first row and partial cells (see [`track_partials`]), in `tracks`' order;
+/// with `parallel`, on two threads, split where half the rows are (each track's cells are
+/// its own: the same cells either way).
+fn fold_tracks(
+    decl: &StreamDecl,
+    tracks: &[TrackRows],
+    first: usize,
+    parallel: bool,
+) -> Result<Vec<(RecordBatch, Vec<Cells>)>> {
+    let fold = |tracks: &[TrackRows]| -> Result<Vec<_>> {
+        tracks
+            .iter()
+            .map(|track| {
+                let rows = track.batch.get();
+                Ok((rows.slice(0, 1), track_partials(decl, &rows, first)?))
+            })
+            .collect()
+    };
+    if !parallel || tracks.len() < 2 {
+        return fold(tracks);
+    }
+    let rows: usize = tracks.iter().map(|t| t.batch.num_rows()).sum();
+    let mut seen = 0;
+    let half = tracks
+        .iter()
+        .position(|t| {
+            seen += t.batch.num_rows();
+            seen * 2 >= rows
+        })
+        .map_or(tracks.len() / 2, |i| (i + 1).min(tracks.len() - 1));
+    let (early, late) = tracks.split_at(half);
+    let (early, late) = std::thread::scope(|scope| {
+        let other = scope.spawn(|| fold(late));
+        let early = fold(early);
+        let late = other.join().unwrap_or_else(|_| {
+            Err(ArchiveError::Internal(format!(
+                "stream {:?}: folding the level partials panicked",
+                decl.id
+            )))
+        });
+        (early, late)
+    });
+    let mut per_track = early?;
+    per_track.extend(late?);
+    Ok(per_track)
 }
 
 /// The partial cells that one track's rows (a stored or staged batch, in publish order) make
@@ -1021,6 +1068,54 @@ mod tests {
             .map(|k| span as f64 / ladder.width(k) as f64)
             .sum::<f64>()
             / gaps as f64
+    }
+
+    /// A barrier's tracks folded on two threads (split where half the rows are) give every
+    /// track the cells, and the order, that one thread gives.
+    #[test]
+    fn tracks_folded_on_two_threads_are_folded_as_on_one() {
+        use crate::archive::format::segment::TrackBatch;
+        use arrow::array::{ArrayRef, Float64Array, UInt64Array};
+        use arrow::datatypes::{Field, Schema};
+        let decl = StreamDecl {
+            id: "s".into(),
+            columns: Vec::new(),
+            track: vec!["t".into()],
+            axis: Some("x".into()),
+            measured: vec!["v".into()],
+            ladder: Some(Ladder::new(4, 4, 3).expect("valid")),
+        };
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("x", DataType::UInt64, false),
+            Field::new("v", DataType::Float64, true),
+        ]));
+        // Tracks of very different sizes, so the split falls inside the list.
+        let tracks: Vec<TrackRows> = [3usize, 900, 1, 40, 250, 7]
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                let axis = UInt64Array::from_iter_values((0..n as u64).map(|r| r * 3 + i as u64));
+                let values = Float64Array::from_iter(
+                    (0..n).map(|r| (r % 11 != 0).then(|| (r * (i + 1)) as f64 / 7.0)),
+                );
+                let columns: Vec<ArrayRef> = vec![Arc::new(axis), Arc::new(values)];
+                TrackRows {
+                    labels: crate::contract::Labels::from([format!("t{i}")]),
+                    batch: TrackBatch::Own(
+                        RecordBatch::try_new(schema.clone(), columns).expect("batch"),
+                    ),
+                    position: [0, 0],
+                    axis: None,
+                    seq: [0, 0],
+                }
+            })
+            .collect();
+        for first in [0, 1] {
+            let one = fold_tracks(&decl, &tracks, first, false).expect("folded");
+            let two = fold_tracks(&decl, &tracks, first, true).expect("folded");
+            assert_eq!(one.len(), tracks.len());
+            assert_eq!(one, two, "levels from {first}");
+        }
     }
 
     #[test]

@@ -356,10 +356,10 @@ pub(crate) fn encode_packed(
 
 /// Writes `batches` (of the rows' `schema`) as a file of layout `format`, one row group each,
 /// converted to the stored types; answers its bytes and Parquet metadata. With `cores` above
-/// 1, a row group's columns are encoded on that many threads (each column's chunk alone, as
-/// `ArrowWriter` encodes it) and appended in schema order: the same bytes as on one. A row
-/// group of fewer than `plain_below` rows is written uncompressed (none with
-/// [`COMPRESS_EVERY_GROUP`]).
+/// 1, row groups are encoded on that many threads at once (each whole, as `ArrowWriter`
+/// encodes it) and appended in order; a file of one row group has its columns encoded on
+/// them instead. Either way the same bytes as on one. A row group of fewer than
+/// `plain_below` rows is written uncompressed (none with [`COMPRESS_EVERY_GROUP`]).
 fn write_groups(
     stream: &str,
     schema: &SchemaRef,
@@ -375,41 +375,35 @@ fn write_groups(
         .map_err(fail)?;
     let (mut file, columns) = writer.into_serialized_writer().map_err(fail)?;
     // Column writers for the small row groups: the file's own settings but no compression
-    // (a chunk records its codec, so row groups of one file may differ). Made on first use.
-    let mut plain: Option<ArrowRowGroupWriterFactory> = None;
-    for batch in batches {
-        let batch = physical::to_disk(&batch?, &disk).map_err(|message| ArchiveError::Encode {
+    // (a chunk records its codec, so row groups of one file may differ).
+    let plain = match plain_below {
+        0 => None,
+        _ => {
+            // Only the default codec is overridden: `properties` sets no column's own.
+            let properties = (**file.properties())
+                .clone()
+                .into_builder()
+                .set_compression(Compression::UNCOMPRESSED)
+                .build();
+            let root = file.schema_descr().root_schema_ptr();
+            let sink = SerializedFileWriter::new(std::io::sink(), root, Arc::new(properties))
+                .map_err(fail)?;
+            Some(ArrowRowGroupWriterFactory::new(&sink, disk.clone()))
+        }
+    };
+    // Row group `index` of `batch`, its columns encoded on `threads` threads.
+    let encode = |index: usize, batch: RecordBatch, threads: usize| {
+        let batch = physical::to_disk(&batch, &disk).map_err(|message| ArchiveError::Encode {
             stream: stream.to_owned(),
             message,
         })?;
-        // As `ArrowWriter::write` does: an empty batch makes no row group.
-        if batch.num_rows() == 0 {
-            continue;
-        }
-        let index = file.flushed_row_groups().len();
         let mut leaves = Vec::with_capacity(disk.fields().len());
         for (field, column) in disk.fields().iter().zip(batch.columns()) {
             leaves.extend(compute_leaves(field, column).map_err(fail)?);
         }
-        let factory = if batch.num_rows() < plain_below {
-            match &mut plain {
-                Some(factory) => &*factory,
-                None => {
-                    // Only the default codec is overridden: `properties` sets no column's own.
-                    let properties = (**file.properties())
-                        .clone()
-                        .into_builder()
-                        .set_compression(Compression::UNCOMPRESSED)
-                        .build();
-                    let root = file.schema_descr().root_schema_ptr();
-                    let sink =
-                        SerializedFileWriter::new(std::io::sink(), root, Arc::new(properties))
-                            .map_err(fail)?;
-                    &*plain.insert(ArrowRowGroupWriterFactory::new(&sink, disk.clone()))
-                }
-            }
-        } else {
-            &columns
+        let factory = match &plain {
+            Some(plain) if batch.num_rows() < plain_below => plain,
+            _ => &columns,
         };
         let writers = factory.create_column_writers(index).map_err(fail)?;
         if writers.len() != leaves.len() {
@@ -424,12 +418,83 @@ fn write_groups(
         }
         let jobs: Vec<(ArrowColumnWriter, ArrowLeafColumn)> =
             writers.into_iter().zip(leaves).collect();
-        let chunks = encode_columns(jobs, cores).map_err(fail)?;
+        encode_columns(jobs, threads).map_err(fail)
+    };
+    // As `ArrowWriter::write` does: an empty batch makes no row group.
+    let mut batches = batches.filter(|b| b.as_ref().map_or(true, |b| b.num_rows() > 0));
+    let first = batches.next().transpose()?;
+    let second = batches.next().transpose()?;
+    let mut append = |chunks: Vec<ArrowColumnChunk>| -> Result<()> {
         let mut row_group = file.next_row_group().map_err(fail)?;
         for chunk in chunks {
             chunk.append_to_row_group(&mut row_group).map_err(fail)?;
         }
         row_group.close().map_err(fail)?;
+        Ok(())
+    };
+    match (first, second) {
+        (None, _) => {}
+        (Some(only), None) => append(encode(0, only, cores)?)?,
+        (Some(first), Some(second)) if cores <= 1 => {
+            let rest = [Ok(first), Ok(second)].into_iter().chain(batches);
+            for (index, batch) in rest.enumerate() {
+                append(encode(index, batch?, 1)?)?;
+            }
+        }
+        (Some(first), Some(second)) => {
+            // Row groups to `cores` workers, at most `cores` waiting; the encoded ones are
+            // appended in order as they come (a few at most are held).
+            let (to_work, work) = std::sync::mpsc::sync_channel::<(usize, RecordBatch)>(cores);
+            let work = std::sync::Mutex::new(work);
+            let (to_done, done) = std::sync::mpsc::channel();
+            std::thread::scope(|scope| -> Result<()> {
+                for _ in 0..cores {
+                    let (work, to_done, encode) = (&work, to_done.clone(), &encode);
+                    scope.spawn(move || loop {
+                        let job = match work.lock() {
+                            Ok(queue) => queue.recv(),
+                            Err(_) => return,
+                        };
+                        let Ok((index, batch)) = job else { return };
+                        if to_done.send((index, encode(index, batch, 1))).is_err() {
+                            return;
+                        }
+                    });
+                }
+                drop(to_done);
+                // The next row group to append, and the ones encoded before it.
+                let mut next = 0usize;
+                let mut held = std::collections::BTreeMap::new();
+                let rest = [Ok(first), Ok(second)].into_iter().chain(batches);
+                let mut sent = 0usize;
+                for batch in rest {
+                    if to_work.send((sent, batch?)).is_err() {
+                        break;
+                    }
+                    sent += 1;
+                    held.extend(done.try_iter());
+                    while let Some(chunks) = held.remove(&next) {
+                        append(chunks?)?;
+                        next += 1;
+                    }
+                }
+                drop(to_work);
+                for (index, chunks) in done.iter() {
+                    held.insert(index, chunks);
+                    while let Some(chunks) = held.remove(&next) {
+                        append(chunks?)?;
+                        next += 1;
+                    }
+                }
+                if next != sent {
+                    return Err(ArchiveError::Encode {
+                        stream: stream.to_owned(),
+                        message: format!("{sent} row groups were to be encoded, {next} were"),
+                    });
+                }
+                Ok(())
+            })?;
+        }
     }
     let metadata = file.close().map_err(fail)?;
     Ok((bytes, metadata))
@@ -819,10 +884,22 @@ mod tests {
         let encoded =
             |pieces: &[TrackRows]| encode_packed("s", &schema, 7, pieces, 6, 1).expect("encode");
         assert_eq!(encoded(&shared), encoded(&own));
-        // Columns encoded on two or three threads: the same bytes and entries.
+        // Row groups encoded on two or three threads at once (several groups), or one
+        // group's columns on them: the same bytes and entries.
+        let one_group =
+            |cores: usize| encode_packed("s", &schema, 7, &shared, 100, cores).expect("encode");
         for cores in [2, 3] {
             let parallel = encode_packed("s", &schema, 7, &shared, 6, cores).expect("encode");
             assert_eq!(parallel, encoded(&shared), "on {cores} threads");
+            assert_eq!(
+                one_group(cores),
+                one_group(1),
+                "one group on {cores} threads"
+            );
         }
+        assert!(encoded(&shared)
+            .2
+            .iter()
+            .any(|g| g.slice.is_some_and(|s| s.group > 1)));
     }
 }
