@@ -282,9 +282,9 @@ fn slots_kept_or_forgotten_across_barriers_check_against_what_is_durable() {
 
 /// A validator keeping what it checks (`Validator::keeping`) hands its rows to the writer
 /// (`Archive::adopt`) while the stream stands where it checked them, and they read back and
-/// seal exactly as if staged; past its limit it keeps none, and once a barrier was committed
-/// since its check (or the writer has rows staged) the writer takes none, so its rows are
-/// staged the usual way and checked again.
+/// seal exactly as if staged; past its limit, or told to keep only after it checked rows, it
+/// keeps none, and once a barrier was committed since its check (or the writer has rows
+/// staged) the writer takes none, so its rows are staged the usual way and checked again.
 #[test]
 fn a_keeping_validator_hands_over_its_rows_only_while_the_stream_stands_where_it_checked() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -355,4 +355,16 @@ fn a_keeping_validator_hands_over_its_rows_only_while_the_stream_stands_where_it
         .expect("staged");
     assert_eq!(archive.adopt(&mut busy).expect("adopt"), 0);
     assert_eq!(archive.staged_rows(), 2);
+
+    // Told to keep only after it checked (and let go of) rows, it keeps none: its tracks
+    // would count rows it no longer holds.
+    let late = archive.validator("capture").expect("validator");
+    let mut late = {
+        let mut v = late;
+        v.check(&batch(&next[..1]), &[60]).expect("checked");
+        v.keeping(100)
+    };
+    late.check(&batch(&next[1..]), &[61, 62, 63])
+        .expect("checked");
+    assert_eq!(late.kept_rows(), 0);
 }

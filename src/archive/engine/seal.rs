@@ -439,9 +439,13 @@ impl Validator {
 
     /// Keeps the rows it checks, staged, while they are at most `rows` in all: a bulk input of
     /// one barrier is then staged once, not checked and staged again ([`Archive::adopt`]).
-    /// Past `rows` it lets go of them all and checks on as before.
+    /// Past `rows` it lets go of them all and checks on as before. Only a validator that has
+    /// checked nothing yet keeps rows (one that has let rows go would hand over tracks that
+    /// count them).
     pub fn keeping(mut self, rows: usize) -> Validator {
-        self.keep = Some(rows);
+        if self.staged.untouched() {
+            self.keep = Some(rows);
+        }
         self
     }
 

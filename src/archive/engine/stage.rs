@@ -24,6 +24,9 @@ static LABEL_HASH: ahash::RandomState = ahash::RandomState::with_seeds(
     0x082E_FA98_EC4E_6C89,
 );
 
+/// Rows from which a barrier orders its columns on two threads.
+const TWO_THREADS_FROM: usize = 1 << 18;
+
 /// Slots a stream's staging keeps beyond four times the tracks of the last barrier before
 /// it forgets them all (they are found again, at the cost of a key each).
 const RETAINED_SLOTS: usize = 4096;
@@ -83,6 +86,11 @@ impl Staged {
     /// Whether nothing is staged.
     pub fn is_empty(&self) -> bool {
         self.rows == 0
+    }
+
+    /// Whether nothing was ever staged here: no track slot, no `_seq` taken.
+    pub fn untouched(&self) -> bool {
+        self.slots.is_empty() && self.rows == 0 && self.next_seq.is_none()
     }
 
     /// Drops the staged rows but keeps where each track and the stream stand (last axis,
@@ -166,6 +174,7 @@ impl Staged {
             at += self.slots[slot as usize].rows as u32;
         }
         let batches = std::mem::take(&mut self.batches);
+        // A second thread only for a barrier worth it: each column is one pass over its rows.
         let sorted = Arc::new(by_track(
             full_schema,
             track_columns,
@@ -173,6 +182,7 @@ impl Staged {
             &touched,
             &self.slots,
             &start_of,
+            at as usize >= TWO_THREADS_FROM,
         )?);
         drop(batches);
         let mut tracks = Vec::with_capacity(touched.len());
@@ -383,16 +393,14 @@ fn stand(staged: &mut Staged, durable: &StreamState, marks: &[u32]) -> Vec<u32> 
     checked
 }
 
-/// Validates a delivery against the declaration and what is durable and staged, then stages
-/// it. All or nothing: on any error nothing of the delivery is staged.
 /// The staged deliveries' rows ordered by track (`touched`, in key order), then publish
 /// order: a counting sort by slot, `start_of` giving each slot's first row in the result.
 ///
-/// Built column by column, on two threads: a track column is written from its tracks'
-/// labels (a run per track, nothing gathered; where tracks hold eight rows or more), a
-/// fixed-width column without nulls is
-/// scattered from the deliveries in one pass (no copy of the deliveries joined first), and
-/// any other column is joined and gathered (`take`).
+/// Built column by column (on two threads with `two_threads`): a track column is written
+/// from its tracks' labels (a run per track, nothing gathered; where tracks hold eight rows
+/// or more), a fixed-width column without nulls is scattered from the deliveries in one pass
+/// (no copy of the deliveries joined first), and any other column is joined and gathered
+/// (`take`).
 fn by_track(
     full_schema: &SchemaRef,
     track_columns: &[String],
@@ -400,6 +408,7 @@ fn by_track(
     touched: &[u32],
     slots: &[StagedTrack],
     start_of: &[u32],
+    two_threads: bool,
 ) -> std::result::Result<RecordBatch, arrow::error::ArrowError> {
     use arrow::error::ArrowError;
     let rows: usize = batches.iter().map(|(b, _)| b.num_rows()).sum();
@@ -445,7 +454,10 @@ fn by_track(
             }
         }
         let parts: Vec<&ArrayRef> = batches.iter().map(|(b, _)| b.column(i)).collect();
-        let width = field.data_type().primitive_width();
+        // Types whose values are plain integers or floats of their width (an interval's
+        // value is a struct, aligned to its parts, and is gathered instead).
+        let plain = !matches!(field.data_type(), DataType::Interval(_));
+        let width = field.data_type().primitive_width().filter(|_| plain);
         if let Some(width) = width.filter(|_| parts.iter().all(|p| p.null_count() == 0)) {
             let scattered = match width {
                 1 => scatter::<u8>(&parts, batches, start_of, rows),
@@ -481,8 +493,7 @@ fn by_track(
     let mut columns: Vec<Option<std::result::Result<ArrayRef, ArrowError>>> =
         (0..n).map(|_| None).collect();
     let (mine, theirs) = std::thread::scope(|scope| {
-        // A second thread only for a barrier worth it: each column is one pass over its rows.
-        let other = (rows >= 1 << 18 && n > 1).then(|| scope.spawn(work));
+        let other = (two_threads && n > 1).then(|| scope.spawn(work));
         let mine = work();
         (mine, other.map(|t| t.join()))
     });
@@ -531,6 +542,8 @@ fn scatter<T: arrow::datatypes::ArrowNativeType>(
     Some(arrow::buffer::Buffer::from_vec(out))
 }
 
+/// Validates a delivery against the declaration and what is durable and staged, then stages
+/// it. All or nothing: on any error nothing of the delivery is staged.
 pub(crate) fn stage(
     decl: &StreamDecl,
     full_schema: &SchemaRef,
@@ -851,7 +864,7 @@ mod tests {
     }
 
     /// A barrier's rows ordered by track, column by column (track columns from their labels,
-    /// fixed-width columns scattered, the rest gathered; on two threads past 65,536 rows),
+    /// fixed-width columns scattered, the rest gathered; on one thread or two),
     /// equal a plain join of the deliveries and a stable `take` by track: every column kind,
     /// nulls, slices of larger batches, and tracks whose slots are not in key order.
     #[test]
@@ -865,6 +878,11 @@ mod tests {
             Field::new("n", DataType::Int32, true),
             Field::new("price", DataType::Decimal128(10, 2), false),
             Field::new("v", DataType::Float64, false),
+            Field::new(
+                "span",
+                DataType::Interval(arrow::datatypes::IntervalUnit::DayTime),
+                false,
+            ),
         ]));
         // Slots made in an order other than key order.
         let hosts = ["m", "c", "x", "a", "q", "b", "z"];
@@ -904,6 +922,10 @@ mod tests {
                     Arc::new(arrow::array::Float64Array::from_iter_values(
                         (0..rows + 3).map(|r| r as f64 / 7.0 + seed as f64),
                     )),
+                    Arc::new(arrow::array::IntervalDayTimeArray::from_iter_values(
+                        (0..rows as i32 + 3)
+                            .map(|r| arrow::datatypes::IntervalDayTime::new(r, seed as i32)),
+                    )),
                 ],
             )?;
             // A slice of a larger batch: offsets not at zero.
@@ -934,14 +956,17 @@ mod tests {
                 start_of[t as usize] = at;
                 at += staged.slots[t as usize].rows as u32;
             }
-            let got = by_track(
-                &schema,
-                &["host".to_string()],
-                &batches,
-                &touched,
-                &staged.slots,
-                &start_of,
-            )?;
+            let got = |two_threads| {
+                by_track(
+                    &schema,
+                    &["host".to_string()],
+                    &batches,
+                    &touched,
+                    &staged.slots,
+                    &start_of,
+                    two_threads,
+                )
+            };
             // The oracle: join, then a stable sort of the rows by their track's key.
             let joined = arrow::compute::concat_batches(&schema, batches.iter().map(|(b, _)| b))?;
             let marks: Vec<u32> = batches
@@ -951,7 +976,13 @@ mod tests {
             let mut order: Vec<u32> = (0..marks.len() as u32).collect();
             order.sort_by_key(|&r| staged.slots[marks[r as usize] as usize].key.clone());
             let want = take_record_batch(&joined, &UInt32Array::from(order))?;
-            assert_eq!(got, want, "sizes {sizes:?}, nulls {nulls}");
+            for two_threads in [false, true] {
+                assert_eq!(
+                    got(two_threads)?,
+                    want,
+                    "sizes {sizes:?}, nulls {nulls}, two threads {two_threads}"
+                );
+            }
         }
         Ok(())
     }

@@ -456,7 +456,18 @@ fn write_groups(
                             Err(_) => return,
                         };
                         let Ok((index, batch)) = job else { return };
-                        if to_done.send((index, encode(index, batch, 1))).is_err() {
+                        // A panic is answered as this group's failure: a worker that died
+                        // would leave the queue full and the writer waiting on it for ever.
+                        let encoded =
+                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                encode(index, batch, 1)
+                            }))
+                            .unwrap_or_else(|_| {
+                                Err(ArchiveError::Internal(format!(
+                                    "stream {stream:?}: encoding row group {index} panicked"
+                                )))
+                            });
+                        if to_done.send((index, encoded)).is_err() {
                             return;
                         }
                     });
