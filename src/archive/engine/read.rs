@@ -19,6 +19,7 @@ use arrow::datatypes::SchemaRef;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
 
 /// Whether position `p` lies in the range.
 fn contains(start: Bound<Position>, end: Bound<Position>, p: u64) -> bool {
@@ -314,8 +315,20 @@ impl Archive {
     /// Verifies every digest of every committed file; `progress(done, total)` after each
     /// file. Answers what is damaged (empty when everything verifies), and, each beginning
     /// [`cold::UNVERIFIED`], the cold files whose tier did not answer (`cold::verify_file`).
+    ///
+    /// A data file whose digests verify is also read for what its entries say: every entry's
+    /// rows hold its track (labels), its `_position`, `_seq` and axis ranges exactly, and the
+    /// entries of each row group tile it from its first row to its last. A row no entry
+    /// names is one no read would ever answer: damage as much as a flipped byte.
     pub fn verify(&self, mut progress: impl FnMut(usize, usize)) -> Vec<String> {
-        let files: Vec<&SegmentFile> = self.commit.state().live_files().collect();
+        let state = self.commit.state();
+        // Each data file's stream, for its entries' check (level files have none).
+        let data_of: BTreeMap<u64, &StreamState> = state
+            .streams
+            .values()
+            .flat_map(|s| s.files.iter().map(move |f| (f.name, s)))
+            .collect();
+        let files: Vec<&SegmentFile> = state.live_files().collect();
         let mut damaged = Vec::new();
         if let Some(offset) = self.recovery.unrepaired_damage() {
             damaged.push(format!(
@@ -329,8 +342,15 @@ impl Archive {
             // `verify` reads every byte again: no cached footer stands in for the file's.
             self.store.forget(file.name);
             let check = cold::verify_file(&self.store, file, &mut reach);
-            if let Err(e) = check {
-                damaged.push(e.what);
+            match check {
+                Err(e) => damaged.push(e.what),
+                Ok(()) => {
+                    if let Some(stream) = data_of.get(&file.name) {
+                        if let Err(what) = entries_agree(&self.store, stream, file) {
+                            damaged.push(what);
+                        }
+                    }
+                }
             }
             progress(i + 1, files.len());
         }
@@ -340,5 +360,233 @@ impl Archive {
     /// Files under `.quarantine/`, relative to the root, with their sizes.
     pub fn quarantine(&self) -> Result<Vec<(String, u64)>> {
         Ok(self.evidence()?.into_iter().flat_map(|e| e.files).collect())
+    }
+}
+
+/// Whether `file`'s entries say what its rows hold (see [`Archive::verify`]): each entry's
+/// rows carry its track's labels and exactly its `_position`, `_seq` and axis ranges, and each
+/// row group's entries cover it from its first row to its last, in order, without a gap.
+/// Only the track, axis, `_position` and `_seq` columns are decoded. A file of a scoped
+/// catalog (its entries not all decoded) is not checked.
+fn entries_agree(
+    store: &Store,
+    stream: &StreamState,
+    file: &SegmentFile,
+) -> std::result::Result<(), String> {
+    if file.elided.is_some() || file.groups.is_empty() {
+        return Ok(());
+    }
+    let decl = &stream.decl;
+    let at = |what: String| format!("stream {:?} file {}: {what}", decl.id, file.path);
+    let full = stored_schema(decl).map_err(|e| at(e.to_string()))?;
+    let wanted: Vec<&str> = decl
+        .track
+        .iter()
+        .map(String::as_str)
+        .chain(decl.axis.as_deref())
+        .chain([POSITION_COLUMN, SEQ_COLUMN])
+        .collect();
+    let indices: Vec<usize> = (0..full.fields().len())
+        .filter(|&i| wanted.contains(&full.field(i).name().as_str()))
+        .collect();
+    let schema = Arc::new(full.project(&indices).map_err(|e| at(e.to_string()))?);
+    let mut open = crate::archive::io::segment::Opened::projected(store, schema);
+    // The row group being walked: its index, columns, rows, and the next row an entry must
+    // start at.
+    struct Walked {
+        group: usize,
+        labels: Vec<arrow::array::StringArray>,
+        /// `_position`, `_seq`, then the axis when the stream has one.
+        ranges: Vec<UInt64Array>,
+        rows: u64,
+        next: u64,
+    }
+    let columns = |batch: &RecordBatch, group: usize| -> std::result::Result<Walked, String> {
+        let labels = decl
+            .track
+            .iter()
+            .map(|name| {
+                batch
+                    .column_by_name(name)
+                    .and_then(|c| c.as_any().downcast_ref::<arrow::array::StringArray>())
+                    .cloned()
+                    .ok_or_else(|| at(format!("column {name:?} is not text")))
+            })
+            .collect::<std::result::Result<_, _>>()?;
+        let ranges = [POSITION_COLUMN, SEQ_COLUMN]
+            .into_iter()
+            .chain(decl.axis.as_deref())
+            .map(|name| {
+                batch
+                    .column_by_name(name)
+                    .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+                    .cloned()
+                    .ok_or_else(|| at(format!("column {name:?} is not an unsigned integer")))
+            })
+            .collect::<std::result::Result<_, _>>()?;
+        Ok(Walked {
+            group,
+            labels,
+            ranges,
+            rows: batch.num_rows() as u64,
+            next: 0,
+        })
+    };
+    let ended = |walking: &Option<Walked>| -> std::result::Result<(), String> {
+        match walking {
+            Some(w) if w.next != w.rows => Err(at(format!(
+                "row group {} holds {} rows, its entries name rows 0..{}: rows {}.. are in no entry, and no read answers them",
+                w.group, w.rows, w.next, w.next
+            ))),
+            _ => Ok(()),
+        }
+    };
+    let mut walking: Option<Walked> = None;
+    for (index, entry) in file.groups.iter().enumerate() {
+        let physical = entry.physical(index);
+        let row = entry.slice.map_or(0, |s| s.row);
+        if walking.as_ref().is_none_or(|w| w.group != physical) {
+            ended(&walking)?;
+            let batch = open
+                .whole_group(file.name, file, index)
+                .map_err(|e| at(e.what))?;
+            walking = Some(columns(&batch, physical)?);
+        }
+        let Some(w) = walking.as_mut() else {
+            continue;
+        };
+        let shown = || {
+            format!(
+                "entry {index} (track {}, rows {row}..{} of row group {physical})",
+                entry.track.join("/"),
+                row + entry.rows
+            )
+        };
+        if row != w.next {
+            return Err(at(format!(
+                "{} starts at row {row}, where the entry before it ended at row {}",
+                shown(),
+                w.next
+            )));
+        }
+        let end = row.saturating_add(entry.rows);
+        if end > w.rows {
+            return Err(at(format!(
+                "{} lies past the {} rows of its row group",
+                shown(),
+                w.rows
+            )));
+        }
+        let span = row as usize..end as usize;
+        for (k, labels) in w.labels.iter().enumerate() {
+            let want = entry.track.get(k).map(String::as_str);
+            if let Some(r) = span
+                .clone()
+                .find(|&r| labels.is_null(r) || Some(labels.value(r)) != want)
+            {
+                return Err(at(format!(
+                    "{}: its row {r} holds {} {:?}, not {:?}",
+                    shown(),
+                    decl.track[k],
+                    labels.is_valid(r).then(|| labels.value(r)),
+                    want.unwrap_or_default()
+                )));
+            }
+        }
+        let said = [Some(entry.position), Some(entry.seq), entry.axis];
+        for (c, values) in w.ranges.iter().enumerate() {
+            let held = span.clone().fold(None, |range: Option<[u64; 2]>, r| {
+                let v = values.value(r);
+                Some(range.map_or([v, v], |[lo, hi]| [lo.min(v), hi.max(v)]))
+            });
+            if values.null_count() > 0 && span.clone().any(|r| values.is_null(r)) || held != said[c]
+            {
+                let name = [POSITION_COLUMN, SEQ_COLUMN]
+                    .into_iter()
+                    .chain(decl.axis.as_deref())
+                    .nth(c)
+                    .unwrap_or_default();
+                return Err(at(format!(
+                    "{}: its {name} spans {held:?}, the entry says {:?}",
+                    shown(),
+                    said[c]
+                )));
+            }
+        }
+        w.next = end;
+    }
+    ended(&walking)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::{Config, StreamSpec};
+    use arrow::array::StringArray;
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    type Failed = Box<dyn std::error::Error>;
+
+    /// A data file's entries are checked against its rows: a true manifest agrees, and one
+    /// that lies (a row left in no entry, a track's label swapped, a `_position`, `_seq` or
+    /// axis range off by one) is named, entry and row, as damage.
+    #[test]
+    fn entries_that_do_not_hold_their_rows_are_named() -> Result<(), Failed> {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("t", DataType::Utf8, false),
+            Field::new("x", DataType::UInt64, false),
+        ]));
+        let spec = StreamSpec::dynamic("s", schema.clone(), vec!["t".into()], Some("x".into()))?;
+        let dir = tempfile::tempdir()?;
+        let mut archive = Archive::open(dir.path(), Config::new().stream(spec))?;
+        let tracks = ["a", "b", "a", "c", "b", "a"];
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(tracks.to_vec())),
+                Arc::new(UInt64Array::from(vec![5, 7, 6, 1, 9, 8])),
+            ],
+        )?;
+        archive.stage_batch("s", &batch, &[1, 2, 3, 4, 5, 6])?;
+        archive.seal_all()?;
+        let stream = &archive.commit.state().streams["s"];
+        let file = &stream.files[0];
+        assert_eq!(file.groups.len(), 3, "one slice per track");
+        assert_eq!(entries_agree(&archive.store, stream, file), Ok(()));
+        assert!(archive.verify(|_, _| {}).is_empty());
+        let lying = |edit: &dyn Fn(&mut Vec<crate::archive::format::manifest::GroupEntry>)| {
+            let mut file = file.clone();
+            let mut groups = file.groups.as_ref().clone();
+            edit(&mut groups);
+            file.groups = Arc::new(groups);
+            entries_agree(&archive.store, stream, &file).expect_err("a lying entry")
+        };
+        // A row group holding more rows than its entries name is refused by its decode.
+        let short = lying(&|g| g[2].rows -= 1);
+        assert!(short.contains("6 rows decoded, 5 recorded"), "{short}");
+        let swapped = lying(&|g| g[0].track = g[1].track.clone());
+        assert!(
+            swapped.contains("entry 0 (track b") && swapped.contains("holds t Some(\"a\")"),
+            "{swapped}"
+        );
+        let position = lying(&|g| g[1].position[1] += 1);
+        assert!(
+            position.contains("entry 1") && position.contains("_position spans"),
+            "{position}"
+        );
+        let seq = lying(&|g| g[0].seq[0] += 1);
+        assert!(seq.contains("_seq spans"), "{seq}");
+        let axis = lying(&|g| g[2].axis = Some([1, 2]));
+        assert!(axis.contains("its x spans Some([1, 1])"), "{axis}");
+        let moved = lying(&|g| {
+            if let Some(s) = g[1].slice.as_mut() {
+                s.row += 1;
+            }
+        });
+        assert!(
+            moved.contains("starts at row 4, where the entry before it ended at row 3"),
+            "{moved}"
+        );
+        Ok(())
     }
 }

@@ -1616,7 +1616,7 @@ fn verify(archive: &Path) -> Result<(), Failure> {
     let damaged = archive.verify(|done, _| bar.set_position(done as u64));
     bar.finish_and_clear();
     if damaged.is_empty() {
-        out!("ok: {total} file(s), every row group and footer digest verified; the manifest replays whole");
+        out!("ok: {total} file(s), every row group and footer digest verified, every data file's entries hold its rows; the manifest replays whole");
         Ok(())
     } else {
         // A cold file whose tier did not answer is neither damaged nor verified (exit 3 when
