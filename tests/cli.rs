@@ -1265,7 +1265,7 @@ fn demo_runs_and_appends() {
         first.stdout
     );
     assert!(
-        first.stdout.contains("verify: every digest ok"),
+        first.stdout.contains("verify: every digest and entry ok"),
         "{}",
         first.stdout
     );
@@ -1283,7 +1283,7 @@ fn demo_runs_and_appends() {
         "{}",
         second.stdout
     );
-    assert!(second.stdout.contains("verify: every digest ok"));
+    assert!(second.stdout.contains("verify: every digest and entry ok"));
     let d2 = inspect_json(&demo_dir);
     let s2 = &d2["streams"][0];
     assert!(s2["watermark"].as_u64().expect("watermark") > w1);

@@ -410,7 +410,7 @@ pub fn run(
     out!(
         "verify: {}",
         if damaged.is_empty() {
-            "every digest ok".to_owned()
+            "every digest and entry ok".to_owned()
         } else {
             format!("DAMAGED: {damaged:?}")
         }
