@@ -6,8 +6,8 @@
 
 1. CSV: a ROWS-row CSV (run, probe, ordinal, value, level; 32 tracks) is made once with DuckDB.
    Then, alternating, `series-archive ingest` of it (fresh archive each time; with
-   `--no-compact`, the ingest alone, at the default cadence of a barrier per 100 000 rows and
-   at one per 1 000 000, and with the default end-of-ingest maintenance) against
+   `--no-compact`, the ingest alone, at the default cadence of a barrier per 100 000 rows, at
+   one per 1 000 000 and in one barrier, and with the default end-of-ingest maintenance) against
    DuckDB's `COPY (FROM read_csv(…)) TO '….parquet'` of the same file. Median wall time of
    RUNS each; the ratio is DuckDB's time over ours (above 1: we are faster).
 2. Parquet, one barrier (`--bulk`): the cardinality benchmark's 16-track file of ROWS rows
@@ -118,7 +118,8 @@ def main() -> int:
                   (i // 32)::ubigint as ordinal, (hash(i) % 100000)::bigint - 50000 as value, (i * 0.25)::double as level
                 from range({args.rows}) t(i)) to '{csv}' (header)"""
         )
-    modes = ("ingest --no-compact", "ingest --no-compact --seal-rows 1000000", "ingest")
+    modes = ("ingest --no-compact", "ingest --no-compact --seal-rows 1000000",
+             f"ingest --no-compact --seal-rows {args.rows}", "ingest")
     times = {m: [] for m in modes} | {"duckdb": []}
     for _ in range(args.runs):
         for mode in modes:
