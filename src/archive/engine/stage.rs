@@ -25,7 +25,7 @@ static LABEL_HASH: ahash::RandomState = ahash::RandomState::with_seeds(
 );
 
 /// Rows from which a barrier orders its columns on two threads.
-const TWO_THREADS_FROM: usize = 1 << 18;
+const TWO_THREADS_FROM: usize = 1 << 16;
 
 /// Slots a stream's staging keeps beyond four times the tracks of the last barrier before
 /// it forgets them all (they are found again, at the cost of a key each).

@@ -221,7 +221,7 @@ pub(crate) fn barrier_partials(
 }
 
 /// Rows from which a barrier's level partials are folded on two threads.
-const PARALLEL_FOLD_ROWS: usize = 1 << 18;
+const PARALLEL_FOLD_ROWS: usize = 1 << 16;
 
 /// [`barrier_partials`], its row groups of fewer than `plain_below` rows stored uncompressed
 /// (`segment::COMPRESS_EVERY_GROUP`: every group compressed, the rule of builds before
