@@ -272,3 +272,25 @@ impl Archive {
         selected_in(&self.selected, self.commit.state(), stream)
     }
 }
+
+/// What the engine's unit tests share.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::Archive;
+    use crate::archive::{Config, StreamSpec};
+    use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+    use std::sync::Arc;
+
+    /// An archive in `dir` with one stream `s`: a text track column `t` and a UInt64 axis
+    /// `x`; answers the rows' schema and the writer.
+    pub(crate) fn one_label_stream(
+        dir: &std::path::Path,
+    ) -> Result<(SchemaRef, Archive), Box<dyn std::error::Error>> {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("t", DataType::Utf8, false),
+            Field::new("x", DataType::UInt64, false),
+        ]));
+        let spec = StreamSpec::dynamic("s", schema.clone(), vec!["t".into()], Some("x".into()))?;
+        Ok((schema, Archive::open(dir, Config::new().stream(spec))?))
+    }
+}

@@ -346,8 +346,19 @@ impl Archive {
                 Err(e) => damaged.push(e.what),
                 Ok(()) => {
                     if let Some(stream) = data_of.get(&file.name) {
-                        if let Err(what) = entries_agree(&self.store, stream, file) {
-                            damaged.push(what);
+                        match entries_agree(&self.store, stream, file) {
+                            Ok(()) => {}
+                            // A cold tier that stopped answering between the two reads
+                            // proves nothing either way.
+                            Err(e) if e.kind == StoredErrorKind::Unavailable => {
+                                damaged.push(format!(
+                                    "{} {}: not verified: {}",
+                                    cold::UNVERIFIED,
+                                    file.path,
+                                    e.what
+                                ))
+                            }
+                            Err(e) => damaged.push(e.what),
                         }
                     }
                 }
@@ -372,13 +383,42 @@ fn entries_agree(
     store: &Store,
     stream: &StreamState,
     file: &SegmentFile,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), StoredError> {
+    let decl = &stream.decl;
+    let named = |e: StoredError| {
+        StoredError::new(
+            e.kind,
+            format!("stream {:?} file {}: {}", decl.id, file.path, e.what),
+        )
+    };
+    entries_hold_rows(store, stream, file).map_err(|what| match what {
+        Said::Damage(what) => named(StoredError::corrupt(what)),
+        Said::Read(e) => named(e),
+    })
+}
+
+/// Why [`entries_hold_rows`] refused: what the rows and entries say, or a read that failed.
+enum Said {
+    Damage(String),
+    Read(StoredError),
+}
+
+impl From<String> for Said {
+    fn from(what: String) -> Said {
+        Said::Damage(what)
+    }
+}
+
+fn entries_hold_rows(
+    store: &Store,
+    stream: &StreamState,
+    file: &SegmentFile,
+) -> std::result::Result<(), Said> {
     if file.elided.is_some() || file.groups.is_empty() {
         return Ok(());
     }
     let decl = &stream.decl;
-    let at = |what: String| format!("stream {:?} file {}: {what}", decl.id, file.path);
-    let full = stored_schema(decl).map_err(|e| at(e.to_string()))?;
+    let full = stored_schema(decl).map_err(|e| e.to_string())?;
     let wanted: Vec<&str> = decl
         .track
         .iter()
@@ -389,7 +429,7 @@ fn entries_agree(
     let indices: Vec<usize> = (0..full.fields().len())
         .filter(|&i| wanted.contains(&full.field(i).name().as_str()))
         .collect();
-    let schema = Arc::new(full.project(&indices).map_err(|e| at(e.to_string()))?);
+    let schema = Arc::new(full.project(&indices).map_err(|e| e.to_string())?);
     let mut open = crate::archive::io::segment::Opened::projected(store, schema);
     // The row group being walked: its index, columns, rows, and the next row an entry must
     // start at.
@@ -402,15 +442,21 @@ fn entries_agree(
         next: u64,
     }
     let columns = |batch: &RecordBatch, group: usize| -> std::result::Result<Walked, String> {
+        // Labels as staging renders them: a track column of integers, booleans or large
+        // text is compared as its text.
         let labels = decl
             .track
             .iter()
             .map(|name| {
-                batch
+                let column = batch
                     .column_by_name(name)
-                    .and_then(|c| c.as_any().downcast_ref::<arrow::array::StringArray>())
+                    .ok_or_else(|| format!("no column {name:?}"))?;
+                let text = arrow::compute::cast(column, &arrow::datatypes::DataType::Utf8)
+                    .map_err(|e| format!("column {name:?} cannot be read as labels: {e}"))?;
+                text.as_any()
+                    .downcast_ref::<arrow::array::StringArray>()
                     .cloned()
-                    .ok_or_else(|| at(format!("column {name:?} is not text")))
+                    .ok_or_else(|| format!("column {name:?} is not text"))
             })
             .collect::<std::result::Result<_, _>>()?;
         let ranges = [POSITION_COLUMN, SEQ_COLUMN]
@@ -421,7 +467,7 @@ fn entries_agree(
                     .column_by_name(name)
                     .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
                     .cloned()
-                    .ok_or_else(|| at(format!("column {name:?} is not an unsigned integer")))
+                    .ok_or_else(|| format!("column {name:?} is not an unsigned integer"))
             })
             .collect::<std::result::Result<_, _>>()?;
         Ok(Walked {
@@ -434,10 +480,10 @@ fn entries_agree(
     };
     let ended = |walking: &Option<Walked>| -> std::result::Result<(), String> {
         match walking {
-            Some(w) if w.next != w.rows => Err(at(format!(
+            Some(w) if w.next != w.rows => Err(format!(
                 "row group {} holds {} rows, its entries name rows 0..{}: rows {}.. are in no entry, and no read answers them",
                 w.group, w.rows, w.next, w.next
-            ))),
+            )),
             _ => Ok(()),
         }
     };
@@ -449,7 +495,7 @@ fn entries_agree(
             ended(&walking)?;
             let batch = open
                 .whole_group(file.name, file, index)
-                .map_err(|e| at(e.what))?;
+                .map_err(Said::Read)?;
             walking = Some(columns(&batch, physical)?);
         }
         let Some(w) = walking.as_mut() else {
@@ -463,7 +509,7 @@ fn entries_agree(
             )
         };
         if row != w.next {
-            return Err(at(format!(
+            return Err(Said::Damage(format!(
                 "{} starts at row {row}, where the entry before it ended at row {}",
                 shown(),
                 w.next
@@ -471,20 +517,28 @@ fn entries_agree(
         }
         let end = row.saturating_add(entry.rows);
         if end > w.rows {
-            return Err(at(format!(
+            return Err(Said::Damage(format!(
                 "{} lies past the {} rows of its row group",
                 shown(),
                 w.rows
             )));
         }
         let span = row as usize..end as usize;
+        if entry.track.len() != w.labels.len() {
+            return Err(Said::Damage(format!(
+                "{} names {} labels, the stream's tracks have {}",
+                shown(),
+                entry.track.len(),
+                w.labels.len()
+            )));
+        }
         for (k, labels) in w.labels.iter().enumerate() {
             let want = entry.track.get(k).map(String::as_str);
             if let Some(r) = span
                 .clone()
                 .find(|&r| labels.is_null(r) || Some(labels.value(r)) != want)
             {
-                return Err(at(format!(
+                return Err(Said::Damage(format!(
                     "{}: its row {r} holds {} {:?}, not {:?}",
                     shown(),
                     decl.track[k],
@@ -506,7 +560,7 @@ fn entries_agree(
                     .chain(decl.axis.as_deref())
                     .nth(c)
                     .unwrap_or_default();
-                return Err(at(format!(
+                return Err(Said::Damage(format!(
                     "{}: its {name} spans {held:?}, the entry says {:?}",
                     shown(),
                     said[c]
@@ -515,30 +569,36 @@ fn entries_agree(
         }
         w.next = end;
     }
-    ended(&walking)
+    ended(&walking)?;
+    // A row group after the last one an entry names would be read by no one.
+    let named = file.row_groups().len();
+    let listed = open
+        .footer_row_groups(file.name, file)
+        .map_err(Said::Read)?;
+    if listed != named {
+        return Err(Said::Damage(format!(
+            "its footer lists {listed} row groups, its entries name {named}: the rows of the others are in no entry, and no read answers them"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::archive::{Config, StreamSpec};
-    use arrow::array::StringArray;
+    use arrow::array::{Int32Array, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
 
     type Failed = Box<dyn std::error::Error>;
 
     /// A data file's entries are checked against its rows: a true manifest agrees, and one
     /// that lies (a row left in no entry, a track's label swapped, a `_position`, `_seq` or
-    /// axis range off by one) is named, entry and row, as damage.
+    /// axis range off by one, an entry starting elsewhere, a row group no entry names) is
+    /// named, entry and row, as damage.
     #[test]
     fn entries_that_do_not_hold_their_rows_are_named() -> Result<(), Failed> {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("t", DataType::Utf8, false),
-            Field::new("x", DataType::UInt64, false),
-        ]));
-        let spec = StreamSpec::dynamic("s", schema.clone(), vec!["t".into()], Some("x".into()))?;
         let dir = tempfile::tempdir()?;
-        let mut archive = Archive::open(dir.path(), Config::new().stream(spec))?;
+        let (schema, mut archive) = crate::archive::engine::testing::one_label_stream(dir.path())?;
         let tracks = ["a", "b", "a", "c", "b", "a"];
         let batch = RecordBatch::try_new(
             schema,
@@ -552,14 +612,18 @@ mod tests {
         let stream = &archive.commit.state().streams["s"];
         let file = &stream.files[0];
         assert_eq!(file.groups.len(), 3, "one slice per track");
-        assert_eq!(entries_agree(&archive.store, stream, file), Ok(()));
+        if let Err(e) = entries_agree(&archive.store, stream, file) {
+            panic!("{}", e.what);
+        }
         assert!(archive.verify(|_, _| {}).is_empty());
         let lying = |edit: &dyn Fn(&mut Vec<crate::archive::format::manifest::GroupEntry>)| {
             let mut file = file.clone();
             let mut groups = file.groups.as_ref().clone();
             edit(&mut groups);
             file.groups = Arc::new(groups);
-            entries_agree(&archive.store, stream, &file).expect_err("a lying entry")
+            entries_agree(&archive.store, stream, &file)
+                .expect_err("a lying entry")
+                .what
         };
         // A row group holding more rows than its entries name is refused by its decode.
         let short = lying(&|g| g[2].rows -= 1);
@@ -586,6 +650,73 @@ mod tests {
         assert!(
             moved.contains("starts at row 4, where the entry before it ended at row 3"),
             "{moved}"
+        );
+        let more_labels = lying(&|g| g[0].track = vec!["a".to_owned(), "x".to_owned()].into());
+        assert!(more_labels.contains("names 2 labels"), "{more_labels}");
+        Ok(())
+    }
+
+    /// Tracks labelled by integers are compared as staging renders them (their text), and a
+    /// file of several row groups whose last one no entry names is damage: its rows would
+    /// be read by no one.
+    #[test]
+    fn integer_labels_agree_and_a_row_group_named_by_no_entry_is_found() -> Result<(), Failed> {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("sensor", DataType::Int32, false),
+            Field::new("x", DataType::UInt64, false),
+        ]));
+        let spec = crate::archive::StreamSpec::dynamic(
+            "s",
+            schema.clone(),
+            vec!["sensor".into()],
+            Some("x".into()),
+        )?;
+        let dir = tempfile::tempdir()?;
+        let compaction = crate::archive::plan::retention::Compaction {
+            group_rows: 2,
+            ..Default::default()
+        };
+        let mut archive = Archive::open(
+            dir.path(),
+            crate::archive::Config::new()
+                .stream(spec)
+                .compaction(compaction),
+        )?;
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int32Array::from(vec![7, 42, 7, 42, 7, -3])),
+                Arc::new(UInt64Array::from(vec![1, 1, 2, 2, 3, 9])),
+            ],
+        )?;
+        archive.stage_batch("s", &batch, &[1, 2, 3, 4, 5, 6])?;
+        archive.seal_all()?;
+        let stream = &archive.commit.state().streams["s"];
+        let file = &stream.files[0];
+        let groups = file.row_groups().len();
+        assert!(groups >= 3, "{groups} row groups of at most 2 rows");
+        if let Err(e) = entries_agree(&archive.store, stream, file) {
+            panic!("{}", e.what);
+        }
+        assert!(archive.verify(|_, _| {}).is_empty());
+        let mut cut = file.clone();
+        let last = groups - 1;
+        cut.groups = Arc::new(
+            file.groups
+                .iter()
+                .enumerate()
+                .filter(|(i, g)| g.physical(*i) != last)
+                .map(|(_, g)| g.clone())
+                .collect(),
+        );
+        let missed = entries_agree(&archive.store, stream, &cut)
+            .expect_err("a row group no entry names")
+            .what;
+        assert!(
+            missed.contains(&format!(
+                "its footer lists {groups} row groups, its entries name {last}"
+            )),
+            "{missed}"
         );
         Ok(())
     }

@@ -840,7 +840,7 @@ pub(crate) fn stage(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::archive::{Archive, Config, StreamSpec};
+    use crate::archive::{Archive, StreamSpec};
     use arrow::datatypes::{Field, Schema};
 
     type Failed = Box<dyn std::error::Error>;
@@ -1041,13 +1041,8 @@ mod tests {
     /// barrier (here a whole retirement) makes the stream's staging forget it all.
     #[test]
     fn a_record_other_than_a_barrier_makes_staging_forget_where_it_sealed() -> Result<(), Failed> {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("t", DataType::Utf8, false),
-            Field::new("x", DataType::UInt64, false),
-        ]));
-        let spec = StreamSpec::dynamic("s", schema.clone(), vec!["t".into()], Some("x".into()))?;
         let dir = tempfile::tempdir()?;
-        let mut archive = Archive::open(dir.path(), Config::new().stream(spec))?;
+        let (schema, mut archive) = crate::archive::engine::testing::one_label_stream(dir.path())?;
         let batch = RecordBatch::try_new(
             schema.clone(),
             vec![

@@ -476,6 +476,15 @@ impl<'a, K: Ord> Opened<'a, K> {
         self.on(key, file, |s, schema| s.whole_group(group, schema))
     }
 
+    /// How many row groups `file`'s footer lists (known to this read as `key`).
+    pub fn footer_row_groups(
+        &mut self,
+        key: K,
+        file: &'a SegmentFile,
+    ) -> std::result::Result<usize, StoredError> {
+        self.on(key, file, |s, _| s.footer_row_groups())
+    }
+
     /// Row group `group` of `file`, known to this read as `key`.
     pub fn read_group(
         &mut self,
@@ -1125,6 +1134,25 @@ impl<'a> OpenSegment<'a> {
                 self.shown
             ))),
         }
+    }
+
+    /// How many row groups the file's (verified) footer lists.
+    pub fn footer_row_groups(&self) -> std::result::Result<usize, StoredError> {
+        // The footer's region ends with the metadata, its length (4 bytes, little-endian)
+        // and the magic; page indexes may come before it.
+        let end = self.footer.len().saturating_sub(8);
+        let length = self
+            .footer
+            .get(end..end + 4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map_or(0, |b| u32::from_le_bytes(b) as usize);
+        let metadata = self
+            .footer
+            .get(end.saturating_sub(length)..end)
+            .unwrap_or_default();
+        parquet::file::metadata::ParquetMetaDataReader::decode_metadata(metadata)
+            .map(|m| m.num_row_groups())
+            .map_err(|e| StoredError::corrupt(format!("{}: its footer: {e}", self.shown)))
     }
 
     /// Verifies every digest of the file.
