@@ -679,6 +679,34 @@ fn values_a_type_would_change_are_refused_in_a_new_stream() {
         }
     }
     assert!(missed.is_empty(), "{}", missed.join("\n"));
+    // A number too near zero written into a text column is stored as its text, beside a
+    // float column holding a zero: nothing to refuse.
+    let text = write(
+        "text.jsonl",
+        "{\"host\":\"a\",\"ts\":1,\"v\":0.0,\"note\":1e-400}\n".to_owned(),
+    );
+    let root = dir.path().join("archive-text");
+    let out = sa([
+        "ingest".as_ref(),
+        root.as_os_str(),
+        "--stream".as_ref(),
+        "s".as_ref(),
+        "--track".as_ref(),
+        "host".as_ref(),
+        "--axis".as_ref(),
+        "ts".as_ref(),
+        "--types".as_ref(),
+        "note:text".as_ref(),
+        text.as_os_str(),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let rows = sa([
+        "rows".as_ref(),
+        root.as_os_str(),
+        "--stream".as_ref(),
+        "s".as_ref(),
+    ]);
+    assert!(rows.stdout.contains("a,1,0.0,1e-400,1"), "{}", rows.stdout);
 }
 
 /// Input that the readers used to convert silently is refused naming file, row and column,

@@ -422,9 +422,9 @@ impl<'de> serde::de::Visitor<'de> for JsonValue<'_> {
 }
 
 /// The first number in a JSON line whose digits are not all zero but which parses as a 64-bit
-/// float's zero (`1e-400`), with the key before it; `None` when there is none. Strings are
-/// stepped over, escapes included.
-fn underflow(line: &[u8]) -> Option<(String, String)> {
+/// float's zero (`1e-400`), with the key before it, unless `skip` says that key's numbers are
+/// not judged; `None` when there is none. Strings are stepped over, escapes included.
+fn underflow(line: &[u8], skip: impl Fn(&str) -> bool) -> Option<(String, String)> {
     let mut key = String::new();
     let mut at = 0;
     while at < line.len() {
@@ -449,6 +449,7 @@ fn underflow(line: &[u8]) -> Option<(String, String)> {
                 let mantissa = number.split(['e', 'E']).next().unwrap_or_default();
                 if mantissa.bytes().any(|b| matches!(b, b'1'..=b'9'))
                     && number.parse::<f64>() == Ok(0.0)
+                    && !skip(&key)
                 {
                     return Some((key, number.to_string()));
                 }
@@ -578,7 +579,14 @@ impl<R: std::io::Read> JsonLines<R> {
             }
             .deserialize(&mut de)
             .and_then(|()| de.end())
-            .and_then(|()| match zero.get().then(|| underflow(line)).flatten() {
+            .and_then(|()| {
+                // A number written into a text column is stored as its text: not judged.
+                let text_column = |key: &str| {
+                    self.known.get(key).is_some_and(|t| {
+                        matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+                    })
+                };
+                match zero.get().then(|| underflow(line, text_column)).flatten() {
                 None => Ok(()),
                 Some((key, number)) => {
                     *self.problem.borrow_mut() = Some(format!(
@@ -586,7 +594,7 @@ impl<R: std::io::Read> JsonLines<R> {
                     ));
                     Err(serde::de::Error::custom("underflow"))
                 }
-            })
+            }})
             .map_err(|e| {
                 let detail = self.problem.take().unwrap_or_else(|| {
                     format!(": {e} (a JSON-lines file holds one JSON object per line)")
