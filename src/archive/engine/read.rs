@@ -444,21 +444,7 @@ fn entries_hold_rows(
     let columns = |batch: &RecordBatch, group: usize| -> std::result::Result<Walked, String> {
         // Labels as staging renders them: a track column of integers, booleans or large
         // text is compared as its text.
-        let labels = decl
-            .track
-            .iter()
-            .map(|name| {
-                let column = batch
-                    .column_by_name(name)
-                    .ok_or_else(|| format!("no column {name:?}"))?;
-                let text = arrow::compute::cast(column, &arrow::datatypes::DataType::Utf8)
-                    .map_err(|e| format!("column {name:?} cannot be read as labels: {e}"))?;
-                text.as_any()
-                    .downcast_ref::<arrow::array::StringArray>()
-                    .cloned()
-                    .ok_or_else(|| format!("column {name:?} is not text"))
-            })
-            .collect::<std::result::Result<_, _>>()?;
+        let labels = crate::archive::format::levels::rendered_labels(decl, batch, "data file")?;
         let ranges = [POSITION_COLUMN, SEQ_COLUMN]
             .into_iter()
             .chain(decl.axis.as_deref())

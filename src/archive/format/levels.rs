@@ -659,6 +659,28 @@ pub(crate) fn decode_level(
     LevelRows::decode(decl, batch)?.cells()
 }
 
+/// The stream's track columns of `batch` (a row group of a `what`) rendered as labels, as
+/// staging renders them: a column of integers, booleans or large text as its text.
+pub(crate) fn rendered_labels(
+    decl: &StreamDecl,
+    batch: &RecordBatch,
+    what: &str,
+) -> std::result::Result<Vec<StringArray>, String> {
+    decl.track
+        .iter()
+        .map(|name| {
+            let column = batch
+                .column_by_name(name)
+                .ok_or_else(|| format!("{what} lacks column {name:?}"))?;
+            let text = cast(column, &DataType::Utf8).map_err(|e| format!("{name}: {e}"))?;
+            text.as_any()
+                .downcast_ref::<StringArray>()
+                .cloned()
+                .ok_or_else(|| format!("{name}: not rendered as text"))
+        })
+        .collect()
+}
+
 /// A level row group's track columns rendered as labels, its rows in track-key order
 /// (checked when read: a group out of order is damage, since a search in it could miss a
 /// track's rows). A reader of a few tracks finds their rows by a binary search.
@@ -674,20 +696,7 @@ pub(crate) struct TrackColumns {
 impl TrackColumns {
     /// The stream's track columns of `batch`, checked to be in track-key order.
     pub fn decode(decl: &StreamDecl, batch: &RecordBatch) -> std::result::Result<Self, String> {
-        let labels = decl
-            .track
-            .iter()
-            .map(|name| {
-                let column = batch
-                    .column_by_name(name)
-                    .ok_or_else(|| format!("level table lacks column {name:?}"))?;
-                let text = cast(column, &DataType::Utf8).map_err(|e| format!("{name}: {e}"))?;
-                text.as_any()
-                    .downcast_ref::<StringArray>()
-                    .cloned()
-                    .ok_or_else(|| format!("{name}: not rendered as text"))
-            })
-            .collect::<std::result::Result<_, String>>()?;
+        let labels = rendered_labels(decl, batch, "level table")?;
         let rows = batch.num_rows();
         let tracks = TrackColumns { labels, rows };
         let out_of_order = |i: usize| {
