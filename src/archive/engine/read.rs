@@ -341,27 +341,18 @@ impl Archive {
         for (i, file) in files.iter().enumerate() {
             // `verify` reads every byte again: no cached footer stands in for the file's.
             self.store.forget(file.name);
-            let check = cold::verify_file(&self.store, file, &mut reach);
-            match check {
-                Err(e) => damaged.push(e.what),
-                Ok(()) => {
-                    if let Some(stream) = data_of.get(&file.name) {
-                        match entries_agree(&self.store, stream, file) {
-                            Ok(()) => {}
-                            // A cold tier that stopped answering between the two reads
-                            // proves nothing either way.
-                            Err(e) if e.kind == StoredErrorKind::Unavailable => {
-                                damaged.push(format!(
-                                    "{} {}: not verified: {}",
-                                    cold::UNVERIFIED,
-                                    file.path,
-                                    e.what
-                                ))
-                            }
-                            Err(e) => damaged.push(e.what),
-                        }
-                    }
-                }
+            // A data file's entries are checked in the same pass as its digests: every row
+            // group it names is read once, its digest verified before it is decoded.
+            let check = match data_of.get(&file.name) {
+                Some(stream) => cold::verify_file(&self.store, file, &mut reach, || {
+                    entries_agree(&self.store, stream, file)
+                }),
+                None => cold::verify_file(&self.store, file, &mut reach, || {
+                    cold::verify_digests(&self.store, file)
+                }),
+            };
+            if let Err(e) = check {
+                damaged.push(e.what);
             }
             progress(i + 1, files.len());
         }
@@ -415,7 +406,7 @@ fn entries_hold_rows(
     file: &SegmentFile,
 ) -> std::result::Result<(), Said> {
     if file.elided.is_some() || file.groups.is_empty() {
-        return Ok(());
+        return cold::verify_digests(store, file).map_err(Said::Read);
     }
     let decl = &stream.decl;
     let full = stored_schema(decl).map_err(|e| e.to_string())?;

@@ -1136,21 +1136,18 @@ impl<'a> OpenSegment<'a> {
         }
     }
 
-    /// How many row groups the file's (verified) footer lists.
+    /// How many row groups the file's (verified) footer lists, read by parquet's own
+    /// metadata reader over the verified magic and footer.
     pub fn footer_row_groups(&self) -> std::result::Result<usize, StoredError> {
-        // The footer's region ends with the metadata, its length (4 bytes, little-endian)
-        // and the magic; page indexes may come before it.
-        let end = self.footer.len().saturating_sub(8);
-        let length = self
-            .footer
-            .get(end..end + 4)
-            .and_then(|b| <[u8; 4]>::try_from(b).ok())
-            .map_or(0, |b| u32::from_le_bytes(b) as usize);
-        let metadata = self
-            .footer
-            .get(end.saturating_sub(length)..end)
-            .unwrap_or_default();
-        parquet::file::metadata::ParquetMetaDataReader::decode_metadata(metadata)
+        let verified = Verified {
+            len: self.entry.bytes,
+            ranges: vec![
+                (0, self.magic.clone()),
+                (self.entry.footer.offset, self.footer.clone()),
+            ],
+        };
+        parquet::file::metadata::ParquetMetaDataReader::new()
+            .parse_and_finish(&verified)
             .map(|m| m.num_row_groups())
             .map_err(|e| StoredError::corrupt(format!("{}: its footer: {e}", self.shown)))
     }
