@@ -647,6 +647,35 @@ fn values_a_type_would_change_are_refused_in_a_new_stream() {
             vec!["row 1", "column \"v\"", "too near zero for Float32"],
         ),
         (
+            "csv-integer-rounded",
+            vec![write(
+                "rounded.csv",
+                "host,ts,v\na,1,1.5\na,2,9007199254740993\n".to_owned(),
+            )],
+            vec![],
+            vec!["row 1", "column \"v\"", "cannot be held exactly by Float64"],
+        ),
+        (
+            "json-underflow-integer",
+            vec![write(
+                "under-int.jsonl",
+                "{\"host\":\"a\",\"ts\":1,\"n\":3}\n{\"host\":\"a\",\"ts\":2,\"n\":1e-400}\n"
+                    .to_owned(),
+            )],
+            vec![],
+            vec!["row 1", "column \"n\"", "1e-400 is too near zero"],
+        ),
+        (
+            "json-float16-integer",
+            vec![write(
+                "half.jsonl",
+                "{\"host\":\"a\",\"ts\":1,\"h\":1.5}\n{\"host\":\"a\",\"ts\":2,\"h\":2049}\n"
+                    .to_owned(),
+            )],
+            vec!["--types", "h:Float16"],
+            vec!["row 1", "column \"h\"", "2049 is an integer this float type cannot hold exactly"],
+        ),
+        (
             "parquet-max",
             vec![big.clone()],
             vec!["--types", "v:Float64"],

@@ -314,6 +314,18 @@ fn bad_databases_are_refused_and_new_samples_are_appended() {
             "would be stored rounded",
         ],
     );
+    // i64::MAX rounds up to 2^63 as a float (a cast back to an integer would clamp it to
+    // i64::MAX again and hide the change).
+    let max_rollup = edited(
+        &untyped,
+        "max_rollup.db",
+        "UPDATE rollups SET value = 9223372036854775807 WHERE rowid = (SELECT min(rowid) FROM rollups)",
+    );
+    refused(
+        &max_rollup,
+        &fresh,
+        &["max_rollup.db", "column value holds 9223372036854775807"],
+    );
     // 2^53 itself is exact: that database imports.
     let exact = edited(
         &untyped,

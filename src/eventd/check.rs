@@ -144,7 +144,7 @@ pub(super) fn check_rollup_values(conn: &Connection, db: &Path) -> Result<(), Im
         ),
         (
             "value",
-            "typeof(value) NOT IN ('real', 'integer') OR (typeof(value) = 'integer' AND CAST(CAST(value AS REAL) AS INTEGER) != value)",
+            "typeof(value) NOT IN ('real', 'integer') OR (typeof(value) = 'integer' AND CAST(value AS REAL) != value)",
             "a number a 64-bit float holds exactly (an integer past 2^53 would be stored rounded)",
         ),
         ("function", "typeof(function) != 'text'", "text (min, max, sum, count, avg, …)"),
@@ -431,7 +431,7 @@ pub(super) fn check_samples(conn: &Connection, db: &Path) -> Result<Counts, Impo
         (
             // The archive's `value` is a 64-bit float, as eventd's column is REAL: an integer
             // a float cannot hold exactly would be stored rounded.
-            "typeof(value) = 'integer' AND CAST(CAST(value AS REAL) AS INTEGER) != value",
+            "typeof(value) = 'integer' AND CAST(value AS REAL) != value",
             "have an integer value a 64-bit float cannot hold exactly (past 2^53: it would be stored rounded)",
         ),
     ];

@@ -207,16 +207,18 @@ impl<'a> JsonValue<'a> {
         // Float32) would be stored rounded. (A number written with a fraction or an exponent
         // is stored as the nearest float, as every decimal fraction is.)
         if let Some(i) = integral.filter(|_| written_integer) {
-            let exact = match self.to {
-                DataType::Float64 => (i as f64) as i128 == i,
-                DataType::Float32 => (i as f32) as i128 == i,
-                _ => true,
-            };
+            let exact = !self.to.is_floating() || narrowed(self.to, i as f64) as i128 == i;
             if !exact {
                 return Err(self.refuse(format!(
                     "value {i} is an integer this float type cannot hold exactly (it would be stored rounded)"
                 )));
             }
+        }
+        // A number written with a fraction or an exponent that parsed as zero: the line's text
+        // tells whether it said zero (`0.0`) or was too near zero to hold (`1e-400`), for an
+        // integer column as for a float one (see `underflow`).
+        if v == 0.0 && !written_integer && !self.is_text() {
+            self.zero.set(true);
         }
         if let Some((min, max)) = self.integer_range() {
             return match integral {
@@ -238,19 +240,10 @@ impl<'a> JsonValue<'a> {
         // A number nearer zero than the type's smallest (1e-50 in a Float32 column) would be
         // stored as zero. (Past a 64-bit float's, serde_json has parsed it as zero already:
         // the line's text is looked at, see `underflow`.)
-        let narrowed = match self.to {
-            DataType::Float32 => f64::from(v as f32),
-            // Half of Float16's smallest subnormal, 2^-24, rounds to zero.
-            DataType::Float16 if v.abs() <= 2f64.powi(-25) => 0.0,
-            _ => v,
-        };
-        if self.to.is_floating() && v != 0.0 && narrowed == 0.0 {
+        if self.to.is_floating() && v != 0.0 && narrowed(self.to, v) == 0.0 {
             return Err(self.refuse(format!(
                 "value {v:?} is too near zero for its type (it would be stored as 0)"
             )));
-        }
-        if self.to.is_floating() && v == 0.0 && !written_integer {
-            self.zero.set(true);
         }
         if self.to.is_floating() || self.is_text() || !self.checked() {
             return Ok(());
@@ -421,6 +414,28 @@ impl<'de> serde::de::Visitor<'de> for JsonValue<'_> {
     }
 }
 
+/// `v` as a float column of type `to` stores it, read back as f64 (`v` itself for a type
+/// that is not a float).
+fn narrowed(to: &DataType, v: f64) -> f64 {
+    type Half = <arrow::datatypes::Float16Type as arrow::datatypes::ArrowPrimitiveType>::Native;
+    match to {
+        DataType::Float32 => f64::from(v as f32),
+        DataType::Float16 => Half::from_f64(v).to_f64(),
+        _ => v,
+    }
+}
+
+/// Whether a number's text has a digit other than zero before its exponent (`1e-400` has,
+/// `-0.0e5` has not): text that must not be stored as zero.
+fn nonzero_digits(number: &str) -> bool {
+    number
+        .split(['e', 'E'])
+        .next()
+        .unwrap_or_default()
+        .bytes()
+        .any(|b| matches!(b, b'1'..=b'9'))
+}
+
 /// The first number in a JSON line whose digits are not all zero but which parses as a 64-bit
 /// float's zero (`1e-400`), with the key before it, unless `skip` says that key's numbers are
 /// not judged; `None` when there is none. Strings are stepped over, escapes included.
@@ -446,11 +461,7 @@ fn underflow(line: &[u8], skip: impl Fn(&str) -> bool) -> Option<(String, String
                     at += 1;
                 }
                 let number = std::str::from_utf8(&line[start..at]).unwrap_or_default();
-                let mantissa = number.split(['e', 'E']).next().unwrap_or_default();
-                if mantissa.bytes().any(|b| matches!(b, b'1'..=b'9'))
-                    && number.parse::<f64>() == Ok(0.0)
-                    && !skip(&key)
-                {
+                if nonzero_digits(number) && number.parse::<f64>() == Ok(0.0) && !skip(&key) {
                     return Some((key, number.to_string()));
                 }
             }
@@ -590,7 +601,7 @@ impl<R: std::io::Read> JsonLines<R> {
                 None => Ok(()),
                 Some((key, number)) => {
                     *self.problem.borrow_mut() = Some(format!(
-                        ", column {key:?}: value {number} is too near zero for a 64-bit float (it would be stored as 0; nothing is converted: fix the value)"
+                        ", column {key:?}: value {number} is too near zero to be held (it would be stored as 0; nothing is converted: fix the value)"
                     ));
                     Err(serde::de::Error::custom("underflow"))
                 }
@@ -1261,20 +1272,31 @@ pub fn shape(
                 ));
             }
             // Text too near zero for the type (`1e-400`, or `1e-50` for Float32) parses as
-            // zero: refuse it when its digits are not all zero.
-            let underflow = (0..values.len()).find(|&r| {
-                values.is_valid(r) && values.value(r) == 0.0 && {
-                    let text = shown(input.as_ref(), r);
-                    let mantissa = text.split(['e', 'E']).next().unwrap_or_default();
-                    mantissa.bytes().any(|b| matches!(b, b'1'..=b'9'))
+            // zero: refuse it when its digits are not all zero. An integer the type cannot
+            // hold exactly (past 2^53 for Float64) parses rounded: refuse it too, as JSON's.
+            let texts = input.as_any().downcast_ref::<arrow::array::StringArray>();
+            let text = |r: usize| match texts {
+                Some(t) => std::borrow::Cow::Borrowed(t.value(r).trim()),
+                None => std::borrow::Cow::Owned(shown(input.as_ref(), r)),
+            };
+            let changed = (0..values.len()).find_map(|r| {
+                if !values.is_valid(r) {
+                    return None;
                 }
+                let (stored, text) = (values.value(r), text(r));
+                if stored == 0.0 && nonzero_digits(&text) {
+                    return Some((r, "is too near zero for"));
+                }
+                let rounded = text.parse::<i128>().is_ok_and(|i| stored as i128 != i);
+                rounded.then_some((r, "is an integer that cannot be held exactly by"))
             });
-            if let Some(row) = underflow {
+            if let Some((row, what)) = changed {
                 return Err(format!(
-                    "{}, {}, column {name:?}: value {:?} is too near zero for {to} (it would be stored as 0)",
+                    "{}, {}, column {name:?}: value {:?} {what} {to} (it would be stored as {})",
                     path.display(),
                     kind.locate(first_row + row),
-                    shown(input.as_ref(), row)
+                    shown(input.as_ref(), row),
+                    shown(out.as_ref(), row)
                 ));
             }
         }
