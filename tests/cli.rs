@@ -1597,6 +1597,18 @@ fn input_past_the_memory_budget_is_spilled_read_once_and_refused_whole() {
     out.stderr_has(&["kept in a temporary file past --memory"], "spilled");
     assert_eq!(barriers(&out.stdout).len(), 7, "{}", out.stdout);
     assert_eq!(rows(&spilled, &[]), rows(&in_memory, &[]));
+    // In one barrier too: the check stops keeping what it staged once the input spills, and
+    // the rows are staged from the spool, every one.
+    let one = dir.path().join("one");
+    let out = ingest(
+        &one,
+        &["--seal-rows", "100000", "--memory", "16KiB"],
+        &[&good],
+    )
+    .ok("ingest spilled, one barrier");
+    out.stderr_has(&["kept in a temporary file past --memory"], "spilled");
+    assert_eq!(barriers(&out.stdout).len(), 1, "{}", out.stdout);
+    assert_eq!(rows(&one, &[]), rows(&in_memory, &[]));
 
     let before = snapshot(&spilled);
     let mut text = format!("{HEADER}\n");

@@ -984,7 +984,7 @@ fn ingest(
                 batch: shaped,
                 positions,
             })?;
-            if spool.spilled_bytes() > 0 {
+            if spool.spilled() {
                 // Past --memory: the checked rows wait on disk, and the check keeps none.
                 validator.stop_keeping();
             }
@@ -1045,21 +1045,15 @@ fn ingest(
         }
     };
     // The whole input checked and kept as one barrier's staged rows: taken as they are.
-    let adopted = match validator.kept_rows() == checked {
-        true => archive.adopt(&mut validator)?,
-        false => 0,
-    };
-    let replay = match adopted == checked && checked > 0 {
-        true => {
-            drop(spool);
-            total = checked;
-            bar.set_position(total as u64);
-            None
-        }
-        false => {
-            validator.stop_keeping();
-            Some(spool.replay()?)
-        }
+    // (The validator keeps all of the input or none of it, and an input has rows.)
+    let replay = if validator.kept_rows() == checked && archive.adopt(&mut validator)? > 0 {
+        drop(spool);
+        total = checked;
+        bar.set_position(total as u64);
+        None
+    } else {
+        drop(validator);
+        Some(spool.replay()?)
     };
     for delivery in replay.into_iter().flatten() {
         let spool::Delivery {
@@ -1338,8 +1332,8 @@ fn deliveries(
                 let (shaped, positions) =
                     input::shape(&batch?, declared, position, path, kind, rows)?;
                 let n = shaped.num_rows();
+                let first_row = rows;
                 rows += n;
-                let end = rows;
                 let positions = match positions {
                     Some(p) => p,
                     None => {
@@ -1358,14 +1352,7 @@ fn deliveries(
                     }
                 };
                 next_position = next_position.saturating_add(n as u64);
-                take(
-                    spool::Origin {
-                        file,
-                        first_row: end - n,
-                    },
-                    shaped,
-                    positions,
-                )?;
+                take(spool::Origin { file, first_row }, shaped, positions)?;
             }
             if rows == 0 {
                 // A header alone (or an empty Parquet file) is more often a failed export

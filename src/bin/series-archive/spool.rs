@@ -72,6 +72,11 @@ impl Spool {
         self.rows
     }
 
+    /// Whether checked input is kept in the temporary file (past the memory budget).
+    pub fn spilled(&self) -> bool {
+        self.spilled.is_some()
+    }
+
     /// Bytes spilled to disk so far (0 when everything fits in memory).
     pub fn spilled_bytes(&mut self) -> u64 {
         let Some(spill) = self.spilled.as_mut() else {
