@@ -990,12 +990,7 @@ pub fn replicate(
     let look = Look::send(tier, None);
     let log = local_log(root, true)?;
     let bucket = look.finish(root, tier)?;
-    let to = Replica {
-        root,
-        tier,
-        faults,
-        confirm_owner: false,
-    };
+    let to = Replica { root, tier, faults };
     replicate_log(to, log, progress, bucket, &mut None)
 }
 
@@ -1018,14 +1013,7 @@ pub(crate) fn replicate_committed(
     let look = Look::send(tier, known.take());
     let log = committed.read(root, held)?;
     let bucket = look.finish(root, tier)?;
-    // The archive's own replicator says a commit is replicated (a barrier waiting under a lag
-    // bound returns on it): only once its prefix is still its own after the part went up.
-    let to = Replica {
-        root,
-        tier,
-        faults,
-        confirm_owner: true,
-    };
+    let to = Replica { root, tier, faults };
     replicate_log(to, log, |_, _, _| {}, bucket, known)
 }
 
@@ -1113,14 +1101,11 @@ fn check_owner(root: &Path, tier: &ColdTier, theirs: Option<String>) -> Result<(
     Ok(())
 }
 
-/// Where a pass replicates: the archive at `root` into `tier`, with `faults` injected, and
-/// whether the prefix's owner is asked again after the part went up (the archive's own
-/// replicator, whose passes say a commit is replicated).
+/// Where a pass replicates: the archive at `root` into `tier`, with `faults` injected.
 struct Replica<'a> {
     root: &'a Path,
     tier: &'a ColdTier,
     faults: &'a Faults,
-    confirm_owner: bool,
 }
 
 /// One pass from `bucket` (what the bucket holds as it starts, from [`Look::finish`]) to the
@@ -1133,12 +1118,7 @@ fn replicate_log(
     bucket: Bucket,
     known: &mut Option<Known>,
 ) -> Result<ReplicationReport> {
-    let Replica {
-        root,
-        tier,
-        faults,
-        confirm_owner,
-    } = to;
+    let Replica { root, tier, faults } = to;
     let ours = bucket.remembered;
     let Known {
         mut parts,
@@ -1347,10 +1327,10 @@ fn replicate_log(
         faults.reach(FaultPoint::AfterReplicaPart);
         // A restore that took the prefix over between this pass's owner check and its part
         // read the manifest after its new token went up (`restore`), and may not hold this
-        // part: the commit is not counted as replicated, and this archive is fenced.
-        if confirm_owner {
-            check_owner(root, tier, token(tier.get(OWNER_FILE)).map_err(cold)?)?;
-        }
+        // part: the commit is not counted as replicated (by the writer's replicator, which a
+        // barrier under a lag bound waits on, or by `replicate`, which would say "caught up"
+        // and exit 0), and this archive is fenced.
+        check_owner(root, tier, token(tier.get(OWNER_FILE)).map_err(cold)?)?;
         consolidate(root, tier, &log, &parts[&log.generation], &mut spans)?;
     }
 
