@@ -1950,24 +1950,21 @@ impl Maintainer {
         inputs: &[u64],
         handle: std::thread::JoinHandle<Result<CompactedFiles>>,
     ) -> Result<Option<CompactReport>> {
-        let outcome = handle
-            .join()
-            .map_err(|_| {
-                ArchiveError::Internal(format!(
-                    "the compaction thread of stream {stream:?} panicked"
-                ))
-            })
-            .and_then(|job| job);
+        // A panic is a fault of this build, never a job to drop: it poisons below.
+        let Ok(outcome) = handle.join() else {
+            return Err(archive.poison(ArchiveError::Internal(format!(
+                "the compaction thread of stream {stream:?} panicked"
+            ))));
+        };
         // A job whose inputs left the live state while it ran (a sweep of a later step
         // retired them: the files it still read were deleted) would be discarded had it
         // finished; its failure is no damage. Its files under `.tmp/` are left to the next
         // open, which keeps them as evidence.
         let live = |state: &crate::archive::format::manifest::State| {
             state.streams.get(stream).is_some_and(|s| {
-                inputs.iter().all(|name| {
-                    s.files.iter().any(|f| f.name == *name)
-                        || s.levels.iter().any(|f| f.name == *name)
-                })
+                let held: std::collections::BTreeSet<u64> =
+                    s.files.iter().chain(&s.levels).map(|f| f.name).collect();
+                inputs.iter().all(|name| held.contains(name))
             })
         };
         match outcome {
