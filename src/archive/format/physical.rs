@@ -177,9 +177,9 @@ pub fn first_unstorable(column: &UInt64Array) -> Option<usize> {
 }
 
 /// The first row of `column`, of any type, holding an unsigned value the archive cannot
-/// store (above [`MAX_STORED`]) at any depth of its lists and structs, and that value: a
-/// list of counts is refused as a counts column is (its files and Delta logs declare
-/// signed integers there too).
+/// store (above [`MAX_STORED`]) at any depth of its lists (of any size), maps, structs and
+/// dictionaries, and that value: a list of counts is refused as a counts column is (its
+/// files and Delta logs declare signed integers there too).
 pub fn first_unstorable_anywhere(column: &dyn Array) -> Option<(usize, u64)> {
     use arrow::array::AsArray;
     match column.data_type() {
@@ -189,6 +189,25 @@ pub fn first_unstorable_anywhere(column: &dyn Array) -> Option<(usize, u64)> {
         }
         DataType::List(_) => first_unstorable_in_list(column.as_list::<i32>()),
         DataType::LargeList(_) => first_unstorable_in_list(column.as_list::<i64>()),
+        DataType::FixedSizeList(..) => {
+            let list = column.as_fixed_size_list();
+            first_unstorable_anywhere(list.values().as_ref())?;
+            first_row_holding(list, |row| list.value(row))
+        }
+        DataType::Map(..) => {
+            let map = column.as_map();
+            first_unstorable_anywhere(map.entries())?;
+            first_row_holding(map, |row| {
+                Arc::new(map.value(row)) as arrow::array::ArrayRef
+            })
+        }
+        DataType::Dictionary(..) => {
+            let dictionary = column.as_any_dictionary();
+            let values = dictionary.values();
+            first_unstorable_anywhere(values.as_ref())?;
+            let keys = dictionary.normalized_keys();
+            first_row_holding(column, |row| values.slice(keys[row], 1))
+        }
         DataType::Struct(_) => {
             let fields = column.as_struct();
             if fields
@@ -210,6 +229,17 @@ pub fn first_unstorable_anywhere(column: &dyn Array) -> Option<(usize, u64)> {
         }
         _ => None,
     }
+}
+
+/// The first valid row of `column` whose value (`value(row)`, an array) holds an unstorable
+/// value, and that value.
+fn first_row_holding(
+    column: &dyn Array,
+    value: impl Fn(usize) -> arrow::array::ArrayRef,
+) -> Option<(usize, u64)> {
+    (0..column.len())
+        .filter(|&row| column.is_valid(row))
+        .find_map(|row| first_unstorable_anywhere(value(row).as_ref()).map(|(_, v)| (row, v)))
 }
 
 /// [`first_unstorable_anywhere`] of a list: its rows are looked at one by one only when
@@ -234,6 +264,36 @@ fn first_negative(column: &Int64Array) -> Option<usize> {
 mod tests {
     use super::*;
     use arrow::array::{Int16Array, StringArray, UInt8Array};
+
+    /// Fixed-size lists, maps and dictionaries are looked into too, naming the row.
+    #[test]
+    fn an_unstorable_value_is_found_in_fixed_lists_maps_and_dictionaries() {
+        use arrow::array::{DictionaryArray, FixedSizeListArray, MapBuilder, UInt64Builder};
+        use arrow::datatypes::{Int32Type, UInt64Type};
+        let big = MAX_STORED + 1;
+        let fixed = FixedSizeListArray::from_iter_primitive::<UInt64Type, _, _>(
+            vec![Some(vec![Some(1), Some(2)]), Some(vec![Some(3), Some(big)])],
+            2,
+        );
+        assert_eq!(first_unstorable_anywhere(&fixed), Some((1, big)));
+        let mut map = MapBuilder::new(None, UInt64Builder::new(), UInt64Builder::new());
+        for (k, v) in [(1, 2), (3, 4), (5, big)] {
+            map.keys().append_value(k);
+            map.values().append_value(v);
+            map.append(true).expect("a map row");
+        }
+        assert_eq!(first_unstorable_anywhere(&map.finish()), Some((2, big)));
+        let dictionary = DictionaryArray::<Int32Type>::new(
+            arrow::array::Int32Array::from(vec![0, 0, 1, 0]),
+            Arc::new(UInt64Array::from(vec![7, big])),
+        );
+        assert_eq!(first_unstorable_anywhere(&dictionary), Some((2, big)));
+        let fine = DictionaryArray::<Int32Type>::new(
+            arrow::array::Int32Array::from(vec![0, 0]),
+            Arc::new(UInt64Array::from(vec![7, 8])),
+        );
+        assert_eq!(first_unstorable_anywhere(&fine), None);
+    }
 
     #[test]
     fn an_unstorable_value_is_found_at_any_depth_under_a_valid_row() {
