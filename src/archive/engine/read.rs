@@ -348,7 +348,7 @@ impl Archive {
                     entries_agree(&self.store, stream, file)
                 }),
                 None => cold::verify_file(&self.store, file, &mut reach, || {
-                    cold::verify_digests(&self.store, file)
+                    crate::archive::io::segment::verify_digests(&self.store, file)
                 }),
             };
             if let Err(e) = check {
@@ -406,7 +406,7 @@ fn entries_hold_rows(
     file: &SegmentFile,
 ) -> std::result::Result<(), Said> {
     if file.elided.is_some() || file.groups.is_empty() {
-        return cold::verify_digests(store, file).map_err(Said::Read);
+        return crate::archive::io::segment::verify_digests(store, file).map_err(Said::Read);
     }
     let decl = &stream.decl;
     let full = stored_schema(decl).map_err(|e| e.to_string())?;

@@ -681,7 +681,7 @@ pub(crate) struct Reach {
 /// a cold one first by its size in the tier (one HEAD: an object longer or shorter than the
 /// manifest records is damaged, even where the recorded ranges still read back whole), then,
 /// local or cold, by `whole`: its length, footer and every row group digest, and whatever
-/// else the caller reads of it in the same pass ([`verify_digests`] alone). A tier that does
+/// else the caller reads of it in the same pass (`segment::verify_digests` alone). A tier that does
 /// not answer (a timeout, a refused connection, a server error) is reported once, naming it,
 /// and every file in it as [`UNVERIFIED`], without asking it again.
 pub(crate) fn verify_file(
@@ -745,12 +745,4 @@ pub(crate) fn verify_file(
         Err(e) if e.kind == StoredErrorKind::Unavailable => Err(unreachable(&e)),
         other => other,
     }
-}
-
-/// A file's length, footer digest and every row group digest, read where it lives.
-pub(crate) fn verify_digests(
-    store: &crate::archive::io::store::Store,
-    file: &crate::archive::format::manifest::record::SegmentFile,
-) -> Result<(), crate::archive::error::StoredError> {
-    crate::archive::io::segment::OpenSegment::open(store, file).and_then(|s| s.verify_all())
 }
