@@ -911,8 +911,13 @@ fn assert_layout(path: &Path, entry: &SegmentFile, written_now: bool, partials: 
         .collect();
     assert_eq!(format, vec![Some(version)], "{}", entry.path);
     // A packed file's entry says 9 since its entries are recorded as columns (format
-    // version 9); its bytes, and their key-value metadata, are version 6's.
-    let recorded: u16 = if packed {
+    // version 9), or 11 when its slices average fewer than 16 rows and the record gives its
+    // row groups alone (format version 11); its bytes, and their key-value metadata, are
+    // version 6's.
+    let rows: u64 = entry.groups.iter().map(|g| g.rows).sum();
+    let recorded: u16 = if packed && rows < 16 * entry.groups.len() as u64 {
+        11
+    } else if packed {
         9
     } else {
         version.parse().expect("a number")

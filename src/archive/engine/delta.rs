@@ -272,7 +272,7 @@ impl Wanted {
     fn of(file: &SegmentFile) -> Wanted {
         Wanted {
             bytes: file.bytes,
-            rows: file.groups.iter().map(|g| g.rows).sum(),
+            rows: file.rows(),
             sealed_ms: i64::try_from(file.sealed_at_ns / 1_000_000).unwrap_or(i64::MAX),
         }
     }

@@ -21,6 +21,7 @@ use crate::archive::format::levels::{self, Cells};
 use crate::archive::format::manifest::{
     Compact, LevelFloor, LevelRun, RawFloor, Record, Retire, SegmentFile, StreamDecl,
 };
+use crate::archive::format::physical::PACKED_FILE_VERSION;
 use crate::archive::format::segment::{self, TrackRows};
 use crate::archive::io::durable;
 use crate::archive::io::faults::FaultPoint;
@@ -1200,6 +1201,14 @@ impl Placer<'_> {
     fn finish(&mut self, file: Placing, barrier: u64, sealed_at_ns: u64) -> Result<SegmentFile> {
         let format = file.writer.format_version();
         let (bytes, footer, groups) = file.writer.finish()?;
+        // A packed data file whose slices hold few rows each is recorded by its row groups.
+        let format = match file.kind == "rows" && format == PACKED_FILE_VERSION {
+            true => {
+                let rows = groups.iter().map(|g| g.rows).sum();
+                crate::archive::format::manifest::packed_format(rows, groups.len() as u64, format)
+            }
+            false => format,
+        };
         let file_name = segment::data_file_name(file.name);
         let dir = format!("{STREAMS_DIR}/{}/{}", self.stream, file.kind);
         let dir_path = self.root.join(&dir);

@@ -244,7 +244,9 @@ impl Archive {
                 return Ok((state, log, highest_generation_ever));
             };
             let began = std::time::Instant::now();
-            let replayed = log::replay_within(&current_path, current, self.config.scope.clone())?;
+            let rows = crate::archive::io::rows::RowsIn::new(&self.store);
+            let replayed =
+                log::replay_within(&current_path, current, self.config.scope.clone(), &rows)?;
             let replay_took = began.elapsed();
             // Read for every tail: past damage it is what `repair` shows.
             let beyond = beyond::beyond(&self.root, &replayed.state, current, &evidence)?;

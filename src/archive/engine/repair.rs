@@ -71,7 +71,7 @@ fn describe(record: &Record) -> String {
                 .streams
                 .iter()
                 .map(|s| {
-                    let rows: u64 = s.file.groups.iter().map(|g| g.rows).sum();
+                    let rows = s.file.rows();
                     format!(
                         "stream {} through position {} ({rows} rows in {})",
                         s.stream, s.watermark, s.file.path

@@ -165,6 +165,12 @@ fn rebuild(
     let (again, footer, entries) =
         segment::encode_packed(id, &schema, name, &bounded, group_rows, 1)
             .map_err(|e| e.to_string())?;
+    let rows: u64 = entries.iter().map(|e| e.rows).sum();
+    let format = crate::archive::format::manifest::packed_format(
+        rows,
+        entries.len() as u64,
+        crate::archive::format::physical::PACKED_FILE_VERSION,
+    );
     if again[..] != shared[..] {
         return Err(
             "encoded again from its rows it is not the same bytes (damaged, or written by another build or row-group bound)"
@@ -186,14 +192,7 @@ fn rebuild(
         first_level: None,
         elided: None,
     };
-    let file = entry(
-        name,
-        rel.clone(),
-        shared.len(),
-        footer,
-        entries,
-        crate::archive::format::physical::PACKED_FILE_VERSION,
-    );
+    let file = entry(name, rel.clone(), shared.len(), footer, entries, format);
     let mut files = vec![rel];
     let mut next_name = name + 1;
     // The levels as the barrier judged them on the state before it (the first stored level

@@ -5,7 +5,9 @@ use super::stage::Staged;
 use super::{selected_in, stage, Archive, PARALLEL_SEAL_ROWS};
 use crate::archive::error::{ArchiveError, Result};
 use crate::archive::format::levels;
-use crate::archive::format::manifest::{Barrier, BarrierStream, Record, SegmentFile, StreamState};
+use crate::archive::format::manifest::{
+    packed_format, Barrier, BarrierStream, Record, SegmentFile, StreamState,
+};
 use crate::archive::format::spec::{stored_schema, StreamSpec};
 use crate::archive::format::{physical, segment};
 use crate::archive::io::durable;
@@ -276,14 +278,8 @@ impl Archive {
                 tracks: tracks_written,
                 file: path.clone(),
             });
-            let file = segment_file(
-                name,
-                path,
-                &bytes,
-                footer,
-                groups,
-                physical::PACKED_FILE_VERSION,
-            );
+            let format = packed_format(rows, groups.len() as u64, physical::PACKED_FILE_VERSION);
+            let file = segment_file(name, path, &bytes, footer, groups, format);
             let mut level_file = None;
             if let Some(partials) = partials {
                 let (bytes, footer, groups) = partials.encoded;

@@ -2,7 +2,9 @@
 //! current one, write a new one from a snapshot.
 
 use crate::archive::error::{ArchiveError, Result};
-use crate::archive::format::manifest::log::{generation_name, replay_scoped, try_encode, Replayed};
+use crate::archive::format::manifest::log::{
+    generation_name, replay_scoped, try_encode, Replayed, SliceReader,
+};
 use crate::archive::format::manifest::Scope;
 use crate::archive::format::manifest::{Record, State};
 use crate::archive::io::durable;
@@ -10,15 +12,39 @@ use crate::archive::io::faults::FaultPoint;
 use crate::archive::io::storage::{Disk, WriteFile};
 use std::path::{Path, PathBuf};
 
-/// Replays the generation file at `path`.
+/// Replays the generation file at `path` (`manifest/gen-….log` under an archive's root): the
+/// slices of a file recorded by its row groups (format version 11) are read from the local
+/// files under that root.
 pub fn replay(path: &Path, generation: u64) -> Result<Replayed> {
-    replay_within(path, generation, None)
+    let root = path
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or_else(|| Path::new("."));
+    let disk: crate::archive::io::storage::Disk =
+        std::sync::Arc::new(crate::archive::io::storage::LocalDisk);
+    let store = crate::archive::io::store::Store::new(
+        root,
+        disk,
+        None,
+        crate::archive::io::store::RequestLog::new(),
+    );
+    replay_within(
+        path,
+        generation,
+        None,
+        &crate::archive::io::rows::RowsIn::new(&store),
+    )
 }
 
 /// Replays the generation file at `path`, cataloging only the tracks within `scope`.
-pub fn replay_within(path: &Path, generation: u64, scope: Option<Scope>) -> Result<Replayed> {
+pub fn replay_within(
+    path: &Path,
+    generation: u64,
+    scope: Option<Scope>,
+    rows: &dyn SliceReader,
+) -> Result<Replayed> {
     let bytes = std::fs::read(path).map_err(ArchiveError::io("read manifest", path))?;
-    replay_scoped(path, &bytes, generation, scope)
+    replay_scoped(path, &bytes, generation, scope, rows)
 }
 
 /// A record framed for the log; a record that cannot be written (it names a file a scoped

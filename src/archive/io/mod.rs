@@ -15,6 +15,7 @@ pub(crate) mod local;
 pub(crate) mod lock;
 pub mod log;
 pub mod priority;
+pub mod rows;
 pub(crate) mod segment;
 pub mod storage;
 pub mod store;

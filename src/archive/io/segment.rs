@@ -485,6 +485,44 @@ impl<'a, K: Ord> Opened<'a, K> {
         self.on(key, file, |s, _| s.footer_row_groups())
     }
 
+    /// Parquet row group `physical` of `file` (known to this read as `key`), decoded whole
+    /// and checked against its digest: `span` its bytes, `rows` the rows the record gives it.
+    /// What a replay reads the slices of a file recorded by its row groups from.
+    pub fn physical_group(
+        &mut self,
+        key: K,
+        file: &'a SegmentFile,
+        physical: usize,
+        span: Span,
+        rows: u64,
+    ) -> std::result::Result<RecordBatch, StoredError> {
+        self.on(key, file, |s, schema| {
+            s.decode(physical, &span, None, rows, schema)
+        })
+    }
+
+    /// Rows `rows` of Parquet row group `physical` of `file` (known to this read as `key`),
+    /// checked against the group's digest (`span`): only the pages holding them are decoded.
+    pub fn selected_rows(
+        &mut self,
+        key: K,
+        file: &'a SegmentFile,
+        physical: usize,
+        span: Span,
+        rows: std::ops::Range<u64>,
+    ) -> std::result::Result<RecordBatch, StoredError> {
+        let wanted = rows.end - rows.start;
+        self.on(key, file, |s, schema| {
+            s.decode(
+                physical,
+                &span,
+                Some(std::slice::from_ref(&rows)),
+                wanted,
+                schema,
+            )
+        })
+    }
+
     /// Row group `group` of `file`, known to this read as `key`.
     pub fn read_group(
         &mut self,

@@ -18,6 +18,29 @@ use std::fmt;
 /// The first file `format` whose entries a record may write as columns (`manifest::columns`).
 pub const COLUMNAR_FORMAT: u16 = 9;
 
+/// The file `format` whose entry records its row groups, not its slices (format version 11):
+/// a packed data file (its bytes are version 6's) whose slices a reader takes from the rows.
+/// A writer chooses it for a file whose slices hold few rows each ([`ROWS_FORM_BELOW`]).
+pub const ROWS_FORMAT: u16 = 11;
+
+/// A packed data file whose slices hold fewer rows than this on average is recorded by its
+/// row groups (format 11): decoding a slice's track, `_position`, axis and `_seq` values from
+/// the rows (about 25 ns a row) then costs less than an entry per slice in the manifest
+/// (about 35 bytes written, 450 ns replayed, 150 bytes held). Part of the format's rule: see
+/// `docs/format.md`, "Version 11".
+pub const ROWS_FORM_BELOW: u64 = 16;
+
+/// The `format` a packed data file of `rows` rows in `slices` slices is recorded with:
+/// [`ROWS_FORMAT`] when its slices average fewer than [`ROWS_FORM_BELOW`] rows, else `columnar`
+/// (the writer's format for packed files whose entries are recorded as columns).
+pub fn packed_format(rows: u64, slices: u64, columnar: u16) -> u16 {
+    if slices > 0 && rows < slices.saturating_mul(ROWS_FORM_BELOW) {
+        ROWS_FORMAT
+    } else {
+        columnar
+    }
+}
+
 /// A committed data file. Its JSON is written and read here (a packed file of format 9
 /// records its entries as columns, paged when a record names many).
 #[derive(Clone, Debug, PartialEq)]
@@ -58,8 +81,11 @@ pub struct SegmentFile {
     pub first_level: Option<u8>,
     /// For a file whose entries were recorded paged (format version 10) and decoded by a
     /// scoped replay: the pages it did not read, in sum. `groups` then holds only the entries
-    /// of the pages it read. `None` whenever `groups` holds every entry (always, outside a
-    /// scoped replay); a file holding one is never written.
+    /// of the pages it read. For a file recorded by its row groups (format version 11): its
+    /// row groups, until its slices are read from its rows ([`take_rows`]), and then, in a
+    /// scoped replay, what the row groups it did not read hold. `None` whenever `groups`
+    /// holds every entry (always, outside a scoped replay, once a replay is done); a file
+    /// holding one is never written.
     pub elided: Option<Box<Elided>>,
 }
 
@@ -162,6 +188,11 @@ impl SegmentFile {
             at = Some((slice.group, expected + entry.rows, entry.span));
         }
         Ok(())
+    }
+
+    /// The rows the file holds (every row group's, whichever of its entries a replay holds).
+    pub fn rows(&self) -> u64 {
+        self.row_groups().iter().map(|(_, _, rows)| rows).sum()
     }
 
     /// The file's Parquet row groups, each once: `(row group index, its span, its rows)`, in
@@ -443,6 +474,95 @@ struct RowGroup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     rows: Option<u64>,
     span: Span,
+}
+
+/// One Parquet row group of a file recorded by its row groups (format version 11), as the
+/// record holds it: what its slices hold in sum. The slices themselves are read from the rows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Summary {
+    /// How many tracks it holds (one slice each, in key order).
+    tracks: u32,
+    /// Its rows.
+    rows: u64,
+    /// Its bytes and digest.
+    span: Span,
+    /// Its first and last track.
+    first: Vec<String>,
+    last: Vec<String>,
+    /// The lowest and highest `_position` of its rows.
+    position: [u64; 2],
+    /// The lowest and highest axis value, for an axial stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    axis: Option<[u64; 2]>,
+    /// The lowest and highest `_seq`.
+    seq: [u64; 2],
+}
+
+/// The row groups of `entries` (a packed file's slices, in file order), or `None` when they do
+/// not follow the slice rules or mix entries with and without an axis range (the file is then
+/// recorded an object per entry).
+fn summaries(entries: &[GroupEntry]) -> Option<Vec<Summary>> {
+    let groups = sliced_row_groups(entries)?;
+    let union = |a: [u64; 2], b: [u64; 2]| [a[0].min(b[0]), a[1].max(b[1])];
+    let axial = entries.first()?.axis.is_some();
+    let mut out: Vec<Summary> = Vec::with_capacity(groups.len());
+    let mut rest = entries;
+    for (group, rows) in groups {
+        let (these, after) = rest.split_at(group.slices as usize);
+        rest = after;
+        let (first, last) = (these.first()?, these.last()?);
+        let mut axis = if axial { Some(first.axis?) } else { None };
+        for e in these {
+            if e.axis.is_some() != axial {
+                return None;
+            }
+            axis = axis.zip(e.axis).map(|(a, b)| union(a, b));
+        }
+        out.push(Summary {
+            tracks: group.slices,
+            rows,
+            span: group.span,
+            first: first.track.to_vec(),
+            last: last.track.to_vec(),
+            position: these.iter().map(|e| e.position).reduce(union)?,
+            axis,
+            seq: these.iter().map(|e| e.seq).reduce(union)?,
+        });
+    }
+    Some(out)
+}
+
+/// Checks a format-11 entry's row groups as the record gives them, before any row is read.
+fn check_summaries(groups: &[Summary]) -> Result<(), String> {
+    if groups.is_empty() {
+        return Err("row_groups is empty".into());
+    }
+    for (g, group) in groups.iter().enumerate() {
+        let bad = |why: &str| Err(format!("row_groups[{g}] {why}"));
+        if group.tracks == 0 || group.rows < u64::from(group.tracks) {
+            return bad("holds no track, or fewer rows than tracks");
+        }
+        if group.first > group.last || (group.tracks == 1) != (group.first == group.last) {
+            return bad("names its first and last track out of key order");
+        }
+        let ranges = [Some(group.position), group.axis, Some(group.seq)];
+        if ranges.iter().flatten().any(|[lo, hi]| lo > hi) {
+            return bad("gives a range whose low end is above its high end");
+        }
+        if let Some(before) = g.checked_sub(1).map(|b| &groups[b]) {
+            if before.last > group.first {
+                return bad("goes back in key order");
+            }
+            if group.span.offset < before.span.offset + before.span.len {
+                return bad("overlaps the row group before it");
+            }
+            if before.axis.is_some() != group.axis.is_some() {
+                return bad("gives an axis range where the row group before gives none, or none where it gives one");
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A packed file's entries as columns, as written (borrowing the entries' labels); see
@@ -1052,6 +1172,7 @@ impl Pieces {
             row_groups: self.row_groups,
             pages,
             read: false,
+            summaries: Vec::new(),
         })
     }
 }
@@ -1065,16 +1186,61 @@ impl Pieces {
 pub struct Elided {
     row_groups: Vec<RowGroup>,
     pages: Vec<Page>,
-    /// Whether the pages were read (the record's decode reads them after its JSON).
+    /// Whether the pages were read (the record's decode reads them after its JSON), or for a
+    /// file recorded by its row groups, its rows ([`take_rows`]).
     read: bool,
+    /// For a file recorded by its row groups (format version 11), what each holds; empty for
+    /// a paged entry.
+    summaries: Vec<Summary>,
 }
 
 impl Elided {
+    /// A format-11 entry's row groups, their slices still to be read from the rows.
+    fn from_rows(summaries: Vec<Summary>) -> Result<Elided, String> {
+        check_summaries(&summaries)?;
+        Ok(Elided {
+            row_groups: summaries
+                .iter()
+                .map(|g| RowGroup {
+                    slices: g.tracks,
+                    rows: Some(g.rows),
+                    span: g.span,
+                })
+                .collect(),
+            pages: Vec::new(),
+            read: false,
+            summaries,
+        })
+    }
+
+    /// Whether the file is recorded by its row groups (format version 11): its slices are
+    /// read from its rows, not from the record.
+    pub fn is_rows_form(&self) -> bool {
+        !self.summaries.is_empty()
+    }
+
+    /// For a file recorded by its row groups whose rows are not read yet: the row groups
+    /// holding a track beneath `within` (every one for `None` or an empty selection), whose
+    /// slices a replay reads from the rows ([`take_rows`]). Empty otherwise.
+    pub fn rows_to_read(&self, within: Option<&[String]>) -> Vec<usize> {
+        if self.read {
+            return Vec::new();
+        }
+        let within = within.filter(|p| !p.is_empty());
+        (0..self.summaries.len())
+            .filter(|&g| {
+                let s = &self.summaries[g];
+                within.is_none_or(|prefix| meets(prefix, &s.first, &s.last))
+            })
+            .collect()
+    }
+
     /// The lowest `_seq` of every entry of the file, read or not.
     pub fn first_seq(&self) -> u64 {
         self.pages
             .iter()
             .map(|p| p.seq[0])
+            .chain(self.summaries.iter().map(|g| g.seq[0]))
             .min()
             .unwrap_or(u64::MAX)
     }
@@ -1130,6 +1296,113 @@ fn meets(prefix: &[String], first: &[String], last: &[String]) -> bool {
     place(first) != Ordering::Greater && place(last) != Ordering::Less
 }
 
+/// Places the slices read from the rows of a file recorded by its row groups (format version
+/// 11): `slices` are those of the row groups `groups` ([`Elided::rows_to_read`]), in file
+/// order, each naming its row group and first row, with the group's span.
+///
+/// With `whole` (every slice of those groups was read, as for an open that catalogs every
+/// track), each row group's slices are checked against what the record says it holds (how
+/// many, their rows, first and last track, key order, the unions of their ranges): rows that
+/// do not match are damage, named. Once every row group is read the file holds every entry
+/// (`elided` is `None`). Otherwise (a scoped open's, the slices of its selection) each slice
+/// is checked to lie within its row group, and the file keeps its row groups' summary.
+pub(crate) fn take_rows(
+    file: &mut SegmentFile,
+    groups: &[usize],
+    slices: Vec<GroupEntry>,
+    whole: bool,
+) -> Result<(), String> {
+    let Some(mut elided) = file.elided.take().filter(|e| e.is_rows_form() && !e.read) else {
+        return Err("its slices are not awaiting its rows".into());
+    };
+    if !whole {
+        elided.read = true;
+        elided.check(&slices)?;
+        file.groups = slices.into();
+        file.elided = Some(elided);
+        return Ok(());
+    }
+    let union = |a: [u64; 2], b: [u64; 2]| [a[0].min(b[0]), a[1].max(b[1])];
+    let mut at = 0;
+    for &g in groups {
+        let summary = elided.summaries.get(g).ok_or_else(|| {
+            format!("its rows were read for row group {g}, which it does not have")
+        })?;
+        let these = slices
+            .get(at..at + summary.tracks as usize)
+            .filter(|these| {
+                these
+                    .iter()
+                    .all(|e| e.slice.is_some_and(|s| s.group as usize == g))
+                    && slices
+                        .get(at + these.len())
+                        .is_none_or(|next| next.slice.is_none_or(|s| s.group as usize != g))
+            })
+            .ok_or_else(|| {
+                let found = slices[at.min(slices.len())..]
+                    .iter()
+                    .take_while(|e| e.slice.is_some_and(|s| s.group as usize == g))
+                    .count();
+                format!(
+                    "row group {g} holds {found} tracks, the manifest says {}",
+                    summary.tracks
+                )
+            })?;
+        at += these.len();
+        let bad = |why: String| Err(format!("row group {g}: {why}"));
+        let mut row = 0u64;
+        for (i, e) in these.iter().enumerate() {
+            if e.slice.map(|s| s.row) != Some(row) || e.rows == 0 || e.span != summary.span {
+                return bad(format!("slice {i} is not where the one before it ended"));
+            }
+            if i > 0 && these[i - 1].track[..] >= e.track[..] {
+                return bad(format!(
+                    "its rows go back in key order at track {:?}",
+                    e.track
+                ));
+            }
+            if e.axis.is_some() != summary.axis.is_some() {
+                return bad(format!("track {:?} has an axis range where the manifest has none, or none where it has one", e.track));
+            }
+            row += e.rows;
+        }
+        let (first, last) = (&these[0].track, &these[these.len() - 1].track);
+        let said = (summary.rows, &summary.first[..], &summary.last[..]);
+        if (row, &first[..], &last[..]) != said {
+            return bad(format!(
+                "its rows hold {row} rows of tracks {first:?}..{last:?}, the manifest says {} rows of {:?}..{:?}",
+                summary.rows, summary.first, summary.last
+            ));
+        }
+        let ranges = (
+            these.iter().map(|e| e.position).reduce(union),
+            these.iter().filter_map(|e| e.axis).reduce(union),
+            these.iter().map(|e| e.seq).reduce(union),
+        );
+        if ranges != (Some(summary.position), summary.axis, Some(summary.seq)) {
+            return bad(format!(
+                "its rows span _position, axis and _seq {ranges:?}, the manifest says {:?}",
+                (summary.position, summary.axis, summary.seq)
+            ));
+        }
+    }
+    if at != slices.len() {
+        return Err(format!(
+            "{} slices were read beyond the row groups asked for",
+            slices.len() - at
+        ));
+    }
+    if groups.len() == elided.summaries.len() {
+        file.groups = slices.into();
+        return Ok(());
+    }
+    elided.read = true;
+    elided.check(&slices)?;
+    file.groups = slices.into();
+    file.elided = Some(elided);
+    Ok(())
+}
+
 /// Reads the pages of `file`'s paged entry (format version 10) from `pages` (the bytes that
 /// follow its record's JSON) into its `groups`: every page, checked against the index, or in
 /// a scoped replay ([`decoding_within`]) the pages that meet the selection. A file entry
@@ -1138,7 +1411,7 @@ pub(crate) fn read_pages(file: &mut SegmentFile, pages: Option<&[u8]>) -> Result
     let Some(mut elided) = file.elided.take() else {
         return Ok(());
     };
-    if elided.read {
+    if elided.read || elided.is_rows_form() {
         file.elided = Some(elided);
         return Ok(());
     }
@@ -1263,6 +1536,8 @@ struct FileOut<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pieces: Option<PiecesForm<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    row_groups: Option<Vec<Summary>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     cold: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     run: Option<LevelRun>,
@@ -1287,6 +1562,8 @@ struct FileIn {
     #[serde(default)]
     pieces: Option<Pieces>,
     #[serde(default)]
+    row_groups: Option<Vec<Summary>>,
+    #[serde(default)]
     cold: Option<String>,
     #[serde(default)]
     run: Option<LevelRun>,
@@ -1304,9 +1581,12 @@ impl Serialize for SegmentFile {
                 self.path
             )));
         }
+        let row_groups = (self.format == Some(ROWS_FORMAT))
+            .then(|| summaries(&self.groups))
+            .flatten();
         let pieces = self
             .format
-            .filter(|f| *f >= COLUMNAR_FORMAT)
+            .filter(|f| *f >= COLUMNAR_FORMAT && row_groups.is_none())
             .and_then(|_| PiecesForm::of(&self.groups));
         FileOut {
             name: self.name,
@@ -1315,8 +1595,9 @@ impl Serialize for SegmentFile {
             barrier: self.barrier,
             sealed_at_ns: self.sealed_at_ns,
             footer: self.footer,
-            groups: pieces.is_none().then_some(self.groups.as_slice()),
+            groups: (pieces.is_none() && row_groups.is_none()).then_some(self.groups.as_slice()),
             pieces,
+            row_groups,
             cold: self.cold.as_deref(),
             run: self.run,
             format: self.format,
@@ -1331,9 +1612,34 @@ impl<'de> Deserialize<'de> for SegmentFile {
         use serde::de::Error;
         let file = FileIn::deserialize(deserializer)?;
         let mut elided = None;
-        let groups = match (file.groups, file.pieces) {
-            (Some(groups), None) => groups,
-            (None, Some(mut pieces)) => {
+        let rows_form = file.format == Some(ROWS_FORMAT);
+        let groups = match (file.groups, file.pieces, file.row_groups) {
+            (None, None, Some(summaries)) if rows_form => {
+                let elided_rows = Elided::from_rows(summaries)
+                    .map_err(|why| D::Error::custom(format!("file {}: {why}", file.path)))?;
+                elided = Some(Box::new(elided_rows));
+                Vec::new()
+            }
+            (_, _, Some(_)) => {
+                return Err(D::Error::custom(format!(
+                    "file {}: row_groups in a file of format {:?} beside other entries (a file records its row groups alone, in format {ROWS_FORMAT})",
+                    file.path, file.format
+                )))
+            }
+            (Some(_), Some(_), None) => {
+                return Err(D::Error::custom(format!(
+                    "file {}: both groups and pieces",
+                    file.path
+                )))
+            }
+            (None, Some(_), None) if rows_form => {
+                return Err(D::Error::custom(format!(
+                    "file {}: pieces in a file of format {ROWS_FORMAT}, which records its row groups",
+                    file.path
+                )))
+            }
+            (Some(groups), None, None) => groups,
+            (None, Some(mut pieces), None) => {
                 if file.format.is_none_or(|f| f < COLUMNAR_FORMAT) {
                     return Err(D::Error::custom(format!(
                         "file {}: pieces in a file of format {:?} (columns are format {COLUMNAR_FORMAT})",
@@ -1349,13 +1655,7 @@ impl<'de> Deserialize<'de> for SegmentFile {
                     None => pieces.entries().map_err(bad)?,
                 }
             }
-            (Some(_), Some(_)) => {
-                return Err(D::Error::custom(format!(
-                    "file {}: both groups and pieces",
-                    file.path
-                )))
-            }
-            (None, None) => return Err(D::Error::missing_field("groups")),
+            (None, None, None) => return Err(D::Error::missing_field("groups")),
         };
         Ok(SegmentFile {
             name: file.name,

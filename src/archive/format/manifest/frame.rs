@@ -31,8 +31,10 @@ pub const MAGIC: [u8; 4] = *b"SAmr";
 /// (`"format":9`: every barrier and compaction of this build) is version 9, which a version-8
 /// build refuses rather than misread the columns as missing entries; a record one of whose
 /// file entries is paged (more than 512 entries, its pages after its JSON) is version 10,
-/// which a version-9 build refuses rather than read a record it cannot parse as damage.
-pub const FORMAT_VERSION: u16 = 10;
+/// which a version-9 build refuses rather than read a record it cannot parse as damage; a
+/// record naming a data file recorded by its row groups (its slices read from its rows) is
+/// version 11, which a version-10 build refuses.
+pub const FORMAT_VERSION: u16 = 11;
 
 /// The frame version of a record with pages after its JSON (format version 10): only such a
 /// record is framed so.

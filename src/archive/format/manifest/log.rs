@@ -1,13 +1,15 @@
 //! Log generations as bytes: the trusted prefix a generation's bytes prove, and a record's
 //! frame. Reading and appending the files is `io::log`'s.
 
+use super::columns::take_rows;
 pub use super::columns::PAGE_ENTRIES;
 use super::columns::{decoding_within, paging};
 use super::frame::PAGED_VERSION;
 use super::frame::{self, Decoded};
-use super::record::Record;
-use super::state::{Scope, State};
+use super::record::{GroupEntry, Record, SegmentFile, StreamDecl};
+use super::state::{Catalog, Scope, State};
 use crate::archive::error::{ArchiveError, Result};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 pub use crate::archive::layout::{generation_name, parse_generation};
@@ -70,27 +72,128 @@ pub struct Replayed {
     pub snapshot_len: u64,
 }
 
-/// Replays generation `generation` from its bytes, read from `path` (named in errors).
-pub fn replay_bytes(path: &Path, bytes: &[u8], generation: u64) -> Result<Replayed> {
-    replay_scoped(path, bytes, generation, None)
+/// Reads, for a replay, the slices of a file recorded by its row groups (format version 11)
+/// from the file's rows: the engine's, which reads the files where they live.
+pub trait SliceReader {
+    /// The slices of row groups `groups` (indices, ascending) of `file`, a data file of the
+    /// stream `decl` (only those of tracks beneath `within`, when it is given): in file order, each naming its row group, its first row in it and the
+    /// group's span, its track's labels as staging renders them, its rows and the ranges of
+    /// its `_position`, axis and `_seq`. The replay checks them against the record.
+    fn slices(
+        &self,
+        decl: &StreamDecl,
+        file: &SegmentFile,
+        groups: &[usize],
+        within: Option<&[String]>,
+    ) -> Result<Vec<GroupEntry>>;
 }
 
-/// [`replay_bytes`] for a scoped open: every record is applied and checked, and the catalog
-/// holds only the tracks within `scope` (see [`Scope`]).
+/// Replays generation `generation` from its bytes, read from `path` (named in errors), for
+/// what its live files are: every record is applied and checked, and no stream catalogs a
+/// track (see [`State::files_only`]), so no file's rows are read.
+pub fn replay_bytes(path: &Path, bytes: &[u8], generation: u64) -> Result<Replayed> {
+    let state = State {
+        files_only: true,
+        ..State::default()
+    };
+    replay_into(path, bytes, generation, state, None)
+}
+
+/// Replays generation `generation` from its bytes for an open: every record is applied and
+/// checked, and the catalog holds only the tracks within `scope` (every track for `None`,
+/// see [`Scope`]). The slices of a file recorded by its row groups are read from its rows by
+/// `rows`, for the row groups that hold a cataloged track.
 pub fn replay_scoped(
     path: &Path,
     bytes: &[u8],
     generation: u64,
     scope: Option<Scope>,
+    rows: &dyn SliceReader,
+) -> Result<Replayed> {
+    let state = State {
+        scope,
+        ..State::default()
+    };
+    replay_into(path, bytes, generation, state, Some(rows))
+}
+
+/// Reads from the rows the slices of the row groups of `record`'s format-11 files that hold a
+/// track `state` catalogs (the streams the record names as `state` knows them, or as its
+/// snapshot declares them).
+fn read_rows(
+    record: &mut Record,
+    state: &State,
+    rows: Option<&dyn SliceReader>,
+) -> std::result::Result<(), Unread> {
+    let decls: BTreeMap<String, StreamDecl> = match record {
+        Record::Snapshot(s) => s
+            .streams
+            .iter()
+            .map(|s| (s.decl.id.clone(), s.decl.clone()))
+            .collect(),
+        _ => BTreeMap::new(),
+    };
+    for (id, file) in record.data_files_mut() {
+        let Some(elided) = file.elided.as_ref().filter(|e| e.is_rows_form()) else {
+            continue;
+        };
+        let Some(decl) = decls
+            .get(id)
+            .or_else(|| state.streams.get(id).map(|s| &s.decl))
+        else {
+            // A record naming an undeclared stream is refused when it is applied.
+            continue;
+        };
+        let within = match state.catalog_of(id) {
+            Catalog::All => None,
+            Catalog::Beneath(prefix) => Some(prefix).filter(|p| !p.is_empty()),
+            Catalog::Nothing => Some(Vec::new()),
+        };
+        let groups = match &within {
+            Some(prefix) if prefix.is_empty() => Vec::new(),
+            _ => elided.rows_to_read(within.as_deref()),
+        };
+        let slices = match (groups.is_empty(), rows) {
+            (true, _) => Vec::new(),
+            (false, Some(rows)) => rows
+                .slices(decl, file, &groups, within.as_deref())
+                .map_err(Unread::Failed)?,
+            (false, None) => {
+                return Err(Unread::Failed(ArchiveError::Internal(format!(
+                    "file {} records its row groups, and this replay reads no rows",
+                    file.path
+                ))))
+            }
+        };
+        take_rows(file, &groups, slices, within.is_none()).map_err(|why| {
+            Unread::Damage(format!(
+                "file {}: its rows do not hold what the record says: {why}",
+                file.path
+            ))
+        })?;
+    }
+    Ok(())
+}
+
+/// Why a record's slices were not read from the rows.
+enum Unread {
+    /// The rows were read and disagree with the record.
+    Damage(String),
+    /// The rows could not be read.
+    Failed(ArchiveError),
+}
+
+fn replay_into(
+    path: &Path,
+    bytes: &[u8],
+    generation: u64,
+    mut state: State,
+    rows: Option<&dyn SliceReader>,
 ) -> Result<Replayed> {
     let corrupt = |offset: usize, message: String| ArchiveError::CorruptManifest {
         path: path.to_path_buf(),
         offset: offset as u64,
         message,
-    };
-    let mut state = State {
-        scope,
-        ..State::default()
     };
     let mut offset = 0usize;
     let mut records = 0usize;
@@ -127,11 +230,16 @@ pub fn replay_scoped(
             }
             Decoded::Record { payload, next } => {
                 let within = state.scope.as_ref().map(|s| s.track.as_slice());
-                let record = decoding_within(within, || Record::decode(payload)).map_err(|e| {
-                    corrupt(
-                        offset,
-                        format!("record passed its check but does not decode: {e}"),
-                    )
+                let mut record =
+                    decoding_within(within, || Record::decode(payload)).map_err(|e| {
+                        corrupt(
+                            offset,
+                            format!("record passed its check but does not decode: {e}"),
+                        )
+                    })?;
+                read_rows(&mut record, &state, rows).map_err(|unread| match unread {
+                    Unread::Damage(message) => corrupt(offset, message),
+                    Unread::Failed(e) => e,
                 })?;
                 if records == 0 {
                     match &record {

@@ -7,8 +7,8 @@ pub mod record;
 pub mod state;
 
 pub use record::{
-    Barrier, BarrierStream, ColumnDecl, Compact, GroupEntry, LevelFloor, LevelRun, Offload,
-    Offloaded, RawFloor, Record, Retire, SegmentFile, Slice, Snapshot, Span, StreamDecl,
+    packed_format, Barrier, BarrierStream, ColumnDecl, Compact, GroupEntry, LevelFloor, LevelRun,
+    Offload, Offloaded, RawFloor, Record, Retire, SegmentFile, Slice, Snapshot, Span, StreamDecl,
     StreamSnapshot, TrackRetire, TrackSnapshot,
 };
 pub use state::{Catalog, FileFacts, GroupRef, Leftover, Scope, State, StreamState, TrackState};

@@ -3,7 +3,10 @@
 //! Field order and names here are the on-disk format (`docs/format.md`); the golden test in
 //! `tests/format_golden.rs` locks them.
 
-pub use super::columns::{Elided, GroupEntry, LevelRun, SegmentFile, Slice, Span, COLUMNAR_FORMAT};
+pub use super::columns::{
+    packed_format, Elided, GroupEntry, LevelRun, SegmentFile, Slice, Span, COLUMNAR_FORMAT,
+    ROWS_FORMAT,
+};
 use crate::archive::format::levels::Ladder;
 use serde::{Deserialize, Serialize};
 
@@ -42,7 +45,7 @@ impl Record {
         let mut record = Self::decode_json(json)?;
         let mut paged = false;
         for file in record.files_mut() {
-            paged |= file.elided.is_some();
+            paged |= file.elided.as_ref().is_some_and(|e| !e.is_rows_form());
             super::columns::read_pages(file, pages)
                 .map_err(|why| serde::de::Error::custom(format!("file {}: {why}", file.path)))?;
         }
@@ -52,6 +55,49 @@ impl Record {
             ));
         }
         Ok(record)
+    }
+
+    /// Every file entry the record names (data and level files).
+    pub fn files(&self) -> Box<dyn Iterator<Item = &SegmentFile> + '_> {
+        match self {
+            Record::Snapshot(s) => Box::new(
+                s.streams
+                    .iter()
+                    .flat_map(|s| s.files.iter().chain(s.levels.iter())),
+            ),
+            Record::Barrier(b) => Box::new(
+                b.streams
+                    .iter()
+                    .flat_map(|s| std::iter::once(&s.file).chain(s.levels.iter())),
+            ),
+            Record::Compact(c) => Box::new(c.added.iter().chain(c.added_levels.iter())),
+            _ => Box::new(std::iter::empty()),
+        }
+    }
+
+    /// Each data file entry the record names, beside the id of its stream: the files whose
+    /// slices a replay may read from the rows (format version 11).
+    pub fn data_files_mut(&mut self) -> Vec<(&str, &mut SegmentFile)> {
+        match self {
+            Record::Snapshot(s) => s
+                .streams
+                .iter_mut()
+                .flat_map(|s| {
+                    let id = s.decl.id.as_str();
+                    s.files.iter_mut().map(move |f| (id, f))
+                })
+                .collect(),
+            Record::Barrier(b) => b
+                .streams
+                .iter_mut()
+                .map(|s| (s.stream.as_str(), &mut s.file))
+                .collect(),
+            Record::Compact(c) => {
+                let id = c.stream.as_str();
+                c.added.iter_mut().map(|f| (id, f)).collect()
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// Every file entry the record names (data and level files).
@@ -105,6 +151,9 @@ impl Record {
         let signed = |f: &SegmentFile| f.is_signed();
         let packed = |f: &SegmentFile| f.is_packed();
         let columnar = |f: &SegmentFile| f.format.is_some_and(|v| v >= COLUMNAR_FORMAT);
+        if self.files().any(|f| f.format == Some(ROWS_FORMAT)) {
+            return 11;
+        }
         let names_columnar = match self {
             Record::Barrier(b) => b
                 .streams

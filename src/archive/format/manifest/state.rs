@@ -994,6 +994,9 @@ pub struct State {
     pub obsolete: BTreeSet<String>,
     /// A scoped open's scope: the catalog holds only its tracks.
     pub scope: Option<Scope>,
+    /// A replay that needs the live files alone (replication's reading of a manifest): no
+    /// stream catalogs any track, and no file's slices are read from its rows.
+    pub files_only: bool,
 }
 
 impl State {
@@ -1095,14 +1098,19 @@ impl State {
 
     /// A declared stream holding nothing yet, cataloging what the scope asks of it.
     fn new_stream(&self, decl: StreamDecl) -> StreamState {
-        let catalog = match &self.scope {
-            None => Catalog::All,
-            Some(scope) if scope.stream == decl.id => Catalog::Beneath(scope.track.clone()),
-            Some(_) => Catalog::Nothing,
-        };
         StreamState {
-            catalog,
+            catalog: self.catalog_of(&decl.id),
             ..StreamState::new(decl)
+        }
+    }
+
+    /// Which tracks of stream `id` this state catalogs.
+    pub fn catalog_of(&self, id: &str) -> Catalog {
+        match &self.scope {
+            _ if self.files_only => Catalog::Nothing,
+            None => Catalog::All,
+            Some(scope) if scope.stream == id => Catalog::Beneath(scope.track.clone()),
+            Some(_) => Catalog::Nothing,
         }
     }
 

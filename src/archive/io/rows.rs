@@ -1,0 +1,220 @@
+//! The slices of a file recorded by its row groups (format version 11), read from its rows:
+//! what a replay catalogs such a file by ([`crate::archive::format::manifest::log::SliceReader`]).
+
+use crate::archive::error::{ArchiveError, Result, StoredError};
+use crate::archive::format::levels::rendered_labels;
+use crate::archive::format::manifest::log::SliceReader;
+use crate::archive::format::manifest::{GroupEntry, SegmentFile, Slice, StreamDecl};
+use crate::archive::format::spec::{stored_schema, POSITION_COLUMN, SEQ_COLUMN};
+use crate::archive::io::segment::Opened;
+use crate::archive::io::store::Store;
+use arrow::array::{Array, RecordBatch, StringArray, UInt64Array};
+use std::sync::Arc;
+
+/// Reads slices from the files where a store finds them (locally, or in the cold tier).
+pub struct RowsIn<'a> {
+    store: &'a Store,
+}
+
+impl<'a> RowsIn<'a> {
+    /// Slices read from the files `store` reads.
+    pub fn new(store: &'a Store) -> RowsIn<'a> {
+        RowsIn { store }
+    }
+}
+
+impl SliceReader for RowsIn<'_> {
+    fn slices(
+        &self,
+        decl: &StreamDecl,
+        file: &SegmentFile,
+        groups: &[usize],
+        within: Option<&[String]>,
+    ) -> Result<Vec<GroupEntry>> {
+        let named = |e: StoredError| {
+            ArchiveError::Unreadable {
+            stream: decl.id.clone(),
+            message: format!(
+                "file {} records its row groups, and its slices could not be read from its rows: {}",
+                file.path, e.what
+            ),
+            kind: e.kind,
+        }
+        };
+        let damaged = |what: String| named(StoredError::corrupt(what));
+        let full = stored_schema(decl).map_err(|e| ArchiveError::Internal(e.to_string()))?;
+        let wanted: Vec<&str> = decl
+            .track
+            .iter()
+            .map(String::as_str)
+            .chain(decl.axis.as_deref())
+            .chain([POSITION_COLUMN, SEQ_COLUMN])
+            .collect();
+        let indices: Vec<usize> = (0..full.fields().len())
+            .filter(|&i| wanted.contains(&full.field(i).name().as_str()))
+            .collect();
+        let schema = Arc::new(
+            full.project(&indices)
+                .map_err(|e| ArchiveError::Internal(e.to_string()))?,
+        );
+        let row_groups = file.row_groups();
+        let within = within.filter(|p| !p.is_empty());
+        // A scoped read first decodes the track columns alone, to find the selection's rows.
+        let label_schema = match within {
+            Some(_) => {
+                let only: Vec<usize> = (0..schema.fields().len())
+                    .filter(|&i| decl.track.contains(schema.field(i).name()))
+                    .collect();
+                Some(Arc::new(
+                    schema
+                        .project(&only)
+                        .map_err(|e| ArchiveError::Internal(e.to_string()))?,
+                ))
+            }
+            None => None,
+        };
+        let mut labels_open = label_schema.map(|s| Opened::projected(self.store, s));
+        let mut open = Opened::projected(self.store, schema);
+        let mut out = Vec::new();
+        for &g in groups {
+            let &(physical, span, rows) = row_groups
+                .get(g)
+                .ok_or_else(|| damaged(format!("no row group {g}")))?;
+            let (batch, first_row) = match (within, labels_open.as_mut()) {
+                (Some(prefix), Some(labels_open)) => {
+                    let labels = labels_open
+                        .physical_group(file.name, file, physical, span, rows)
+                        .map_err(named)?;
+                    let rendered = rendered_labels(decl, &labels, "data file")
+                        .map_err(|why| damaged(format!("row group {physical}: {why}")))?;
+                    let held = beneath(&rendered, prefix);
+                    if held.is_empty() {
+                        continue;
+                    }
+                    let range = held.start as u64..held.end as u64;
+                    let batch = open
+                        .selected_rows(file.name, file, physical, span, range)
+                        .map_err(named)?;
+                    (batch, held.start as u64)
+                }
+                _ => (
+                    open.physical_group(file.name, file, physical, span, rows)
+                        .map_err(named)?,
+                    0,
+                ),
+            };
+            let from = out.len();
+            slices_of(decl, &batch, physical, span, first_row, &mut out)
+                .map_err(|why| damaged(format!("row group {physical}: {why}")))?;
+            if within.is_some()
+                && out[from..]
+                    .iter()
+                    .any(|e| !e.track.starts_with(within.unwrap_or_default()))
+            {
+                return Err(damaged(format!(
+                    "row group {physical}: its rows are not in track-key order"
+                )));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The rows of a row group (its track columns `labels`, rows in track-key order) whose track
+/// lies beneath `prefix`: found by a binary search.
+fn beneath(labels: &[StringArray], prefix: &[String]) -> std::ops::Range<usize> {
+    let rows = labels.first().map_or(0, |l| l.len());
+    let depth = prefix.len().min(labels.len());
+    let order = |r: usize| {
+        labels[..depth]
+            .iter()
+            .map(|l| l.value(r))
+            .cmp(prefix[..depth].iter().map(String::as_str))
+    };
+    let (mut lo, mut hi) = (0, rows);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        match order(mid).is_lt() {
+            true => lo = mid + 1,
+            false => hi = mid,
+        }
+    }
+    let start = lo;
+    hi = rows;
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        match order(mid).is_le() {
+            true => lo = mid + 1,
+            false => hi = mid,
+        }
+    }
+    start..lo
+}
+
+/// Appends the slices of `batch` (rows from `first_row` on of row group `group`, bytes
+/// `span`): one per run of rows of one track.
+fn slices_of(
+    decl: &StreamDecl,
+    batch: &RecordBatch,
+    group: usize,
+    span: crate::archive::format::manifest::Span,
+    first_row: u64,
+    out: &mut Vec<GroupEntry>,
+) -> std::result::Result<(), String> {
+    let labels: Vec<StringArray> = rendered_labels(decl, batch, "data file")?;
+    let column = |name: &str| -> std::result::Result<&UInt64Array, String> {
+        let values = batch
+            .column_by_name(name)
+            .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+            .ok_or_else(|| format!("column {name:?} is not an unsigned integer"))?;
+        match values.null_count() {
+            0 => Ok(values),
+            _ => Err(format!("column {name:?} holds a null")),
+        }
+    };
+    let position = column(POSITION_COLUMN)?;
+    let seq = column(SEQ_COLUMN)?;
+    let axis = decl.axis.as_deref().map(column).transpose()?;
+    let rows = batch.num_rows();
+    let group = u32::try_from(group).map_err(|_| "too many row groups".to_string())?;
+    let same = |a: usize, b: usize| {
+        labels
+            .iter()
+            .all(|l| l.is_valid(a) && l.is_valid(b) && l.value(a) == l.value(b))
+    };
+    let range = |values: &UInt64Array, from: usize, to: usize| {
+        let slice = &values.values()[from..to];
+        let lo = slice.iter().copied().min().unwrap_or_default();
+        let hi = slice.iter().copied().max().unwrap_or_default();
+        [lo, hi]
+    };
+    let mut start = 0;
+    while start < rows {
+        if let Some(k) = labels.iter().position(|l| l.is_null(start)) {
+            return Err(format!("row {start} holds no {}", decl.track[k]));
+        }
+        let mut end = start + 1;
+        while end < rows && same(start, end) {
+            end += 1;
+        }
+        out.push(GroupEntry {
+            track: labels
+                .iter()
+                .map(|l| l.value(start).to_string())
+                .collect::<Vec<_>>()
+                .into(),
+            rows: (end - start) as u64,
+            position: range(position, start, end),
+            axis: axis.map(|a| range(a, start, end)),
+            seq: range(seq, start, end),
+            span,
+            last_track: None,
+            slice: Some(Slice {
+                group,
+                row: first_row + start as u64,
+            }),
+        });
+        start = end;
+    }
+    Ok(())
+}
