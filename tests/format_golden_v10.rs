@@ -391,8 +391,9 @@ fn every_prefix_of_a_paged_record_at_the_tail_is_a_torn_append() {
 #[test]
 fn an_archive_of_many_tracks_pages_its_records_and_scoped_opens_answer_as_whole_ones() {
     let dir = tempfile::tempdir().expect("tempdir");
-    // 40 runs × 50 probes, three rows each, over two barriers.
-    let sealed = seal_fleet(dir.path(), 40, 50);
+    // 40 runs × 50 probes, 32 rows each, over two barriers (16 rows a slice: columns, not row
+    // groups; `tests/format_golden_v11.rs` has the row-group kind).
+    let sealed = seal_fleet(dir.path(), 40, 50, 32);
     assert!(sealed.iter().all(|f| f.groups.len() == 2_000));
     let barriers: Vec<u16> = generation_records(dir.path())
         .1
@@ -487,7 +488,7 @@ fn fixture_v10() -> std::path::PathBuf {
     let path = golden_files::crate_path("tests/fixtures/archive-v10");
     if std::env::var_os("SERIES_ARCHIVE_REWRITE_V10_FIXTURE").is_some_and(|v| v == "1") {
         let scratch = tempfile::tempdir().expect("tempdir");
-        seal_fleet(scratch.path(), 2, 300);
+        seal_fleet(scratch.path(), 2, 300, 3);
         let mut archive =
             Archive::open(scratch.path(), capture_config().delta(false)).expect("open");
         archive.compact(true, |_, _, _| {}).expect("compact");

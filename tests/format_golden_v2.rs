@@ -390,11 +390,11 @@ fn an_archive_that_never_retires_or_compacts_writes_no_lifecycle_frames() {
     drop(archive);
     let frames = frames(&generation(dir.path()));
     // The snapshot and the declaration as version 1 wrote them; each barrier names a packed
-    // data file whose entries are columns (docs/format.md, "Version 9"), so it is framed as
-    // version 9, which a version-8 build refuses instead of misreading. No version-2
-    // (lifecycle) frame appears.
+    // data file of a few rows a track, recorded by its row groups (docs/format.md, "Version
+    // 11"), so it is framed as version 11, which a version-10 build refuses instead of
+    // misreading. No version-2 (lifecycle) frame appears.
     let versions: Vec<u16> = frames.iter().map(|f| f.0).collect();
-    assert_eq!(versions, [1, 1, 9, 9, 9]);
+    assert_eq!(versions, [1, 1, 11, 11, 11]);
 }
 
 /// The Python reader in `docs/format.md`, run on the version-2 fixture: it lists exactly the

@@ -199,9 +199,9 @@ fn columns_that_lie_are_refused_naming_the_file_and_the_column() {
 #[test]
 fn an_archive_this_build_writes_records_columns_and_reads_them_back() {
     let dir = tempfile::tempdir().expect("tempdir");
-    // 20 runs × 25 probes, three rows each, over two barriers: 500 entries a file, not
+    // 20 runs × 25 probes, 32 rows each (16 a slice), over two barriers: 500 entries a file, not
     // more than a page (`tests/format_golden_v10.rs` has the paged kind).
-    let sealed = seal_fleet(dir.path(), 20, 25);
+    let sealed = seal_fleet(dir.path(), 20, 25, 32);
     assert!(sealed
         .iter()
         .all(|f| f.format == Some(9) && f.groups.len() == 500));

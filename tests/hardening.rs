@@ -634,6 +634,9 @@ fn repair_restores_partial_and_deferred_barriers_after_a_levels_summary() {
     assert!(deferred("after a.csv").contains("from _seq 0 on"));
     // The compaction summarises them (200 rows a track are worth their three cells).
     run("compact", &root, &[]).expect(0, "compact");
+    // A new generation from here (the barriers' records are a few hundred bytes each since
+    // format 11, so the compaction's own checkpoint rule may find none due).
+    run("checkpoint", &root, &[]).expect(0, "checkpoint");
     let inspect = run("inspect", &root, &[]).expect(0, "inspect");
     assert!(!inspect.stdout.contains("deferred"), "{}", inspect.stdout);
     // Then four small barriers, which write their partials, and two that defer again.
@@ -645,8 +648,8 @@ fn repair_restores_partial_and_deferred_barriers_after_a_levels_summary() {
     let survey_args = ["--stream", "capture", "--budget", "400", "--json"];
     let survey = run("survey", &root, &survey_args).expect(0, "survey");
 
-    // The compaction's checkpoint started this generation: its snapshot, then barriers 21 to
-    // 26. Damage barrier 22's record: barriers 22 to 26 are lost to the manifest.
+    // The checkpoint after the compaction started this generation: its snapshot, then
+    // barriers 21 to 26. Damage barrier 22's record: barriers 22 to 26 are lost to the manifest.
     let (path, spans) = records(&root);
     assert_eq!(spans.len(), 7, "a snapshot and six barriers");
     let (start, end) = spans[2];

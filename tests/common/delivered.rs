@@ -59,18 +59,20 @@ pub fn expected(
         .collect()
 }
 
-/// Seals `runs × probes` tracks, three rows each (ticks 0–2, every track in key order each
-/// tick), over two barriers cut at half the rows, into a new archive at `root` (Delta logs
-/// off); answers the live data files, one per barrier.
+/// Seals `runs × probes` tracks, `ticks` rows each (every track in key order each tick), over
+/// two barriers cut at half the rows, into a new archive at `root` (Delta logs off); answers
+/// the live data files, one per barrier. A barrier's slices hold `ticks / 2` rows: fewer than
+/// 16 and its file is recorded by its row groups (format 11), else as columns (9 or 10).
 pub fn seal_fleet(
     root: &std::path::Path,
     runs: usize,
     probes: usize,
+    ticks: u64,
 ) -> Vec<series_archive::archive::manifest::SegmentFile> {
     use series_archive::archive::Archive;
     let mut archive = Archive::open(root, super::capture_config().delta(false)).expect("open");
     let mut delivered: Delivered = Vec::new();
-    for tick in 0..3 {
+    for tick in 0..ticks {
         for run in 0..runs {
             for probe in 0..probes {
                 delivered.push((delivered.len() as u64 + 1, row(run, probe, tick)));

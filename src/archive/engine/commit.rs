@@ -104,6 +104,17 @@ impl CommitPoint {
     /// failed append poisons. The name counter moves past any name the record carries.
     pub fn commit(&mut self, record: Record) -> Result<()> {
         self.writable("recording")?;
+        let touched: Vec<&str> = match &record {
+            Record::Barrier(b) => b.streams.iter().map(|s| s.stream.as_str()).collect(),
+            Record::Compact(c) => vec![c.stream.as_str()],
+            Record::Retire(r) => vec![r.stream.as_str()],
+            Record::Offload(o) => vec![o.stream.as_str()],
+            Record::Declare(_) => Vec::new(),
+            Record::Snapshot(_) => self.state.streams.keys().map(String::as_str).collect(),
+        };
+        for id in touched {
+            self.state_known(id)?;
+        }
         let Some(log) = self.log.as_mut() else {
             return Err(ArchiveError::ReadOnly("recording"));
         };
@@ -128,6 +139,27 @@ impl CommitPoint {
             })?;
         self.next_name = self.next_name.max(self.state.next_name);
         Ok(())
+    }
+
+    /// Refuses a change to stream `id` while a row group of it could not be read when the
+    /// archive was opened (format version 11): its catalog lacks that row group's tracks, so
+    /// a barrier could not check where they stand, and a compaction, retirement, offload or
+    /// snapshot would leave their rows out.
+    pub fn state_known(&self, id: &str) -> Result<()> {
+        let Some(stream) = self.state.streams.get(id) else {
+            return Ok(());
+        };
+        match stream.unreadable().first() {
+            Some((file, unread)) => Err(ArchiveError::Unreadable {
+                stream: id.to_owned(),
+                message: format!(
+                    "row group {} of {} could not be read when the archive was opened ({}), so the stream's tracks there are unknown and nothing of the stream is changed (other streams are written as usual; `series-archive verify` names every damaged file; put the file back, from a replica or a backup, and open again)",
+                    unread.group, file.path, unread.why
+                ),
+                kind: unread.kind,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The next name a file would get, without reserving it.

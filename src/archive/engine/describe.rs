@@ -70,6 +70,10 @@ pub struct StreamDescription {
     pub tracks: Vec<TrackDescription>,
     /// Its Delta tables (rows, then levels): whether each log is level with the manifest.
     pub delta: Vec<DeltaDescription>,
+    /// Row groups whose rows could not be read when the archive was opened (format version
+    /// 11), each in words: their tracks are not in `tracks`, and `rows` leaves their rows out.
+    /// Empty for a sound archive.
+    pub unreadable: Vec<String>,
 }
 
 /// One of a stream's Delta tables, as `inspect` shows it.
@@ -212,6 +216,16 @@ impl Archive {
                     })
                     .collect(),
                 delta: existing_tables(s, delta.remove(&s.decl.id).unwrap_or_default()),
+                unreadable: s
+                    .unreadable()
+                    .into_iter()
+                    .map(|(file, unread)| {
+                        format!(
+                            "row group {} of {} could not be read when the archive was opened ({}): its tracks and rows are left out of these counts",
+                            unread.group, file.path, unread.why
+                        )
+                    })
+                    .collect(),
             })
             .collect();
         Ok(Description {

@@ -1744,6 +1744,8 @@ impl Archive {
         force: bool,
         mut progress: impl FnMut(usize, usize),
     ) -> Result<Vec<CompactReport>> {
+        // A compaction of a stream whose tracks are not all known would leave some rows out.
+        self.commit.state_known(stream)?;
         let mut reports = Vec::new();
         // A forced compaction is one round, unless a round had to leave data files out (its
         // fan-in is bounded): then it goes on while the rounds say there is more.
@@ -1772,6 +1774,11 @@ impl Archive {
     /// the old one. Open time then depends on the live state, not on history. Answers the
     /// new generation.
     pub fn checkpoint(&mut self) -> Result<u64> {
+        // A snapshot of a stream whose tracks are not all known would leave some of them out.
+        let ids: Vec<String> = self.commit.state().streams.keys().cloned().collect();
+        for id in &ids {
+            self.commit.state_known(id)?;
+        }
         let (generation, old) = self.commit.checkpoint(
             &self.root.join(TMP_DIR),
             &self.root.join(crate::archive::layout::MANIFEST_DIR),

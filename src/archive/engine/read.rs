@@ -185,12 +185,39 @@ impl Archive {
         stream: &str,
         track: &[String],
     ) -> std::result::Result<(), ReadError> {
-        match &self.config.scope {
-            Some(scope) if !scope.covers(stream, track) => Err(ReadError::BadSelection(format!(
+        if let Some(scope) = self
+            .config
+            .scope
+            .as_ref()
+            .filter(|s| !s.covers(stream, track))
+        {
+            return Err(ReadError::BadSelection(format!(
                 "this open catalogs only stream {:?} beneath {:?} (Config::scope); stream {stream:?} beneath {track:?} needs an open of its own",
                 scope.stream, scope.track
+            )));
+        }
+        // A row group whose rows the open could not read (format version 11) catalogs none
+        // of its tracks: a read that may meet one of them would answer less than the archive
+        // holds.
+        let unread = self
+            .commit
+            .state()
+            .streams
+            .get(stream)
+            .and_then(|s| s.unreadable_beneath(track));
+        match unread {
+            Some((file, unread, first, last)) => Err(ReadError::Stored(StoredError::new(
+                unread.kind,
+                format!(
+                    "stream {stream:?}: row group {} of {} (tracks {} to {}) could not be read when the archive was opened, so no read that may meet those tracks is answered: {}",
+                    unread.group,
+                    file.path,
+                    first.join("/"),
+                    last.join("/"),
+                    unread.why
+                ),
             ))),
-            _ => Ok(()),
+            None => Ok(()),
         }
     }
 

@@ -53,6 +53,9 @@ impl Archive {
         batch: &RecordBatch,
         positions: &[u64],
     ) -> Result<usize> {
+        // A stream whose tracks are not all known (a row group that could not be read) takes
+        // no rows: where they stand could not be checked.
+        self.commit.state_known(stream)?;
         // Field by field, so the staged map can be borrowed mutably beside them.
         let (selected, durable) = selected_in(&self.selected, self.commit.state(), stream)?;
         let staged = self.staged.entry(stream.to_owned()).or_default();
@@ -101,6 +104,7 @@ impl Archive {
         if rows == 0 || self.staged.get(&id).is_some_and(|s| !s.is_empty()) {
             return Ok(0);
         }
+        self.commit.state_known(&id)?;
         let (selected, durable) = self.selected_stream(&id)?;
         let checked = &validator.durable;
         let names = |s: &StreamState| -> Vec<u64> {

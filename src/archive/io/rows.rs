@@ -124,6 +124,10 @@ impl SliceReader for RowsIn<'_> {
 /// lies beneath `prefix`: found by a binary search.
 fn beneath(labels: &[StringArray], prefix: &[String]) -> std::ops::Range<usize> {
     let rows = labels.first().map_or(0, |l| l.len());
+    if prefix.len() > labels.len() {
+        // Deeper than the stream's tracks: no track is beneath it.
+        return 0..0;
+    }
     let depth = prefix.len().min(labels.len());
     let order = |r: usize| {
         labels[..depth]

@@ -1468,6 +1468,10 @@ fn inspect(archive_dir: &Path, json: bool) -> Result<(), Failure> {
             s.bytes,
             s.bytes as f64 / s.rows.max(1) as f64
         );
+        for why in &s.unreadable {
+            out!("  UNREADABLE {why}");
+            eprintln!("warning: stream {:?}: {why}", s.id);
+        }
         out!("  columns   {}", s.columns.join(", "));
         out!(
             "  track     ({})   axis {}",

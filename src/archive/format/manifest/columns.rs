@@ -1173,6 +1173,7 @@ impl Pieces {
             pages,
             read: false,
             summaries: Vec::new(),
+            unread: Vec::new(),
         })
     }
 }
@@ -1192,6 +1193,21 @@ pub struct Elided {
     /// For a file recorded by its row groups (format version 11), what each holds; empty for
     /// a paged entry.
     summaries: Vec<Summary>,
+    /// The row groups whose rows a replay could not read, and why: no track of them is
+    /// cataloged, and a read meeting their tracks refuses ([`Elided::unreadable`]).
+    unread: Vec<UnreadGroup>,
+}
+
+/// A row group of a file recorded by its row groups (format version 11) whose rows a replay
+/// could not read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnreadGroup {
+    /// Its index in the file.
+    pub group: usize,
+    /// Which wall the read hit.
+    pub kind: crate::archive::error::StoredErrorKind,
+    /// What the read said.
+    pub why: String,
 }
 
 impl Elided {
@@ -1210,6 +1226,16 @@ impl Elided {
             pages: Vec::new(),
             read: false,
             summaries,
+            unread: Vec::new(),
+        })
+    }
+
+    /// The row groups whose rows a replay could not read, each with the first and last track
+    /// its record names (every track between may be in it): a read of any of them refuses.
+    pub fn unreadable(&self) -> impl Iterator<Item = (&UnreadGroup, &[String], &[String])> {
+        self.unread.iter().filter_map(|u| {
+            let s = self.summaries.get(u.group)?;
+            Some((u, s.first.as_slice(), s.last.as_slice()))
         })
     }
 
@@ -1284,7 +1310,7 @@ impl Elided {
 }
 
 /// Whether labels `[first, last]` (in key order) reach a track beneath `prefix`.
-fn meets(prefix: &[String], first: &[String], last: &[String]) -> bool {
+pub(crate) fn meets(prefix: &[String], first: &[String], last: &[String]) -> bool {
     use std::cmp::Ordering;
     let place = |labels: &[String]| {
         if labels.starts_with(prefix) {
@@ -1304,17 +1330,20 @@ fn meets(prefix: &[String], first: &[String], last: &[String]) -> bool {
 /// track), each row group's slices are checked against what the record says it holds (how
 /// many, their rows, first and last track, key order, the unions of their ranges): rows that
 /// do not match are damage, named. Once every row group is read the file holds every entry
-/// (`elided` is `None`). Otherwise (a scoped open's, the slices of its selection) each slice
-/// is checked to lie within its row group, and the file keeps its row groups' summary.
+/// (`elided` is `None`). Otherwise (a scoped open's, the slices of its selection; or row
+/// groups left `unread`) each slice is checked to lie within its row group, and the file
+/// keeps its row groups' summary.
 pub(crate) fn take_rows(
     file: &mut SegmentFile,
     groups: &[usize],
     slices: Vec<GroupEntry>,
     whole: bool,
+    unread: Vec<UnreadGroup>,
 ) -> Result<(), String> {
     let Some(mut elided) = file.elided.take().filter(|e| e.is_rows_form() && !e.read) else {
         return Err("its slices are not awaiting its rows".into());
     };
+    elided.unread = unread;
     if !whole {
         elided.read = true;
         elided.check(&slices)?;

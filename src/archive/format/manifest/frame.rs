@@ -138,12 +138,17 @@ pub fn classify_tail(rest: &[u8]) -> TailShape {
         // before the sync (the file's length made durable, its data not) zeroes them.
         return TailShape::Torn;
     }
-    // A record with pages (format version 10, and only such a record is framed so) cut
-    // right after its JSON: complete JSON, its pages still to come.
+    // A record with pages (framed as version 10 or later, its JSON indexing them) cut right
+    // after its JSON: complete JSON, its pages still to come. A version-11 record need not
+    // have pages: only a JSON that indexes pages (`"pages":[`, which no label can hold: a
+    // label is a string, never followed by a colon) was followed by them.
     let pages_cut =
         rest.len() >= 12 && u16::from_le_bytes([rest[4], rest[5]]) >= PAGED_VERSION && {
             let len = u32::from_le_bytes([rest[8], rest[9], rest[10], rest[11]]) as usize;
             rest.len() < HEADER_LEN.saturating_add(len)
+                && rest[HEADER_LEN.min(rest.len())..]
+                    .windows(9)
+                    .any(|w| w == br#""pages":["#)
         };
     if rest.len() > HEADER_LEN
         && serde_json::from_slice::<serde_json::Value>(&rest[HEADER_LEN..]).is_ok()

@@ -1,15 +1,15 @@
 //! Log generations as bytes: the trusted prefix a generation's bytes prove, and a record's
 //! frame. Reading and appending the files is `io::log`'s.
 
-use super::columns::take_rows;
 pub use super::columns::PAGE_ENTRIES;
 use super::columns::{decoding_within, paging};
+use super::columns::{take_rows, UnreadGroup};
 use super::frame::PAGED_VERSION;
 use super::frame::{self, Decoded};
 use super::record::{GroupEntry, Record, SegmentFile, StreamDecl};
 use super::state::{Catalog, Scope, State};
 use crate::archive::error::{ArchiveError, Result};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 pub use crate::archive::layout::{generation_name, parse_generation};
@@ -119,11 +119,17 @@ pub fn replay_scoped(
 
 /// Reads from the rows the slices of the row groups of `record`'s format-11 files that hold a
 /// track `state` catalogs (the streams the record names as `state` knows them, or as its
-/// snapshot declares them).
+/// snapshot declares them). A file a later record of the generation takes out of the live set
+/// is not read ([`Later`]): it is most often deleted by now, and it catalogs nothing while it
+/// is replayed (its tracks' later files do); one a later record moved to the cold tier is read
+/// from there. A row group whose rows cannot be read (missing,
+/// failing its digest, a tier that does not answer) is left unread and named
+/// ([`Elided::unreadable`]): the open goes on, and every read meeting its tracks refuses.
 fn read_rows(
     record: &mut Record,
     state: &State,
     rows: Option<&dyn SliceReader>,
+    later: &Later,
 ) -> std::result::Result<(), Unread> {
     let decls: BTreeMap<String, StreamDecl> = match record {
         Record::Snapshot(s) => s
@@ -149,23 +155,52 @@ fn read_rows(
             Catalog::Beneath(prefix) => Some(prefix).filter(|p| !p.is_empty()),
             Catalog::Nothing => Some(Vec::new()),
         };
-        let groups = match &within {
+        let wanted = match &within {
             Some(prefix) if prefix.is_empty() => Vec::new(),
+            _ if later.removed.contains(&file.name) => Vec::new(),
             _ => elided.rows_to_read(within.as_deref()),
         };
-        let slices = match (groups.is_empty(), rows) {
-            (true, _) => Vec::new(),
-            (false, Some(rows)) => rows
-                .slices(decl, file, &groups, within.as_deref())
-                .map_err(Unread::Failed)?,
-            (false, None) => {
+        let mut groups = Vec::with_capacity(wanted.len());
+        let mut slices = Vec::new();
+        let mut unreadable = Vec::new();
+        // A file a later record moved to the cold tier is read from there.
+        let moved = later
+            .moved
+            .get(&file.name)
+            .filter(|_| file.cold.is_none() && !wanted.is_empty())
+            .map(|url| SegmentFile {
+                cold: Some(url.clone()),
+                groups: Default::default(),
+                ..file.clone()
+            });
+        for g in wanted {
+            let Some(rows) = rows else {
                 return Err(Unread::Failed(ArchiveError::Internal(format!(
                     "file {} records its row groups, and this replay reads no rows",
                     file.path
-                ))))
+                ))));
+            };
+            match rows.slices(
+                decl,
+                moved.as_ref().unwrap_or(file),
+                &[g],
+                within.as_deref(),
+            ) {
+                Ok(read) => {
+                    groups.push(g);
+                    slices.extend(read);
+                }
+                Err(ArchiveError::Unreadable { message, kind, .. }) => {
+                    unreadable.push(UnreadGroup {
+                        group: g,
+                        kind,
+                        why: message,
+                    });
+                }
+                Err(e) => return Err(Unread::Failed(e)),
             }
-        };
-        take_rows(file, &groups, slices, within.is_none()).map_err(|why| {
+        }
+        take_rows(file, &groups, slices, within.is_none(), unreadable).map_err(|why| {
             Unread::Damage(format!(
                 "file {}: its rows do not hold what the record says: {why}",
                 file.path
@@ -183,6 +218,56 @@ enum Unread {
     Failed(ArchiveError),
 }
 
+/// What later records of a generation do to the files a record names, which a replay needs
+/// before it reads a file's rows: which files they take out of the live set (a compaction's
+/// removed files, a retirement's dropped ones: their rows are not read), and which they move
+/// to the cold tier (their rows are read from there: the local copy is gone).
+#[derive(Default)]
+struct Later {
+    removed: BTreeSet<u64>,
+    moved: BTreeMap<u64, String>,
+}
+
+/// [`Later`] of the records of `bytes`, read from those records alone.
+fn later_in(bytes: &[u8]) -> Later {
+    #[derive(serde::Deserialize)]
+    struct Moved {
+        name: u64,
+        url: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Changes {
+        #[serde(default)]
+        removed: Vec<u64>,
+        #[serde(default)]
+        dropped: Vec<u64>,
+        #[serde(default)]
+        files: Vec<Moved>,
+    }
+    let mut out = Later::default();
+    let mut at = 0;
+    while let Decoded::Record { payload, next } = frame::decode(bytes, at) {
+        let json = payload.split(|b| *b == b'\n').next().unwrap_or(payload);
+        let changes = [
+            &br#"{"record":"compact""#[..],
+            br#"{"record":"retire""#,
+            br#"{"record":"offload""#,
+        ]
+        .iter()
+        .any(|tag| json.starts_with(tag));
+        if changes {
+            if let Ok(c) = serde_json::from_slice::<Changes>(json) {
+                out.removed.extend(c.removed);
+                out.removed.extend(c.dropped);
+                out.moved
+                    .extend(c.files.into_iter().map(|m| (m.name, m.url)));
+            }
+        }
+        at = next;
+    }
+    out
+}
+
 fn replay_into(
     path: &Path,
     bytes: &[u8],
@@ -190,6 +275,10 @@ fn replay_into(
     mut state: State,
     rows: Option<&dyn SliceReader>,
 ) -> Result<Replayed> {
+    let later = match rows {
+        Some(_) => later_in(bytes),
+        None => Later::default(),
+    };
     let corrupt = |offset: usize, message: String| ArchiveError::CorruptManifest {
         path: path.to_path_buf(),
         offset: offset as u64,
@@ -237,7 +326,7 @@ fn replay_into(
                             format!("record passed its check but does not decode: {e}"),
                         )
                     })?;
-                read_rows(&mut record, &state, rows).map_err(|unread| match unread {
+                read_rows(&mut record, &state, rows, &later).map_err(|unread| match unread {
                     Unread::Damage(message) => corrupt(offset, message),
                     Unread::Failed(e) => e,
                 })?;

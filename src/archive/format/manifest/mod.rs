@@ -9,6 +9,6 @@ pub mod state;
 pub use record::{
     packed_format, Barrier, BarrierStream, ColumnDecl, Compact, GroupEntry, LevelFloor, LevelRun,
     Offload, Offloaded, RawFloor, Record, Retire, SegmentFile, Slice, Snapshot, Span, StreamDecl,
-    StreamSnapshot, TrackRetire, TrackSnapshot,
+    StreamSnapshot, TrackRetire, TrackSnapshot, COLUMNAR_FORMAT, ROWS_FORMAT,
 };
 pub use state::{Catalog, FileFacts, GroupRef, Leftover, Scope, State, StreamState, TrackState};

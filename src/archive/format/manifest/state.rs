@@ -3,6 +3,7 @@
 //! Replay and seal share [`State::apply`]: a barrier changes what the archive claims only by
 //! being a record that was appended and synced, and then applied exactly as replay would.
 
+use super::columns::{meets, UnreadGroup};
 use super::record::{
     Barrier, Compact, GroupEntry, LevelFloor, RawFloor, Record, Retire, SegmentFile, Snapshot,
     StreamDecl, StreamSnapshot, TrackSnapshot,
@@ -267,6 +268,10 @@ pub struct StreamState {
     /// What [`StreamState::locate`] knows of each live file, by name, without walking its
     /// entries.
     pub facts: BTreeMap<u64, FileFacts>,
+    /// Whether the replay left the slices of a file recorded by its row groups unread (a file
+    /// a later record removes, format version 11): a track may then be known only from the
+    /// records that name it.
+    pub unread_files: bool,
 }
 
 /// What a search of a live file's entries needs to know of it.
@@ -297,6 +302,7 @@ impl StreamState {
             levels_deferred_from: None,
             catalog: Catalog::All,
             facts: BTreeMap::new(),
+            unread_files: false,
         }
     }
 
@@ -459,6 +465,32 @@ impl StreamState {
         }
     }
 
+    /// A row group of a live file whose rows the replay could not read (format version 11)
+    /// that may hold a track beneath `prefix` (labels, outermost first; empty: every track):
+    /// the file, the row group and its first and last track. No track of it is cataloged.
+    pub fn unreadable_beneath(
+        &self,
+        prefix: &[String],
+    ) -> Option<(&SegmentFile, &UnreadGroup, &[String], &[String])> {
+        self.files.iter().find_map(|file| {
+            let elided = file.elided.as_ref()?;
+            elided
+                .unreadable()
+                .find(|(_, first, last)| meets(prefix, first, last))
+                .map(|(unread, first, last)| (file, unread, first, last))
+        })
+    }
+
+    /// Every row group of a live file whose rows the replay could not read: what a writer
+    /// (which must know every track) and `verify` name.
+    pub fn unreadable(&self) -> Vec<(&SegmentFile, &UnreadGroup)> {
+        self.files
+            .iter()
+            .filter_map(|f| Some((f, f.elided.as_ref()?)))
+            .flat_map(|(f, e)| e.unreadable().map(move |(u, _, _)| (f, u)))
+            .collect()
+    }
+
     /// What the catalog holds of each of `names` (label tuples), in order; `None` for a
     /// track it does not hold. Names that come in key order (label tuples sort as their keys
     /// do), as a barrier's tracks do, and are many beside the catalog are found in one walk
@@ -552,6 +584,7 @@ impl StreamState {
 
     fn add_file(&mut self, mut file: SegmentFile) -> Result<(), String> {
         file.check_slices()?;
+        self.unread_files |= file.elided.as_ref().is_some_and(|e| e.is_rows_form());
         self.index_file(&mut file)?;
         self.files.push(file);
         Ok(())
@@ -744,6 +777,13 @@ impl StreamState {
             .filter(|t| self.catalog.holds(&t.track))
         {
             let key = TrackKey::encode(&t.track).map_err(|e| e.to_string())?;
+            // A track whose rows lie only in files a later record removes is not cataloged
+            // when their slices are not read (format version 11); its floors are kept all
+            // the same.
+            if self.unread_files && !self.tracks.contains_key(&key) {
+                self.tracks
+                    .insert(key.clone(), TrackState::named(&t.track.as_slice().into()));
+            }
             let track = self
                 .tracks
                 .get_mut(&key)
