@@ -123,8 +123,11 @@ fn a_barrier_naming_a_row_group_file_is_locked_and_framed_as_version_11() {
     assert_eq!(read.row_groups(), file.row_groups());
     assert_eq!(read.rows(), 15);
     assert_eq!(read.first_seq(), 0);
-    // Encoding the decoded record is refused (it holds no slices to write), never guessed.
-    assert!(log::try_encode(&Record::Barrier(barrier)).is_err());
+    // Encoding the decoded record writes the row groups it was given: the same bytes.
+    assert_eq!(
+        log::try_encode(&Record::Barrier(barrier)).expect("encodes"),
+        framed
+    );
     // The docs' example is exactly what this build writes for the file.
     let example = docs_block("## Version 11: row-group entries", "json");
     let documented: serde_json::Value =
@@ -350,11 +353,13 @@ fn rows_that_disagree_with_their_record_are_refused_naming_the_file() {
         stored.what.contains(&sealed[1].path) && stored.what.contains("row group 0"),
         "{error}"
     );
-    let described = reader
-        .describe()
-        .expect_err("no short description")
-        .to_string();
-    assert!(described.contains(&sealed[1].path), "{described}");
+    // A description says its counts leave the row group out.
+    let described = reader.describe().expect("describe");
+    let unreadable = &described.streams[0].unreadable;
+    assert!(
+        unreadable.len() == 1 && unreadable[0].contains(&sealed[1].path),
+        "{unreadable:?}"
+    );
     drop(reader);
     let mut writer = Archive::open(dir.path(), capture_config().delta(false)).expect("writable");
     let error = writer
@@ -406,9 +411,6 @@ fn a_row_group_whose_rows_cannot_be_read_refuses_every_read_meeting_it_and_every
         writer
             .compact(true, |_, _, _| {})
             .expect_err("no compaction"),
-        writer
-            .checkpoint()
-            .expect_err("no snapshot leaving the row group out"),
     ];
     for error in refusals {
         assert!(
@@ -417,10 +419,111 @@ fn a_row_group_whose_rows_cannot_be_read_refuses_every_read_meeting_it_and_every
         );
         assert!(error.to_string().contains(&sealed[0].path), "{error}");
     }
+    // A checkpoint writes the file as its record gave it: the row group is still named, and
+    // still unread, by the next open.
+    writer
+        .checkpoint()
+        .expect("a checkpoint keeps the file's record");
     drop(writer);
+    let reader = Archive::open(dir.path(), Config::new().read_only(true)).expect("read-only");
+    assert!(reader
+        .read_rows("capture", &labels(&["run_2"]), Unbounded, Unbounded)
+        .is_err());
+    drop(reader);
     // Put back, the archive opens and verifies as before: nothing was changed.
     std::fs::rename(&moved, &gone).expect("put it back");
     let archive = Archive::open(dir.path(), Config::new().read_only(true)).expect("open");
     assert_eq!(archive.state().streams["capture"].files, sealed);
     assert!(archive.verify(|_, _| {}).is_empty());
+}
+
+/// A version-10 archive (`tests/fixtures/archive-v10/`: 600 tracks, paged records) taken over
+/// by this build: its records are read as before, a barrier of one row a track and a
+/// compaction of everything are recorded by their row groups (version 11), and every open,
+/// whole or scoped, answers every row.
+#[test]
+fn a_version_10_archive_takes_version_11_records_and_serves_every_row() {
+    use common::delivered::{expected, interleaved};
+    let dir = tempfile::tempdir().expect("tempdir");
+    common::tree::copy_tree(
+        &golden_files::crate_path("tests/fixtures/archive-v10"),
+        dir.path(),
+    );
+    let all = interleaved(2, 300, 5, &[Some(0); 600]);
+    let tick4: Vec<(u64, common::Row)> = all[2_400..].to_vec();
+    let mut archive = Archive::open(dir.path(), capture_config().delta(false)).expect("open");
+    let rows: Vec<common::Row> = tick4.iter().map(|(_, r)| r.clone()).collect();
+    let positions: Vec<u64> = tick4.iter().map(|(p, _)| *p).collect();
+    archive
+        .stage_batch("capture", &common::batch(&rows), &positions)
+        .expect("stage");
+    archive.seal_all().expect("seal").expect("a barrier");
+    archive.compact(true, |_, _, _| {}).expect("compact");
+    let files = archive.state().streams["capture"].files.clone();
+    assert!(
+        files.iter().all(|f| f.format == Some(ROWS_FORMAT)),
+        "five rows a track: recorded by row groups"
+    );
+    drop(archive);
+    // The compaction removed format-11 files, so it checkpointed first: the generation
+    // starts with a snapshot naming format-11 files, framed as version 11.
+    let (_, records) = generation_records(dir.path());
+    assert_eq!(records[0], ("snapshot".to_string(), 11), "{records:?}");
+    let whole =
+        Archive::open(dir.path(), capture_config().delta(false).read_only(true)).expect("reopen");
+    assert_eq!(whole.state().streams["capture"].files, files);
+    assert!(whole.verify(|_, _| {}).is_empty());
+    for scope in [labels(&[]), labels(&["run_1"]), labels(&["run_0", "p7"])] {
+        let want = expected(&all, &scope, Unbounded, Unbounded);
+        let got = whole
+            .read_rows("capture", &scope, Unbounded, Unbounded)
+            .map(|b| rows_of(&b))
+            .expect("rows");
+        assert_eq!(got, want, "{scope:?}");
+        assert_eq!(
+            read_beneath(dir.path(), &scope, true),
+            read_beneath(dir.path(), &scope, false),
+            "{scope:?}"
+        );
+    }
+}
+
+/// What a file recorded by its row groups says of its tracks (where each started, when it was
+/// sealed) outlives the file: a compaction or retirement that removes it checkpoints first, so
+/// a reopen holds exactly the catalog the writer held.
+#[test]
+fn a_reopen_holds_the_writers_catalog_after_row_group_files_are_removed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    seal_fleet(dir.path(), 4, 5, 3);
+    let mut writer = Archive::open(dir.path(), capture_config().delta(false)).expect("writable");
+    writer.compact(true, |_, _, _| {}).expect("compact");
+    writer
+        .retire_track("capture", &labels(&["run_1"]))
+        .expect("retire");
+    // Tick 3 for the other runs, then a compaction that leaves the retired rows behind.
+    let rows: Vec<common::Row> = [0, 2, 3]
+        .into_iter()
+        .flat_map(|run| (0..5).map(move |probe| common::delivered::row(run, probe, 3)))
+        .collect();
+    let positions: Vec<u64> = (61..61 + rows.len() as u64).collect();
+    writer
+        .stage_batch("capture", &common::batch(&rows), &positions)
+        .expect("stage");
+    writer.seal_all().expect("seal").expect("a barrier");
+    writer.compact(true, |_, _, _| {}).expect("compact again");
+    let held = writer.state().streams["capture"].tracks.clone();
+    let files = writer.state().streams["capture"].files.clone();
+    assert!(files.iter().all(|f| f.format == Some(ROWS_FORMAT)));
+    drop(writer);
+    let reopened = Archive::open(dir.path(), Config::new().read_only(true)).expect("reopen");
+    let stream = &reopened.state().streams["capture"];
+    assert_eq!(stream.files, files);
+    assert_eq!(
+        stream.tracks, held,
+        "the catalog a reopen rebuilds is the writer's"
+    );
+    assert!(
+        stream.tracks.values().any(|t| t.whole),
+        "the retired run is kept"
+    );
 }

@@ -35,6 +35,13 @@ pub struct Config {
     pub(crate) replica: Option<Arc<crate::archive::io::cold::ColdTier>>,
     pub(crate) replication: bool,
     pub(crate) max_lag: Option<(u64, std::time::Duration)>,
+    /// For an open of a replica (`replicate::open_url`): the bucket every file the manifest
+    /// names locally is read from, and the cache of its ranges. Set before the open, since
+    /// the replay reads the rows of files recorded by their row groups (format version 11).
+    pub(crate) files_in: Option<(
+        Arc<crate::archive::io::cold::ColdTier>,
+        Option<Arc<crate::archive::io::cache::RangeCache>>,
+    )>,
 }
 
 /// The bytes appended to a manifest generation past which a new one starts with a snapshot (the
@@ -61,6 +68,7 @@ impl Default for Config {
             raw_cache_bytes: crate::archive::io::decoded::RAW_CACHE_BYTES,
             scope: None,
             replica_cache: None,
+            files_in: None,
             cache_size: None,
             replica: None,
             replication: true,

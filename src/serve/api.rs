@@ -93,6 +93,19 @@ fn nodes(
 }
 
 fn describe(archive: &Archive) -> Result<Streams, ReadError> {
+    // A row group whose rows the open could not read (format version 11) catalogs none of
+    // its tracks: a listing without them would be short, so it is refused like a read.
+    for (id, s) in &archive.state().streams {
+        if let Some((file, unread)) = s.unreadable().first() {
+            return Err(ReadError::Stored(crate::archive::StoredError::new(
+                unread.kind,
+                format!(
+                    "stream {id:?}: row group {} of {} could not be read when the archive was opened ({}), so its tracks cannot be listed",
+                    unread.group, file.path, unread.why
+                ),
+            )));
+        }
+    }
     let streams = archive
         .state()
         .streams

@@ -109,8 +109,7 @@ impl CommitPoint {
             Record::Compact(c) => vec![c.stream.as_str()],
             Record::Retire(r) => vec![r.stream.as_str()],
             Record::Offload(o) => vec![o.stream.as_str()],
-            Record::Declare(_) => Vec::new(),
-            Record::Snapshot(_) => self.state.streams.keys().map(String::as_str).collect(),
+            Record::Declare(_) | Record::Snapshot(_) => Vec::new(),
         };
         for id in touched {
             self.state_known(id)?;
@@ -143,8 +142,8 @@ impl CommitPoint {
 
     /// Refuses a change to stream `id` while a row group of it could not be read when the
     /// archive was opened (format version 11): its catalog lacks that row group's tracks, so
-    /// a barrier could not check where they stand, and a compaction, retirement, offload or
-    /// snapshot would leave their rows out.
+    /// a barrier could not check where they stand, and a compaction, retirement or offload
+    /// would leave their rows out. (A snapshot writes such a file as its record gave it.)
     pub fn state_known(&self, id: &str) -> Result<()> {
         let Some(stream) = self.state.streams.get(id) else {
             return Ok(());

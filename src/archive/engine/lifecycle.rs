@@ -1350,7 +1350,14 @@ impl Archive {
         self.writable()?;
         let mut reports = Vec::new();
         let ids: Vec<String> = self.config.retention.keys().cloned().collect();
+        let mut skipped = None;
         for id in ids {
+            // A stream with a row group that could not be read is left as it is (and said).
+            if let Err(e) = self.commit.state_known(&id) {
+                tracing::warn!(stream = %id, error = %e, "not swept");
+                skipped.get_or_insert(e);
+                continue;
+            }
             let retention = &self.config.retention[&id];
             let Some(stream) = self.commit.state().streams.get(&id) else {
                 continue;
@@ -1394,7 +1401,10 @@ impl Archive {
             }
             reports.push(self.execute_retire(retire)?);
         }
-        Ok(reports)
+        match skipped {
+            Some(e) => Err(e),
+            None => Ok(reports),
+        }
     }
 
     /// Retires every track of `stream` beneath `prefix` whole (an empty prefix: every track):
@@ -1728,10 +1738,21 @@ impl Archive {
     ) -> Result<Vec<CompactReport>> {
         let ids: Vec<String> = self.commit.state().streams.keys().cloned().collect();
         let mut reports = Vec::new();
+        let mut skipped = None;
         for id in ids {
+            // A stream with a row group that could not be read is left as it is (and said);
+            // the others are compacted.
+            if let Err(e) = self.commit.state_known(&id) {
+                tracing::warn!(stream = %id, error = %e, "not compacted");
+                skipped.get_or_insert(e);
+                continue;
+            }
             reports.extend(self.compact_stream(&id, force, |d, t| progress(&id, d, t))?);
         }
-        Ok(reports)
+        match skipped {
+            Some(e) => Err(e),
+            None => Ok(reports),
+        }
     }
 
     /// The compactions of one stream: one job when forced; otherwise every one due, since an
@@ -1774,11 +1795,6 @@ impl Archive {
     /// the old one. Open time then depends on the live state, not on history. Answers the
     /// new generation.
     pub fn checkpoint(&mut self) -> Result<u64> {
-        // A snapshot of a stream whose tracks are not all known would leave some of them out.
-        let ids: Vec<String> = self.commit.state().streams.keys().cloned().collect();
-        for id in &ids {
-            self.commit.state_known(id)?;
-        }
         let (generation, old) = self.commit.checkpoint(
             &self.root.join(TMP_DIR),
             &self.root.join(crate::archive::layout::MANIFEST_DIR),

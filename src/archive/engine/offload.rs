@@ -430,6 +430,16 @@ impl Archive {
     /// failure poisons), and cold objects (a failure is logged; the next writable open
     /// removes the orphan).
     pub(crate) fn discard(&mut self, files: &[SegmentFile]) -> Result<()> {
+        // A replay reads the slices of a file recorded by its row groups (format 11) from its
+        // rows, and what they say of their tracks (where they started, when they were sealed)
+        // is history the record that removed the file does not carry: a checkpoint first makes
+        // the replay start past that record, from a snapshot that carries it.
+        let rows_form = files.iter().any(|f| {
+            f.format == Some(crate::archive::format::manifest::ROWS_FORMAT) && f.run.is_none()
+        });
+        if rows_form {
+            self.checkpoint()?;
+        }
         let (cold, local): (Vec<&SegmentFile>, Vec<&SegmentFile>) =
             files.iter().partition(|f| f.cold.is_some());
         for file in files {

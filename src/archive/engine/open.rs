@@ -102,6 +102,12 @@ impl Archive {
             config.cold.clone(),
             config.requests.clone(),
         ));
+        if let Some((tier, cache)) = &config.files_in {
+            if let Some(cache) = cache {
+                store.set_cache(cache.clone());
+            }
+            store.adopt(tier.clone());
+        }
         let commit = CommitPoint::recovered(&root, disk.clone(), State::default(), None, 1, 0);
         let level_cache = Arc::new(std::sync::Mutex::new(levels::LevelCache::new(
             config.level_cache_cells,
@@ -244,7 +250,8 @@ impl Archive {
                 return Ok((state, log, highest_generation_ever));
             };
             let began = std::time::Instant::now();
-            let rows = crate::archive::io::rows::RowsIn::new(&self.store);
+            let rows = crate::archive::io::rows::RowsIn::new(&self.store)
+                .files_in(self.config.files_in.as_ref().map(|(tier, _)| tier.clone()));
             let replayed =
                 log::replay_within(&current_path, current, self.config.scope.clone(), &rows)?;
             let replay_took = began.elapsed();

@@ -1964,7 +1964,20 @@ fn open_replica(tier: &std::sync::Arc<ColdTier>, config: &Config) -> Result<Arch
             let _ = durable::remove(&disk, &old);
         }
     }
-    let mut archive = Archive::open(&cache, config.clone().read_only(true))?;
+    let cache_bytes = config
+        .cache_size
+        .unwrap_or(crate::archive::io::cache::DEFAULT_CACHE_BYTES);
+    let ranges = (cache_bytes > 0).then(|| {
+        std::sync::Arc::new(crate::archive::io::cache::RangeCache::new(
+            cache.join(RANGES_DIR),
+            cache_bytes,
+        ))
+    });
+    // The files are the bucket's: the open reads a file recorded by its row groups (format
+    // 11) from there, through the same cache.
+    let mut opening = config.clone().read_only(true);
+    opening.files_in = Some((tier.clone(), ranges));
+    let mut archive = Archive::open(&cache, opening)?;
     for stream in archive.commit.state_mut().streams.values_mut() {
         for file in stream.files.iter_mut().chain(stream.levels.iter_mut()) {
             if file.cold.is_none() {
@@ -1972,15 +1985,6 @@ fn open_replica(tier: &std::sync::Arc<ColdTier>, config: &Config) -> Result<Arch
             }
         }
     }
-    let cache_bytes = config
-        .cache_size
-        .unwrap_or(crate::archive::io::cache::DEFAULT_CACHE_BYTES);
-    if cache_bytes > 0 {
-        archive.store.set_cache(std::sync::Arc::new(
-            crate::archive::io::cache::RangeCache::new(cache.join(RANGES_DIR), cache_bytes),
-        ));
-    }
-    archive.store.adopt(tier.clone());
     archive.origin = Some(tier.clone());
     Ok(archive)
 }

@@ -6,6 +6,7 @@ use crate::archive::format::levels::rendered_labels;
 use crate::archive::format::manifest::log::SliceReader;
 use crate::archive::format::manifest::{GroupEntry, SegmentFile, Slice, StreamDecl};
 use crate::archive::format::spec::{stored_schema, POSITION_COLUMN, SEQ_COLUMN};
+use crate::archive::io::cold::ColdTier;
 use crate::archive::io::segment::Opened;
 use crate::archive::io::store::Store;
 use arrow::array::{Array, RecordBatch, StringArray, UInt64Array};
@@ -14,12 +15,26 @@ use std::sync::Arc;
 /// Reads slices from the files where a store finds them (locally, or in the cold tier).
 pub struct RowsIn<'a> {
     store: &'a Store,
+    /// The bucket a replica's local files are read from (an open of a replica).
+    files_in: Option<Arc<ColdTier>>,
 }
 
 impl<'a> RowsIn<'a> {
     /// Slices read from the files `store` reads.
     pub fn new(store: &'a Store) -> RowsIn<'a> {
-        RowsIn { store }
+        RowsIn {
+            store,
+            files_in: None,
+        }
+    }
+
+    /// Reads every file the manifest names locally from `tier` instead (an open of a
+    /// replica: the bucket holds them, under the same paths).
+    pub fn files_in(self, tier: Option<Arc<ColdTier>>) -> RowsIn<'a> {
+        RowsIn {
+            files_in: tier,
+            ..self
+        }
     }
 }
 
@@ -57,6 +72,15 @@ impl SliceReader for RowsIn<'_> {
             full.project(&indices)
                 .map_err(|e| ArchiveError::Internal(e.to_string()))?,
         );
+        let in_bucket = match (&self.files_in, &file.cold) {
+            (Some(tier), None) => Some(SegmentFile {
+                cold: Some(tier.object_url(&file.path)),
+                groups: Default::default(),
+                ..file.clone()
+            }),
+            _ => None,
+        };
+        let file = in_bucket.as_ref().unwrap_or(file);
         let row_groups = file.row_groups();
         let within = within.filter(|p| !p.is_empty());
         // A scoped read first decodes the track columns alone, to find the selection's rows.

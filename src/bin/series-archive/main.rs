@@ -1433,6 +1433,12 @@ fn inspect(archive_dir: &Path, json: bool) -> Result<(), Failure> {
     let archive = read_only(archive_dir)?;
     let d = archive.describe()?;
     if json {
+        // Counts that leave a row group out are said on stderr too, not only in the JSON.
+        for s in &d.streams {
+            for why in &s.unreadable {
+                eprintln!("warning: stream {:?}: {why}", s.id);
+            }
+        }
         /// The description, and where the replica stands when there is one.
         #[derive(serde::Serialize)]
         struct Inspected<'a> {

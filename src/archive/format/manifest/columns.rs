@@ -554,7 +554,12 @@ fn check_summaries(groups: &[Summary]) -> Result<(), String> {
             if before.last > group.first {
                 return bad("goes back in key order");
             }
-            if group.span.offset < before.span.offset + before.span.len {
+            if before
+                .span
+                .offset
+                .checked_add(before.span.len)
+                .is_none_or(|end| group.span.offset < end)
+            {
                 return bad("overlaps the row group before it");
             }
             if before.axis.is_some() != group.axis.is_some() {
@@ -1604,18 +1609,26 @@ struct FileIn {
 
 impl Serialize for SegmentFile {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        if self.elided.is_some() {
+        // A file recorded by its row groups is written as its record gave them, whichever of
+        // its slices this replay read (a scoped one, or one that could not read a row group).
+        let recorded = self
+            .elided
+            .as_ref()
+            .filter(|e| e.is_rows_form())
+            .map(|e| e.summaries.clone());
+        if self.elided.is_some() && recorded.is_none() {
             return Err(serde::ser::Error::custom(format!(
                 "file {}: a scoped replay's entries are never written",
                 self.path
             )));
         }
-        let row_groups = (self.format == Some(ROWS_FORMAT))
-            .then(|| summaries(&self.groups))
-            .flatten();
+        let rows_form = self.format == Some(ROWS_FORMAT);
+        let row_groups = recorded.or_else(|| rows_form.then(|| summaries(&self.groups)).flatten());
+        // Entries that break the slice rules (no writer makes them) are written an object
+        // each, in any format: never as columns in a format-11 file, which replay refuses.
         let pieces = self
             .format
-            .filter(|f| *f >= COLUMNAR_FORMAT && row_groups.is_none())
+            .filter(|f| *f >= COLUMNAR_FORMAT && !rows_form)
             .and_then(|_| PiecesForm::of(&self.groups));
         FileOut {
             name: self.name,

@@ -120,9 +120,8 @@ pub fn replay_scoped(
 /// Reads from the rows the slices of the row groups of `record`'s format-11 files that hold a
 /// track `state` catalogs (the streams the record names as `state` knows them, or as its
 /// snapshot declares them). A file a later record of the generation takes out of the live set
-/// is not read ([`Later`]): it is most often deleted by now, and it catalogs nothing while it
-/// is replayed (its tracks' later files do); one a later record moved to the cold tier is read
-/// from there. A row group whose rows cannot be read (missing,
+/// ([`Later`]) is read when it can be, and otherwise catalogs nothing (no read of the end
+/// state needs it); one a later record moved to the cold tier is read from there. A row group whose rows cannot be read (missing,
 /// failing its digest, a tier that does not answer) is left unread and named
 /// ([`Elided::unreadable`]): the open goes on, and every read meeting its tracks refuses.
 fn read_rows(
@@ -157,9 +156,13 @@ fn read_rows(
         };
         let wanted = match &within {
             Some(prefix) if prefix.is_empty() => Vec::new(),
-            _ if later.removed.contains(&file.name) => Vec::new(),
             _ => elided.rows_to_read(within.as_deref()),
         };
+        // A file a later record removes is read when it is still there (its tracks' history:
+        // where they started, when they were sealed); the writer checkpoints before it
+        // deletes one, so a generation naming it most often still has it. When it cannot be
+        // read it catalogs nothing: no read of the generation's end state needs it.
+        let removed = later.removed.contains(&file.name);
         let mut groups = Vec::with_capacity(wanted.len());
         let mut slices = Vec::new();
         let mut unreadable = Vec::new();
@@ -189,6 +192,11 @@ fn read_rows(
                 Ok(read) => {
                     groups.push(g);
                     slices.extend(read);
+                }
+                Err(ArchiveError::Unreadable { .. }) if removed => {
+                    groups.clear();
+                    slices.clear();
+                    break;
                 }
                 Err(ArchiveError::Unreadable { message, kind, .. }) => {
                     unreadable.push(UnreadGroup {
