@@ -527,3 +527,88 @@ fn a_reopen_holds_the_writers_catalog_after_row_group_files_are_removed() {
         "the retired run is kept"
     );
 }
+
+/// The child of [`a_crash_after_a_compaction_record_keeps_the_history_of_its_inputs`]: seals a
+/// fleet, retires a run, and compacts with the process aborted right after the compaction's
+/// record is durable (before its checkpoint and before its inputs are deleted).
+#[test]
+fn v11_crash_child() {
+    let Ok(dir) = std::env::var("SERIES_ARCHIVE_V11_CRASH_DIR") else {
+        return;
+    };
+    let dir = std::path::Path::new(&dir);
+    seal_fleet(dir, 4, 5, 3);
+    {
+        let mut archive = Archive::open(dir, capture_config().delta(false)).expect("open");
+        archive
+            .retire_track("capture", &labels(&["run_1"]))
+            .expect("retire");
+        let held = archive.state().streams["capture"].tracks.clone();
+        std::fs::write(dir.join("held.txt"), format!("{held:?}")).expect("write the catalog");
+    }
+    let faults =
+        series_archive::archive::Faults::abort_at(series_archive::archive::FaultPoint::AfterRecord);
+    let mut archive =
+        Archive::open(dir, capture_config().delta(false).faults(faults)).expect("open");
+    let outcome = archive.compact(true, |_, _, _| {});
+    eprintln!("compact returned instead of crashing: {outcome:?}");
+    std::process::exit(3);
+}
+
+/// A real process killed after a compaction's record of format-11 inputs is durable: the
+/// recovering open reads the inputs (still there) for their tracks' history, checkpoints, and
+/// only then deletes them, so every later open holds the writer's catalog.
+#[test]
+fn a_crash_after_a_compaction_record_keeps_the_history_of_its_inputs() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = std::process::Command::new(std::env::current_exe().expect("exe"))
+        .args([
+            "--exact",
+            "v11_crash_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("SERIES_ARCHIVE_V11_CRASH_DIR", dir.path())
+        .output()
+        .expect("run the child");
+    assert_eq!(
+        out.status.signal(),
+        Some(6),
+        "the child dies of abort: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let held = std::fs::read_to_string(dir.path().join("held.txt")).expect("the catalog");
+    let inputs: Vec<std::path::PathBuf> =
+        std::fs::read_dir(dir.path().join("streams/capture/rows"))
+            .expect("rows")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+            .collect();
+    assert!(inputs.len() >= 3, "the inputs and the output: {inputs:?}");
+    // The recovering writer: the compaction is durable, its inputs are gone once it opened.
+    let archive = Archive::open(dir.path(), capture_config().delta(false)).expect("recover");
+    let stream = &archive.state().streams["capture"];
+    assert_eq!(stream.files.len(), 1, "the compaction's output alone");
+    for path in &inputs {
+        let relative = path.strip_prefix(dir.path()).expect("under the root");
+        let live = stream
+            .files
+            .iter()
+            .any(|f| std::path::Path::new(&f.path) == relative);
+        assert_eq!(path.exists(), live, "{}", path.display());
+    }
+    drop(archive);
+    // The retired run's history survives in every later open: origin, seal time, marks.
+    let reopened = Archive::open(dir.path(), Config::new().read_only(true)).expect("reopen");
+    let retired: Vec<_> = reopened.state().streams["capture"]
+        .tracks
+        .values()
+        .filter(|t| t.whole)
+        .collect();
+    assert_eq!(retired.len(), 5);
+    for t in retired {
+        assert!(t.origin_axis.is_some() && t.last_sealed_ns > 0, "{t:?}");
+        assert!(held.contains(&format!("{:?}", t.marks)), "{t:?}");
+    }
+}

@@ -50,8 +50,10 @@ fn real() -> &'static Real {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = dir.path().join("archive");
         let mut archive = Archive::open(&root, capture_config()).expect("open");
+        // Sixteen rows a track a barrier: files recorded as columns (format 9), whose
+        // compaction below needs no checkpoint, so the generation keeps its lifecycle records.
         for b in 0..6 {
-            let (rows, positions) = workload(2, 2, 5, b * 5);
+            let (rows, positions) = workload(2, 2, 16, b * 16);
             archive
                 .stage_batch("capture", &batch(&rows), &positions)
                 .expect("stage");
@@ -61,6 +63,14 @@ fn real() -> &'static Real {
             .retire_track("capture", &["run_0".to_owned()])
             .expect("retire");
         archive.compact(true, |_, _, _| {}).expect("compact");
+        // Two barriers of a few rows a track: files recorded by their row groups (format 11).
+        for b in 6..8 {
+            let (rows, positions) = workload(2, 2, 3, 96 + (b - 6) * 3);
+            archive
+                .stage_batch("capture", &batch(&rows), &positions)
+                .expect("stage");
+            archive.seal_all().expect("seal");
+        }
         let generation = archive.state().generation;
         drop(archive);
         let path = root.join("manifest").join(log::generation_name(generation));

@@ -1884,6 +1884,7 @@ impl Archive {
     /// compactions past their thresholds, the declared moves to the cold tier, and a
     /// checkpoint once the manifest is past its size. A host calls it from its sealing service, off the publishing thread.
     pub fn maintain(&mut self, now_ns: u64) -> Result<Maintenance> {
+        let generation = self.commit.state().generation;
         let mut done = Maintenance {
             retired: self.sweep(now_ns)?,
             ..Maintenance::default()
@@ -1893,6 +1894,11 @@ impl Archive {
             done.offloaded = self.offload(None, now_ns, |_, _, _| {})?;
         }
         done.checkpoint = self.checkpoint_if_due()?;
+        // A retirement or compaction that removed a file of format 11 checkpointed first.
+        let now = self.commit.state().generation;
+        if done.checkpoint.is_none() && now != generation {
+            done.checkpoint = Some(now);
+        }
         Ok(done)
     }
 }

@@ -108,6 +108,10 @@ pub struct Archive {
     /// Per stream, where its deferred levels were last judged not worth summarising: the
     /// first deferred `_seq` and the deferred rows then ([`Archive::plan_summary`]).
     summary_judged: BTreeMap<String, (u64, u64)>,
+    /// Files a record took out of the live set that a crash left behind, found by this
+    /// writable open: deleted once a checkpoint has put that record behind the replay (a
+    /// replay reads a removed file of format 11 for its tracks' history while it is there).
+    gone: Vec<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Archive {

@@ -134,10 +134,16 @@ impl Archive {
             origin: None,
             live_measured: std::sync::Mutex::new(None),
             summary_judged: BTreeMap::new(),
+            gone: Vec::new(),
         };
         archive.recover()?;
         archive.declare()?;
         archive.check_retention()?;
+        if !archive.gone.is_empty() {
+            archive.checkpoint()?;
+            let gone = std::mem::take(&mut archive.gone);
+            archive.delete(gone.iter().map(PathBuf::as_path))?;
+        }
         // Last: a declaration or a lifetime refused above leaves the cold tier untouched.
         if !archive.config.read_only {
             archive.recovery.cold_orphans_removed = archive.sweep_cold_orphans()?;
@@ -379,6 +385,16 @@ impl Archive {
             for path in durable::walk_files(&self.root.join(STREAMS_DIR))? {
                 match leftover(&relative(&self.root, &path)) {
                     manifest::Leftover::Live => {}
+                    // A file of format 11 is kept until a checkpoint when the log goes on
+                    // (see `Archive::gone`).
+                    manifest::Leftover::Gone
+                        if !matches!(action, Action::NewGeneration | Action::Repair)
+                            && state
+                                .obsolete_rows_form
+                                .contains(&relative(&self.root, &path)) =>
+                    {
+                        self.gone.push(path)
+                    }
                     manifest::Leftover::Gone => durable::remove(&self.disk, &path)?,
                     manifest::Leftover::Evidence => {
                         moved.push(self.keep_as_evidence(&quarantine, &path)?)

@@ -1037,6 +1037,10 @@ pub struct State {
     /// A replay that needs the live files alone (replication's reading of a manifest): no
     /// stream catalogs any track, and no file's slices are read from its rows.
     pub files_only: bool,
+    /// Of `obsolete`, the data files recorded by their row groups (format version 11): a
+    /// replay reads them for their tracks' history while they are there, so recovery deletes
+    /// what a crash left of them only after a checkpoint.
+    pub obsolete_rows_form: BTreeSet<String>,
 }
 
 impl State {
@@ -1075,6 +1079,7 @@ impl State {
                 }
             },
             Record::Retire(retire) => {
+                self.note_rows_form(&retire.stream, &retire.dropped);
                 let removed = self.stream_mut(&retire.stream)?.apply_retire(retire)?;
                 self.obsolete.extend(removed);
                 Ok(())
@@ -1097,6 +1102,7 @@ impl State {
                         ));
                     }
                 }
+                self.note_rows_form(&compact.stream, &compact.removed);
                 let removed = self.stream_mut(&compact.stream)?.apply_compact(compact)?;
                 self.obsolete.extend(removed);
                 self.next_name = compact.next_name;
@@ -1133,6 +1139,21 @@ impl State {
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// Notes which of the files `names` of stream `id`, about to leave the live set, are
+    /// recorded by their row groups ([`State::obsolete_rows_form`]).
+    fn note_rows_form(&mut self, id: &str, names: &[u64]) {
+        if let Some(stream) = self.streams.get(id) {
+            let paths = stream
+                .files
+                .iter()
+                .filter(|f| {
+                    f.format == Some(super::columns::ROWS_FORMAT) && names.contains(&f.name)
+                })
+                .map(|f| f.path.clone());
+            self.obsolete_rows_form.extend(paths);
         }
     }
 
