@@ -25,63 +25,18 @@ mod golden_files;
 use common::delivered::{labels, seal_fleet};
 use common::{capture_config, rows_of};
 use golden_files::{
-    capture_barrier, docs_block, generation_records, golden, python_reader_lists, span,
+    capture_barrier, docs_block, example_packed_file, generation_records, golden,
+    python_reader_lists,
 };
 use series_archive::archive::manifest::frame::{self, Decoded, FORMAT_VERSION};
-use series_archive::archive::manifest::{
-    log, GroupEntry, Record, SegmentFile, Slice, Span, ROWS_FORMAT,
-};
+use series_archive::archive::manifest::{log, Record, SegmentFile, ROWS_FORMAT};
 use series_archive::archive::{Archive, ArchiveError, Config, ReadError, StoredErrorKind};
 use std::ops::Bound::Unbounded;
 
 const SEALED_AT_NS: u64 = 1_764_442_800_000_000_000;
 
-fn entry(
-    probe: &str,
-    rows: u64,
-    first: u64,
-    axis: u64,
-    span: Span,
-    slice: (u32, u64),
-) -> GroupEntry {
-    GroupEntry {
-        track: ["run_0", probe].map(String::from).into(),
-        rows,
-        position: [first, first + rows - 1],
-        axis: Some([axis, axis + (rows - 1) * 10]),
-        seq: [first - 1, first + rows - 2],
-        span,
-        last_track: None,
-        slice: Some(Slice {
-            group: slice.0,
-            row: slice.1,
-        }),
-    }
-}
-
-/// The version-9 example's file, of format 11.
 fn row_group_file() -> SegmentFile {
-    let (g0, g1) = (span(4, 700, 0x0A0B_0C0D), span(704, 300, 0x0102_0304));
-    SegmentFile {
-        name: 1,
-        path: "streams/capture/rows/000000000001.parquet".into(),
-        bytes: 2048,
-        barrier: 1,
-        sealed_at_ns: SEALED_AT_NS,
-        footer: span(1004, 1044, 0x1122_3344),
-        groups: vec![
-            entry("p1", 3, 1, 0, g0, (0, 0)),
-            entry("p2", 2, 4, 30, g0, (0, 3)),
-            entry("p3", 4, 6, 50, g0, (0, 5)),
-            entry("p4", 6, 10, 90, g1, (1, 0)),
-        ]
-        .into(),
-        cold: None,
-        run: None,
-        format: Some(ROWS_FORMAT),
-        first_level: None,
-        elided: None,
-    }
+    example_packed_file(ROWS_FORMAT)
 }
 
 fn payload_of(record: &Record) -> String {

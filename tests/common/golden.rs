@@ -170,3 +170,44 @@ pub fn generation_records(root: &Path) -> (Vec<u8>, Vec<(String, u16)>) {
     assert_eq!(at, bytes.len(), "every record decodes");
     (bytes, out)
 }
+
+/// The docs' example packed file (versions 9 to 11): four tracks of the capture stream, three
+/// slices of row group 0 and one of row group 1, its entry of `format`.
+pub fn example_packed_file(format: u16) -> series_archive::archive::manifest::SegmentFile {
+    use series_archive::archive::manifest::{GroupEntry, SegmentFile, Slice, Span};
+    let entry =
+        |probe: &str, rows: u64, first: u64, axis: u64, span: Span, slice: (u32, u64)| GroupEntry {
+            track: ["run_0", probe].map(String::from).into(),
+            rows,
+            position: [first, first + rows - 1],
+            axis: Some([axis, axis + (rows - 1) * 10]),
+            seq: [first - 1, first + rows - 2],
+            span,
+            last_track: None,
+            slice: Some(Slice {
+                group: slice.0,
+                row: slice.1,
+            }),
+        };
+    let (g0, g1) = (span(4, 700, 0x0A0B_0C0D), span(704, 300, 0x0102_0304));
+    SegmentFile {
+        name: 1,
+        path: "streams/capture/rows/000000000001.parquet".into(),
+        bytes: 2048,
+        barrier: 1,
+        sealed_at_ns: 1_764_442_800_000_000_000,
+        footer: span(1004, 1044, 0x1122_3344),
+        groups: vec![
+            entry("p1", 3, 1, 0, g0, (0, 0)),
+            entry("p2", 2, 4, 30, g0, (0, 3)),
+            entry("p3", 4, 6, 50, g0, (0, 5)),
+            entry("p4", 6, 10, 90, g1, (1, 0)),
+        ]
+        .into(),
+        cold: None,
+        run: None,
+        format: Some(format),
+        first_level: None,
+        elided: None,
+    }
+}

@@ -19,7 +19,6 @@ use arrow::datatypes::SchemaRef;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::ops::{Bound, RangeBounds};
-use std::sync::Arc;
 
 /// Whether position `p` lies in the range.
 fn contains(start: Bound<Position>, end: Bound<Position>, p: u64) -> bool {
@@ -436,18 +435,7 @@ fn entries_hold_rows(
         return crate::archive::io::segment::verify_digests(store, file).map_err(Said::Read);
     }
     let decl = &stream.decl;
-    let full = stored_schema(decl).map_err(|e| e.to_string())?;
-    let wanted: Vec<&str> = decl
-        .track
-        .iter()
-        .map(String::as_str)
-        .chain(decl.axis.as_deref())
-        .chain([POSITION_COLUMN, SEQ_COLUMN])
-        .collect();
-    let indices: Vec<usize> = (0..full.fields().len())
-        .filter(|&i| wanted.contains(&full.field(i).name().as_str()))
-        .collect();
-    let schema = Arc::new(full.project(&indices).map_err(|e| e.to_string())?);
+    let schema = crate::archive::format::spec::slice_schema(decl)?;
     let mut open = crate::archive::io::segment::Opened::projected(store, schema);
     // The row group being walked: its index, columns, rows, and the next row an entry must
     // start at.
@@ -592,6 +580,7 @@ mod tests {
     use super::*;
     use arrow::array::{Int32Array, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
 
     type Failed = Box<dyn std::error::Error>;
 

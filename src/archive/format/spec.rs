@@ -308,6 +308,24 @@ fn is_label_type(t: &DataType) -> bool {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Boolean
     ) || t.is_integer()
 }
+/// The stored schema projected to what a data file's slices are made of: the track columns,
+/// the axis, `_position` and `_seq`, in the stored order (what `verify` checks the entries
+/// against, and what a replay reads a format-11 file's slices from).
+pub(crate) fn slice_schema(decl: &StreamDecl) -> std::result::Result<SchemaRef, String> {
+    let full = stored_schema(decl).map_err(|e| e.to_string())?;
+    let wanted: Vec<&str> = decl
+        .track
+        .iter()
+        .map(String::as_str)
+        .chain(decl.axis.as_deref())
+        .chain([POSITION_COLUMN, SEQ_COLUMN])
+        .collect();
+    let indices: Vec<usize> = (0..full.fields().len())
+        .filter(|&i| wanted.contains(&full.field(i).name().as_str()))
+        .collect();
+    Ok(Arc::new(full.project(&indices).map_err(|e| e.to_string())?))
+}
+
 /// Rebuilds the stored Arrow schema (row columns + `_position` + `_seq`) from a declaration.
 pub(crate) fn stored_schema(decl: &StreamDecl) -> std::result::Result<SchemaRef, Invalid> {
     let mut fields = Vec::with_capacity(decl.columns.len() + 2);

@@ -5,7 +5,7 @@ use crate::archive::error::{ArchiveError, Result, StoredError};
 use crate::archive::format::levels::rendered_labels;
 use crate::archive::format::manifest::log::SliceReader;
 use crate::archive::format::manifest::{GroupEntry, SegmentFile, Slice, StreamDecl};
-use crate::archive::format::spec::{stored_schema, POSITION_COLUMN, SEQ_COLUMN};
+use crate::archive::format::spec::{slice_schema, POSITION_COLUMN, SEQ_COLUMN};
 use crate::archive::io::cold::ColdTier;
 use crate::archive::io::segment::Opened;
 use crate::archive::io::store::Store;
@@ -57,21 +57,7 @@ impl SliceReader for RowsIn<'_> {
         }
         };
         let damaged = |what: String| named(StoredError::corrupt(what));
-        let full = stored_schema(decl).map_err(|e| ArchiveError::Internal(e.to_string()))?;
-        let wanted: Vec<&str> = decl
-            .track
-            .iter()
-            .map(String::as_str)
-            .chain(decl.axis.as_deref())
-            .chain([POSITION_COLUMN, SEQ_COLUMN])
-            .collect();
-        let indices: Vec<usize> = (0..full.fields().len())
-            .filter(|&i| wanted.contains(&full.field(i).name().as_str()))
-            .collect();
-        let schema = Arc::new(
-            full.project(&indices)
-                .map_err(|e| ArchiveError::Internal(e.to_string()))?,
-        );
+        let schema = slice_schema(decl).map_err(ArchiveError::Internal)?;
         let in_bucket = match (&self.files_in, &file.cold) {
             (Some(tier), None) => Some(SegmentFile {
                 cold: Some(tier.object_url(&file.path)),
