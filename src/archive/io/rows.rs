@@ -45,7 +45,7 @@ impl SliceReader for RowsIn<'_> {
         file: &SegmentFile,
         groups: &[usize],
         within: Option<&[String]>,
-    ) -> Result<Vec<GroupEntry>> {
+    ) -> Result<Vec<Result<Vec<GroupEntry>>>> {
         let named = |e: StoredError| {
             ArchiveError::Unreadable {
             stream: decl.id.clone(),
@@ -85,8 +85,9 @@ impl SliceReader for RowsIn<'_> {
         };
         let mut labels_open = label_schema.map(|s| Opened::projected(self.store, s));
         let mut open = Opened::projected(self.store, schema);
-        let mut out = Vec::new();
-        for &g in groups {
+        // One row group's slices; a row group that cannot be read fails alone.
+        let mut one = |g: usize| -> Result<Vec<GroupEntry>> {
+            let mut out = Vec::new();
             let &(physical, span, rows) = row_groups
                 .get(g)
                 .ok_or_else(|| damaged(format!("no row group {g}")))?;
@@ -99,7 +100,7 @@ impl SliceReader for RowsIn<'_> {
                         .map_err(|why| damaged(format!("row group {physical}: {why}")))?;
                     let held = beneath(&rendered, prefix);
                     if held.is_empty() {
-                        continue;
+                        return Ok(out);
                     }
                     let range = held.start as u64..held.end as u64;
                     let batch = open
@@ -113,11 +114,10 @@ impl SliceReader for RowsIn<'_> {
                     0,
                 ),
             };
-            let from = out.len();
             slices_of(decl, &batch, physical, span, first_row, &mut out)
                 .map_err(|why| damaged(format!("row group {physical}: {why}")))?;
             if within.is_some()
-                && out[from..]
+                && out
                     .iter()
                     .any(|e| !e.track.starts_with(within.unwrap_or_default()))
             {
@@ -125,8 +125,9 @@ impl SliceReader for RowsIn<'_> {
                     "row group {physical}: its rows are not in track-key order"
                 )));
             }
-        }
-        Ok(out)
+            Ok(out)
+        };
+        Ok(groups.iter().map(|&g| one(g)).collect())
     }
 }
 

@@ -78,14 +78,15 @@ pub trait SliceReader {
     /// The slices of row groups `groups` (indices, ascending) of `file`, a data file of the
     /// stream `decl` (only those of tracks beneath `within`, when it is given): in file order, each naming its row group, its first row in it and the
     /// group's span, its track's labels as staging renders them, its rows and the ranges of
-    /// its `_position`, axis and `_seq`. The replay checks them against the record.
+    /// its `_position`, axis and `_seq`: one answer per row group, in the order of `groups`, so
+    /// a row group that cannot be read fails alone. The replay checks them against the record.
     fn slices(
         &self,
         decl: &StreamDecl,
         file: &SegmentFile,
         groups: &[usize],
         within: Option<&[String]>,
-    ) -> Result<Vec<GroupEntry>>;
+    ) -> Result<Vec<Result<Vec<GroupEntry>>>>;
 }
 
 /// Replays generation `generation` from its bytes, read from `path` (named in errors), for
@@ -176,19 +177,25 @@ fn read_rows(
                 groups: Default::default(),
                 ..file.clone()
             });
-        for g in wanted {
-            let Some(rows) = rows else {
+        let read = match (wanted.is_empty(), rows) {
+            (true, _) => Vec::new(),
+            (false, Some(rows)) => rows
+                .slices(
+                    decl,
+                    moved.as_ref().unwrap_or(file),
+                    &wanted,
+                    within.as_deref(),
+                )
+                .map_err(Unread::Failed)?,
+            (false, None) => {
                 return Err(Unread::Failed(ArchiveError::Internal(format!(
                     "file {} records its row groups, and this replay reads no rows",
                     file.path
-                ))));
-            };
-            match rows.slices(
-                decl,
-                moved.as_ref().unwrap_or(file),
-                &[g],
-                within.as_deref(),
-            ) {
+                ))))
+            }
+        };
+        for (g, result) in wanted.into_iter().zip(read) {
+            match result {
                 Ok(read) => {
                     groups.push(g);
                     slices.extend(read);
