@@ -380,7 +380,7 @@ impl CompactionJob {
             // gathered as the sources are looked up.
             let (mut sealed_at, mut barrier) = (0u64, 0u64);
             let mut file = placer.start("rows", &self.schema, true)?;
-            let mut gather = Gather::new(cap, self.schema.clone(), axis.clone(), &id);
+            let mut gather = Gather::new(cap, self.schema.clone(), axis.clone(), &self.decl);
             for segment in &out.segments {
                 // The track's rows: each source entry's range of its decoded row group.
                 let mut ranges = Vec::with_capacity(segment.sources.len());
@@ -1003,11 +1003,14 @@ struct Gather {
     schema: SchemaRef,
     axis: Option<String>,
     stream: String,
+    /// Per column of `schema`, which of the track's labels it holds, when it holds them as
+    /// text: such a column is written from the pieces' labels, a run each, not gathered.
+    label_of: Vec<Option<usize>>,
     /// The decoded row groups the pending rows come from, each once.
     sources: Vec<RecordBatch>,
     /// Per source file, the newest of its row groups among `sources`: (index there, row
-    /// group).
-    last: BTreeMap<u64, (usize, usize)>,
+    /// group). Looked up once per source of every track (a fleet's run: once per slice).
+    last: std::collections::HashMap<u64, (usize, usize), ahash::RandomState>,
     /// The pending rows: (source, row).
     indices: Vec<(usize, usize)>,
     /// The pending pieces: labels and rows, in order.
@@ -1017,14 +1020,25 @@ struct Gather {
 }
 
 impl Gather {
-    fn new(cap: usize, schema: SchemaRef, axis: Option<String>, stream: &str) -> Gather {
+    fn new(cap: usize, schema: SchemaRef, axis: Option<String>, decl: &StreamDecl) -> Gather {
+        let label_of = schema
+            .fields()
+            .iter()
+            .map(|f| {
+                decl.track
+                    .iter()
+                    .position(|t| t == f.name())
+                    .filter(|_| *f.data_type() == arrow::datatypes::DataType::Utf8)
+            })
+            .collect();
         Gather {
             cap,
             schema,
             axis,
-            stream: stream.to_owned(),
+            stream: decl.id.clone(),
+            label_of,
             sources: Vec::new(),
-            last: BTreeMap::new(),
+            last: Default::default(),
             indices: Vec::new(),
             pieces: Vec::new(),
             pinned: Vec::new(),
@@ -1084,15 +1098,36 @@ impl Gather {
         if self.pieces.is_empty() {
             return Ok(());
         }
-        let sources: Vec<&RecordBatch> = self.sources.iter().collect();
-        let batch =
-            arrow::compute::interleave_record_batch(&sources, &self.indices).map_err(|e| {
-                ArchiveError::Encode {
-                    stream: self.stream.clone(),
-                    message: e.to_string(),
+        let encode = |e: arrow::error::ArrowError| ArchiveError::Encode {
+            stream: self.stream.clone(),
+            message: e.to_string(),
+        };
+        // Each column gathered from the sources, but a track column of text: its rows are the
+        // pieces' labels, a run each (gathering them copied every row's text).
+        let rows = self.indices.len();
+        let mut columns = Vec::with_capacity(self.schema.fields().len());
+        for (c, label) in self.label_of.iter().enumerate() {
+            let column: arrow::array::ArrayRef = match label {
+                Some(k) => {
+                    let bytes: usize = self.pieces.iter().map(|(l, n)| l[*k].len() * n).sum();
+                    let mut built = arrow::array::StringBuilder::with_capacity(rows, bytes);
+                    for (labels, n) in &self.pieces {
+                        for _ in 0..*n {
+                            built.append_value(&labels[*k]);
+                        }
+                    }
+                    Arc::new(built.finish())
                 }
-            })?;
-        if batch.schema() != self.schema {
+                None => {
+                    let parts: Vec<&dyn Array> =
+                        self.sources.iter().map(|b| b.column(c).as_ref()).collect();
+                    arrow::compute::interleave(&parts, &self.indices).map_err(encode)?
+                }
+            };
+            columns.push(column);
+        }
+        let batch = RecordBatch::try_new(self.schema.clone(), columns).map_err(encode)?;
+        if self.sources.iter().any(|b| b.schema() != self.schema) {
             return Err(ArchiveError::Internal(format!(
                 "stream {:?}: gathered rows of another schema",
                 self.stream

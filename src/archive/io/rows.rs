@@ -9,14 +9,74 @@ use crate::archive::format::spec::{slice_schema, POSITION_COLUMN, SEQ_COLUMN};
 use crate::archive::io::cold::ColdTier;
 use crate::archive::io::segment::Opened;
 use crate::archive::io::store::Store;
+use crate::contract::Labels;
 use arrow::array::{Array, RecordBatch, StringArray, UInt64Array};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// Reads slices from the files where a store finds them (locally, or in the cold tier).
 pub struct RowsIn<'a> {
     store: &'a Store,
     /// The bucket a replica's local files are read from (an open of a replica).
     files_in: Option<Arc<ColdTier>>,
+    /// Per stream, the labels a whole read met in the file before.
+    interned: Mutex<HashMap<String, Interner>>,
+}
+
+/// The labels of the tracks a whole read met in the stream's file before, in key order, so
+/// that a track's labels are one allocation however many files name it. A fleet's barrier
+/// files name the same tracks in the same order: each run of rows finds its labels by a
+/// comparison or two, allocates nothing, and hands the catalog the labels it already holds
+/// (so the catalog's walk finds them by address). Only sharing depends on it: a track not
+/// found (a new one, or files in another order) gets labels of its own.
+#[derive(Debug, Default)]
+struct Interner {
+    /// The file before's labels, in the order met, and how far this file's walk got.
+    before: Vec<Labels>,
+    at: usize,
+    /// This file's labels, in the order met.
+    now: Vec<Labels>,
+}
+
+impl Interner {
+    /// The labels of row `row` of `columns`: the file before's, when it named the track.
+    fn labels(&mut self, columns: &[StringArray], row: usize) -> Labels {
+        let order = |known: &Labels| {
+            known
+                .iter()
+                .map(String::as_str)
+                .cmp(columns.iter().map(|c| c.value(row)))
+        };
+        let mut found = None;
+        while let Some(known) = self.before.get(self.at) {
+            match order(known) {
+                std::cmp::Ordering::Less => self.at += 1,
+                std::cmp::Ordering::Equal => {
+                    found = Some(known.clone());
+                    self.at += 1;
+                    break;
+                }
+                std::cmp::Ordering::Greater => break,
+            }
+        }
+        let labels = found.unwrap_or_else(|| {
+            columns
+                .iter()
+                .map(|c| c.value(row).to_string())
+                .collect::<Vec<_>>()
+                .into()
+        });
+        self.now.push(labels.clone());
+        labels
+    }
+
+    /// The walk of the next file begins.
+    fn next_file(&mut self) {
+        if !self.now.is_empty() {
+            self.before = std::mem::take(&mut self.now);
+        }
+        self.at = 0;
+    }
 }
 
 impl<'a> RowsIn<'a> {
@@ -25,6 +85,7 @@ impl<'a> RowsIn<'a> {
         RowsIn {
             store,
             files_in: None,
+            interned: Mutex::default(),
         }
     }
 
@@ -85,9 +146,23 @@ impl SliceReader for RowsIn<'_> {
         };
         let mut labels_open = label_schema.map(|s| Opened::projected(self.store, s));
         let mut open = Opened::projected(self.store, schema);
+        // A whole read shares labels with the stream's file before (a scoped one reads few).
+        let mut interned = self.interned.lock().unwrap_or_else(|e| e.into_inner());
+        let mut interner = match within {
+            None => Some(interned.entry(decl.id.clone()).or_default()),
+            Some(_) => None,
+        };
+        if let Some(interner) = interner.as_mut() {
+            interner.next_file();
+        }
         // One row group's slices; a row group that cannot be read fails alone.
         let mut one = |g: usize| -> Result<Vec<GroupEntry>> {
-            let mut out = Vec::new();
+            // A whole read finds as many slices as the record says the row group holds tracks.
+            let expected = match within {
+                None => file.elided.as_ref().and_then(|e| e.tracks_of(g)),
+                Some(_) => None,
+            };
+            let mut out = Vec::with_capacity(expected.unwrap_or(0));
             let &(physical, span, rows) = row_groups
                 .get(g)
                 .ok_or_else(|| damaged(format!("no row group {g}")))?;
@@ -114,7 +189,12 @@ impl SliceReader for RowsIn<'_> {
                     0,
                 ),
             };
-            slices_of(decl, &batch, physical, span, first_row, &mut out)
+            let found = SliceAt {
+                group: physical,
+                span,
+                first_row,
+            };
+            slices_of(decl, &batch, found, interner.as_deref_mut(), &mut out)
                 .map_err(|why| damaged(format!("row group {physical}: {why}")))?;
             if within.is_some()
                 && out
@@ -166,16 +246,28 @@ fn beneath(labels: &[StringArray], prefix: &[String]) -> std::ops::Range<usize> 
     start..lo
 }
 
-/// Appends the slices of `batch` (rows from `first_row` on of row group `group`, bytes
-/// `span`): one per run of rows of one track.
-fn slices_of(
-    decl: &StreamDecl,
-    batch: &RecordBatch,
+/// Where a decoded batch lies: rows from `first_row` on of row group `group`, bytes `span`.
+#[derive(Clone, Copy)]
+struct SliceAt {
     group: usize,
     span: crate::archive::format::manifest::Span,
     first_row: u64,
+}
+
+/// Appends the slices of `batch` (lying `at`): one per run of rows of one track, its labels
+/// shared through `interner` when one is given.
+fn slices_of(
+    decl: &StreamDecl,
+    batch: &RecordBatch,
+    at: SliceAt,
+    mut interner: Option<&mut Interner>,
     out: &mut Vec<GroupEntry>,
 ) -> std::result::Result<(), String> {
+    let SliceAt {
+        group,
+        span,
+        first_row,
+    } = at;
     let labels: Vec<StringArray> = rendered_labels(decl, batch, "data file")?;
     let column = |name: &str| -> std::result::Result<&UInt64Array, String> {
         let values = batch
@@ -212,12 +304,16 @@ fn slices_of(
         while end < rows && same(start, end) {
             end += 1;
         }
-        out.push(GroupEntry {
-            track: labels
+        let track = match interner.as_deref_mut() {
+            Some(interner) => interner.labels(&labels, start),
+            None => labels
                 .iter()
                 .map(|l| l.value(start).to_string())
                 .collect::<Vec<_>>()
                 .into(),
+        };
+        out.push(GroupEntry {
+            track,
             rows: (end - start) as u64,
             position: range(position, start, end),
             axis: axis.map(|a| range(a, start, end)),

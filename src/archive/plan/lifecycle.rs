@@ -558,7 +558,10 @@ fn choose_files(stream: &StreamState, policy: &Compaction, split: Split, purge: 
     let small = |f: &SegmentFile| f.bytes < policy.target_bytes / 2;
     // The ratio compares the rows' bytes (row groups), not footers: a barrier of a few rows
     // is mostly footer, which a merge does not add up.
-    let data = |f: &SegmentFile| -> u64 { f.row_groups().iter().map(|g| g.1.len).sum() };
+    // Each file's figure worked out once, when the walk reaches it (a fleet's barrier file
+    // holds an entry per track).
+    let mut memo: Vec<Option<u64>> = vec![None; files.len()];
+    let mut data = |i: usize| -> u64 { *memo[i].get_or_insert_with(|| files[i].row_bytes()) };
     let mut end = files.len();
     while end > 0 {
         let slice = file_slice(split, &files[end - 1]);
@@ -570,19 +573,19 @@ fn choose_files(stream: &StreamState, policy: &Compaction, split: Split, purge: 
         for i in (start..end).rev() {
             let f = &files[i];
             if chosen[i] {
-                newer += data(f);
+                newer += data(i);
             } else if !small(f) {
                 break;
             } else if newer == 0 {
                 // The newest file waits for an older one to join it.
-                newer = data(f);
+                newer = data(i);
                 pending = Some(i);
-            } else if data(f) <= MERGE_RATIO * newer {
+            } else if data(i) <= MERGE_RATIO * newer {
                 chosen[i] = true;
                 if let Some(p) = pending.take() {
                     chosen[p] = true;
                 }
-                newer += data(f);
+                newer += data(i);
             } else {
                 break;
             }
@@ -603,7 +606,7 @@ fn trim_fan_in(stream: &StreamState, chosen: &mut [bool]) -> bool {
         .enumerate()
         .filter(|(_, c)| **c)
         .map(|(i, _)| {
-            let data = stream.files[i].row_groups().iter().map(|g| g.1.len).sum();
+            let data = stream.files[i].row_bytes();
             (data, i)
         })
         .collect();
@@ -623,9 +626,12 @@ fn planned_first_seq(
     names: &BTreeMap<u64, usize>,
     file: &PlannedFile,
 ) -> u64 {
+    // A segment's sources are its track's groups in `_seq` order, so its first holds its
+    // lowest (a source each would be a lookup per slice of a fleet's run). Were they not,
+    // the bound would be wrong and the compaction's record refused (`check_compact_order`).
     file.segments
         .iter()
-        .flat_map(|s| &s.sources)
+        .filter_map(|s| s.sources.first())
         .filter_map(|(name, group)| {
             let f = &stream.files[*names.get(name)?];
             Some(f.groups.get(*group)?.seq[0])

@@ -195,6 +195,25 @@ impl SegmentFile {
         self.row_groups().iter().map(|(_, _, rows)| rows).sum()
     }
 
+    /// The bytes of the file's Parquet row groups, each counted once (what
+    /// [`SegmentFile::row_groups`] lists, summed without listing them).
+    pub fn row_bytes(&self) -> u64 {
+        if let Some(elided) = &self.elided {
+            return elided.row_groups().iter().map(|g| g.1.len).sum();
+        }
+        let mut total = 0u64;
+        let mut last = None;
+        for (index, entry) in self.groups.iter().enumerate() {
+            let physical = entry.physical(index);
+            if entry.slice.is_some() && last == Some(physical) {
+                continue;
+            }
+            total = total.saturating_add(entry.span.len);
+            last = Some(physical);
+        }
+        total
+    }
+
     /// The file's Parquet row groups, each once: `(row group index, its span, its rows)`, in
     /// file order (one per entry unless the file is packed).
     pub fn row_groups(&self) -> Vec<(usize, Span, u64)> {
@@ -512,12 +531,15 @@ fn summaries(entries: &[GroupEntry]) -> Option<Vec<Summary>> {
         let (these, after) = rest.split_at(group.slices as usize);
         rest = after;
         let (first, last) = (these.first()?, these.last()?);
-        let mut axis = if axial { Some(first.axis?) } else { None };
+        // One pass over the slices (a fleet's row group holds one per track).
+        let (mut position, mut axis, mut seq) = (first.position, first.axis, first.seq);
         for e in these {
             if e.axis.is_some() != axial {
                 return None;
             }
+            position = union(position, e.position);
             axis = axis.zip(e.axis).map(|(a, b)| union(a, b));
+            seq = union(seq, e.seq);
         }
         out.push(Summary {
             tracks: group.slices,
@@ -525,9 +547,9 @@ fn summaries(entries: &[GroupEntry]) -> Option<Vec<Summary>> {
             span: group.span,
             first: first.track.to_vec(),
             last: last.track.to_vec(),
-            position: these.iter().map(|e| e.position).reduce(union)?,
+            position,
             axis,
-            seq: these.iter().map(|e| e.seq).reduce(union)?,
+            seq,
         });
     }
     Some(out)
@@ -1216,6 +1238,12 @@ pub struct UnreadGroup {
 }
 
 impl Elided {
+    /// For a file recorded by its row groups (format version 11), how many tracks row group
+    /// `g` holds, as the record says: the slices a read of its rows is to find.
+    pub fn tracks_of(&self, g: usize) -> Option<usize> {
+        self.summaries.get(g).map(|s| s.tracks as usize)
+    }
+
     /// A format-11 entry's row groups, their slices still to be read from the rows.
     fn from_rows(summaries: Vec<Summary>) -> Result<Elided, String> {
         check_summaries(&summaries)?;
@@ -1362,30 +1390,35 @@ pub(crate) fn take_rows(
         let summary = elided.summaries.get(g).ok_or_else(|| {
             format!("its rows were read for row group {g}, which it does not have")
         })?;
+        let (from, all, said) = (at, &slices, summary.tracks);
+        let miscounted = move || {
+            let found = all[from.min(all.len())..]
+                .iter()
+                .take_while(|e| e.slice.is_some_and(|s| s.group as usize == g))
+                .count();
+            format!("row group {g} holds {found} tracks, the manifest says {said}")
+        };
+        // Every one of these is of row group `g` (checked in the pass below), the next not.
         let these = slices
             .get(at..at + summary.tracks as usize)
             .filter(|these| {
-                these
-                    .iter()
-                    .all(|e| e.slice.is_some_and(|s| s.group as usize == g))
-                    && slices
-                        .get(at + these.len())
-                        .is_none_or(|next| next.slice.is_none_or(|s| s.group as usize != g))
+                slices
+                    .get(at + these.len())
+                    .is_none_or(|next| next.slice.is_none_or(|s| s.group as usize != g))
             })
-            .ok_or_else(|| {
-                let found = slices[at.min(slices.len())..]
-                    .iter()
-                    .take_while(|e| e.slice.is_some_and(|s| s.group as usize == g))
-                    .count();
-                format!(
-                    "row group {g} holds {found} tracks, the manifest says {}",
-                    summary.tracks
-                )
-            })?;
+            .ok_or_else(miscounted)?;
         at += these.len();
         let bad = |why: String| Err(format!("row group {g}: {why}"));
+        // One pass over the slices (a fleet's file holds one per track).
         let mut row = 0u64;
+        let (mut position, mut axis, mut seq): (Option<[u64; 2]>, _, _) = (None, None, None);
+        let widen = |range: &mut Option<[u64; 2]>, by: [u64; 2]| {
+            *range = Some(range.map_or(by, |r| union(r, by)));
+        };
         for (i, e) in these.iter().enumerate() {
+            if e.slice.is_none_or(|s| s.group as usize != g) {
+                return Err(miscounted());
+            }
             if e.slice.map(|s| s.row) != Some(row) || e.rows == 0 || e.span != summary.span {
                 return bad(format!("slice {i} is not where the one before it ended"));
             }
@@ -1399,7 +1432,13 @@ pub(crate) fn take_rows(
                 return bad(format!("track {:?} has an axis range where the manifest has none, or none where it has one", e.track));
             }
             row += e.rows;
+            widen(&mut position, e.position);
+            if let Some(range) = e.axis {
+                widen(&mut axis, range);
+            }
+            widen(&mut seq, e.seq);
         }
+        let ranges = (position, axis, seq);
         let (first, last) = (&these[0].track, &these[these.len() - 1].track);
         let said = (summary.rows, &summary.first[..], &summary.last[..]);
         if (row, &first[..], &last[..]) != said {
@@ -1408,11 +1447,6 @@ pub(crate) fn take_rows(
                 summary.rows, summary.first, summary.last
             ));
         }
-        let ranges = (
-            these.iter().map(|e| e.position).reduce(union),
-            these.iter().filter_map(|e| e.axis).reduce(union),
-            these.iter().map(|e| e.seq).reduce(union),
-        );
         if ranges != (Some(summary.position), summary.axis, Some(summary.seq)) {
             return bad(format!(
                 "its rows span _position, axis and _seq {ranges:?}, the manifest says {:?}",

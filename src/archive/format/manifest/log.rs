@@ -194,8 +194,16 @@ fn read_rows(
                 ))))
             }
         };
+        // The slices of a whole read, each moved once: the first row group's vector is kept
+        // (a barrier's file is most often one row group), the others appended to it.
+        let expected: usize = wanted.iter().filter_map(|&g| elided.tracks_of(g)).sum();
         for (g, result) in wanted.into_iter().zip(read) {
             match result {
+                Ok(read) if slices.is_empty() => {
+                    groups.push(g);
+                    slices = read;
+                    slices.reserve(expected.saturating_sub(slices.len()));
+                }
                 Ok(read) => {
                     groups.push(g);
                     slices.extend(read);

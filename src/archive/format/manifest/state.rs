@@ -232,11 +232,13 @@ fn catalog_group(track: &mut TrackState, file: &SegmentFile, g: usize) -> Result
     Ok(())
 }
 
-/// Makes an entry name its track by the catalog's labels (equal ones), so the entry's own
-/// copy is freed.
-fn share(cataloged: &Labels, entry: &mut Labels) {
-    if !Labels::ptr_eq(cataloged, entry) {
-        *entry = cataloged.clone();
+/// Makes entry `g` of `file` name its track by the catalog's labels (equal ones), so the
+/// entry's own copy is freed. Labels already shared (a barrier this handle sealed, a replay's
+/// file whose labels were found in the file before) are left as they are, and the entries
+/// are not touched.
+fn share(cataloged: &Labels, file: &mut SegmentFile, g: usize) {
+    if !Labels::ptr_eq(cataloged, &file.groups[g].track) {
+        std::sync::Arc::make_mut(&mut file.groups)[g].track = cataloged.clone();
     }
 }
 
@@ -682,10 +684,7 @@ impl StreamState {
             match found {
                 Some(track) => {
                     catalog_group(track, file, g)?;
-                    share(
-                        &track.labels,
-                        &mut std::sync::Arc::make_mut(&mut file.groups)[g].track,
-                    );
+                    share(&track.labels, file, g);
                 }
                 None => new.push(g),
             }
@@ -712,10 +711,7 @@ impl StreamState {
                 .last_mut()
                 .ok_or_else(|| "a track joining the catalog was lost".to_string())?;
             catalog_group(track, file, g)?;
-            share(
-                &track.labels,
-                &mut std::sync::Arc::make_mut(&mut file.groups)[g].track,
-            );
+            share(&track.labels, file, g);
         }
         let (before, joining) = (self.tracks.len(), fresh.len());
         let mut fresh: BTreeMap<TrackKey, TrackState> = fresh.into_iter().collect();
@@ -742,10 +738,7 @@ impl StreamState {
             .entry(key)
             .or_insert_with(|| TrackState::named(labels));
         catalog_group(track, file, g)?;
-        share(
-            &track.labels,
-            &mut std::sync::Arc::make_mut(&mut file.groups)[g].track,
-        );
+        share(&track.labels, file, g);
         Ok(())
     }
 
