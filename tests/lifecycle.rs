@@ -641,6 +641,43 @@ fn a_checkpoint_starts_a_generation_from_the_live_state() {
     );
 }
 
+/// A track nothing was retired of keeps the age marks its live files give, in the writer as
+/// in every reopen: a compaction merging barriers of several hours and a checkpoint leave
+/// the writer's catalog exactly what an open from that checkpoint rebuilds (before, the
+/// writer kept the hourly marks of the compacted barriers and a reopen did not, so the two
+/// would have retired the track at different times). Slices of 16 rows: format-9 files.
+#[test]
+fn a_reopen_after_a_compaction_and_a_checkpoint_holds_the_writers_age_marks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(Hand::default());
+    let config = || config(&clock, Retention::forever());
+    let mut archive = Archive::open(dir.path(), config()).expect("open");
+    fill(&mut archive, &clock, 4, 16);
+    let marks = |archive: &Archive| -> Vec<usize> {
+        archive.state().streams["capture"]
+            .tracks
+            .values()
+            .map(|t| t.marks.len())
+            .collect()
+    };
+    assert_eq!(
+        marks(&archive),
+        vec![4; 4],
+        "a mark an hour before compacting"
+    );
+    archive.compact(true, |_, _, _| {}).expect("compact");
+    archive.checkpoint().expect("checkpoint");
+    assert_eq!(
+        marks(&archive),
+        vec![1; 4],
+        "the output's mark: sealed when its newest input was"
+    );
+    let state = archive.state().streams.clone();
+    drop(archive);
+    let reopened = Archive::open(dir.path(), Config::new().read_only(true)).expect("reopen");
+    assert_eq!(reopened.state().streams, state);
+}
+
 #[test]
 fn compaction_cuts_segments_at_retention_slices_so_retention_still_retires_them() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -752,6 +752,15 @@ impl StreamState {
             track.first_axis = None;
             track.last_axis = None;
             track.last_seq = None;
+            // The age marks of a track nothing was ever retired of are what its live files
+            // say, nothing more: a snapshot writes down only the marks of tracks with a
+            // lifecycle, so marks kept from files a record removed would be held by the
+            // handle that applied it and lost by an open from the next checkpoint (the two
+            // would then retire the track at different times). Dropping them only ever
+            // retires later: a compaction's output is sealed when its newest input was.
+            if !track.has_lifecycle() {
+                track.marks.clear();
+            }
         }
         let mut files = std::mem::take(&mut self.files);
         self.facts.clear();
