@@ -678,6 +678,34 @@ fn a_reopen_after_a_compaction_and_a_checkpoint_holds_the_writers_age_marks() {
     assert_eq!(reopened.state().streams, state);
 }
 
+/// Raw rows kept forever and level 0 retired by age: a forced compaction still cuts its
+/// segments at an eighth of the level's lifetime of sealing time, so the level's cells retire
+/// on time afterwards. (A segment merging every barrier would be sealed when its newest rows
+/// were, and hold the cells back until they are old, for ever under repeated compactions.)
+#[test]
+fn a_level_age_lifetime_cuts_compaction_by_sealing_time_so_its_cells_still_retire() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(Hand::default());
+    let retention = Retention::forever().level(0, Lifetime::Age(Duration::from_secs(8 * 3600)));
+    let mut archive = Archive::open(dir.path(), config(&clock, retention)).expect("open");
+    // Barrier b at hour b, ticks 16b .. 16b + 15 (axis 10 a tick): level-0 cell [0, 1024)
+    // holds rows of barriers 0-6.
+    let published = fill(&mut archive, &clock, 8, 16);
+    archive.compact(true, |_, _, _| {}).expect("compact");
+    let files = archive.state().streams["capture"].files.len();
+    assert_eq!(
+        files, 8,
+        "one segment per hour of sealing (an eighth of 8 h)"
+    );
+    // At 14 h, rows sealed by 6 h are past the level's age: the first cell retires.
+    archive.sweep(14 * HOUR).expect("sweep");
+    for t in archive.state().streams["capture"].tracks.values() {
+        assert_eq!(t.level_floor(0).axis, 1024, "{:?}", t.labels);
+        assert_eq!(t.floor(), Position(0), "raw rows live forever");
+    }
+    assert_eq!(all_rows(&archive, None), published);
+}
+
 #[test]
 fn compaction_cuts_segments_at_retention_slices_so_retention_still_retires_them() {
     let dir = tempfile::tempdir().expect("tempdir");

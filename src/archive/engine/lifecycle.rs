@@ -421,6 +421,19 @@ impl CompactionJob {
                         }
                     };
                     let row = entry.slice.map_or(0, |s| s.row as usize);
+                    // The output's track columns are written from the track's labels, not
+                    // copied: an entry recorded beside its rows (format 10 and before) must
+                    // name the track its rows hold (one read from its rows always does).
+                    if source.format != Some(crate::archive::format::manifest::ROWS_FORMAT) {
+                        gather
+                            .check_labels(at, row, rows, &segment.track)
+                            .map_err(|why| {
+                                unreadable(&id)(StoredError::corrupt(format!(
+                                    "file {} entry {group}: {why}",
+                                    source.path
+                                )))
+                            })?;
+                    }
                     ranges.push((at, row, rows));
                 }
                 gather.track(&segment.track, &ranges, &mut file.writer)?;
@@ -1045,6 +1058,48 @@ impl Gather {
         }
     }
 
+    /// Checks that rows `row .. row + rows` of source `at` are of the track `labels`, by
+    /// their first and last row's track columns of text (those written from the labels).
+    fn check_labels(
+        &self,
+        at: usize,
+        row: usize,
+        rows: usize,
+        labels: &crate::contract::Labels,
+    ) -> std::result::Result<(), String> {
+        let batch = self
+            .sources
+            .get(at)
+            .ok_or_else(|| format!("no decoded source {at}"))?;
+        let last = (row + rows)
+            .checked_sub(1)
+            .filter(|&last| rows > 0 && last < batch.num_rows())
+            .ok_or_else(|| {
+                format!(
+                    "rows {row}..{} lie outside its row group of {} rows",
+                    row + rows,
+                    batch.num_rows()
+                )
+            })?;
+        for (c, k) in self.label_of.iter().enumerate() {
+            let Some(k) = k else { continue };
+            let column = batch
+                .column(c)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .ok_or_else(|| format!("track column {c} is not text"))?;
+            for r in [row, last] {
+                if column.is_null(r) || column.value(r) != labels[*k] {
+                    return Err(format!(
+                        "it names track {labels:?}, and its row {r} holds {:?}",
+                        column.is_valid(r).then(|| column.value(r))
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The index among the sources of row group `group.1` of file `group.0`, when it is
     /// the newest of that file's.
     fn holds(&self, group: (u64, usize)) -> Option<usize> {
@@ -1651,7 +1706,7 @@ impl Archive {
             .config
             .retention
             .get(stream)
-            .map_or(Split::None, |r| Split::for_lifetime(r.raw));
+            .map_or(Split::None, Split::for_retention);
         let Some(plan) = plan_compaction(state, &self.config.compaction, split, rewrite) else {
             return Ok(None);
         };
@@ -2049,6 +2104,51 @@ impl Maintainer {
             // `.tmp/` are evidence for the next open, and nothing more is written meanwhile.
             Err(e) => Err(archive.poison(e)),
             Ok(files) => archive.finish_compaction(files),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::UInt64Array;
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    /// A compaction writes an output's track columns of text from the planned track's labels,
+    /// so an entry (recorded beside its rows) whose rows hold another track is refused, not
+    /// relabelled: by the first and by the last of its rows.
+    #[test]
+    fn a_source_whose_rows_hold_another_track_than_its_entry_is_refused() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("run", DataType::Utf8, false),
+            Field::new("x", DataType::UInt64, false),
+        ]));
+        let decl = StreamDecl {
+            id: "s".into(),
+            columns: Vec::new(),
+            track: vec!["run".into()],
+            axis: Some("x".into()),
+            measured: Vec::new(),
+            ladder: None,
+        };
+        let mut gather = Gather::new(16, schema.clone(), Some("x".into()), &decl);
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(vec!["a", "a", "b", "b", "b"])),
+                Arc::new(UInt64Array::from(vec![1, 2, 3, 4, 5])),
+            ],
+        )
+        .expect("batch");
+        let at = gather.source((7, 0), batch);
+        let a: crate::contract::Labels = vec!["a".to_owned()].into();
+        let b: crate::contract::Labels = vec!["b".to_owned()].into();
+        assert_eq!(gather.check_labels(at, 0, 2, &a), Ok(()));
+        assert_eq!(gather.check_labels(at, 2, 3, &b), Ok(()));
+        // Off by one at either end, another track, or past the row group.
+        for (row, rows, labels) in [(0, 3, &a), (1, 2, &b), (0, 2, &b), (3, 3, &b), (0, 0, &a)] {
+            let refused = gather.check_labels(at, row, rows, labels);
+            assert!(refused.is_err(), "rows {row}+{rows} as {labels:?}");
         }
     }
 }

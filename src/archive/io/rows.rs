@@ -157,12 +157,12 @@ impl SliceReader for RowsIn<'_> {
         }
         // One row group's slices; a row group that cannot be read fails alone.
         let mut one = |g: usize| -> Result<Vec<GroupEntry>> {
-            // A whole read finds as many slices as the record says the row group holds tracks.
+            // A whole read finds as many slices as the record says the row group holds tracks
+            // (no more than the rows decoded: a record that lies costs no allocation).
             let expected = match within {
                 None => file.elided.as_ref().and_then(|e| e.tracks_of(g)),
                 Some(_) => None,
             };
-            let mut out = Vec::with_capacity(expected.unwrap_or(0));
             let &(physical, span, rows) = row_groups
                 .get(g)
                 .ok_or_else(|| damaged(format!("no row group {g}")))?;
@@ -175,7 +175,7 @@ impl SliceReader for RowsIn<'_> {
                         .map_err(|why| damaged(format!("row group {physical}: {why}")))?;
                     let held = beneath(&rendered, prefix);
                     if held.is_empty() {
-                        return Ok(out);
+                        return Ok(Vec::new());
                     }
                     let range = held.start as u64..held.end as u64;
                     let batch = open
@@ -189,6 +189,7 @@ impl SliceReader for RowsIn<'_> {
                     0,
                 ),
             };
+            let mut out = Vec::with_capacity(expected.map_or(0, |e| e.min(batch.num_rows())));
             let found = SliceAt {
                 group: physical,
                 span,

@@ -306,6 +306,36 @@ impl Split {
             Lifetime::Forever | Lifetime::Bytes(_) => Split::None,
         }
     }
+
+    /// The cut a stream's retention calls for: its raw lifetime's, and where that leaves
+    /// segments uncut by sealing time, an eighth of its shortest level age lifetime. A
+    /// level's age is judged by its track's age marks, which for a track nothing was retired
+    /// of are what its live files say (a segment is sealed when its newest input was): a
+    /// segment merging rows sealed far apart would hold the level's cells back until its
+    /// newest rows are old, forever under repeated compaction.
+    pub fn for_retention(retention: &Retention) -> Split {
+        match Split::for_lifetime(retention.raw) {
+            Split::None => {
+                let shortest = retention
+                    .levels
+                    .iter()
+                    .filter_map(|l| match l {
+                        Lifetime::Age(d) => Some(*d),
+                        _ => None,
+                    })
+                    .min();
+                shortest.map_or(Split::None, |d| Split::for_lifetime(Lifetime::Age(d)))
+            }
+            Split::Sealed(raw) => {
+                let levels = retention.levels.iter().filter_map(|l| match l {
+                    Lifetime::Age(d) => Some((d.as_nanos() as u64 / 8).max(1)),
+                    _ => None,
+                });
+                Split::Sealed(levels.fold(raw, u64::min))
+            }
+            axis => axis,
+        }
+    }
 }
 
 /// The most data files one packed compaction reads, about (each is kept open, with one

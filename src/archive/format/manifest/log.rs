@@ -194,9 +194,9 @@ fn read_rows(
                 ))))
             }
         };
-        // The slices of a whole read, each moved once: the first row group's vector is kept
-        // (a barrier's file is most often one row group), the others appended to it.
-        let expected: usize = wanted.iter().filter_map(|&g| elided.tracks_of(g)).sum();
+        // The slices read, each moved once: the first row group's vector is kept (a barrier's
+        // file is most often one row group), the others appended to it, room made once.
+        let expected: usize = read.iter().flatten().map(Vec::len).sum();
         for (g, result) in wanted.into_iter().zip(read) {
             match result {
                 Ok(read) if slices.is_empty() => {
