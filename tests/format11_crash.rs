@@ -19,7 +19,10 @@
 //!
 //! The parent builds the same archive beside it with the same hand-moved clock and runs the
 //! operation to completion, so it knows the catalog before and after exactly (history
-//! included). It checks that a read-only open serves one of the two and changes nothing,
+//! included). It checks that the crash left what its point says (outputs staged or placed, a
+//! torn record, removed files still in place, a snapshot staged or renamed), that the
+//! recovering open keeps as evidence exactly what no durable state names, that a read-only
+//! open serves one of the two and changes nothing,
 //! that the recovering open serves the old one for a point before the record is durable and
 //! the new one from the record on, with exactly the live files in place, that every later
 //! open holds the same catalog, and that the archive takes a barrier, a compaction and a
@@ -292,10 +295,47 @@ fn crash_case(op: Op, point: FaultPoint) {
     );
     let expected = if durable { &new } else { &old };
 
-    // A read-only open serves one of the two sets, whole, and changes nothing.
+    // The crash happened where the case says: what it left proves the operation got there.
     let before = tree(&root);
+    let names = |dir: &str, ext: &str| -> BTreeSet<String> {
+        before
+            .iter()
+            .filter(|(p, b)| b.is_some() && p.starts_with(dir) && p.ends_with(ext))
+            .map(|(p, _)| p.clone())
+            .collect()
+    };
+    let in_streams = names("streams/capture/", ".parquet");
+    let removed: BTreeSet<&String> = old.paths.difference(&new.paths).collect();
+    let removed_in_place = removed.iter().all(|p| in_streams.contains(*p));
+    let left = match point {
+        // The outputs written, not yet in place.
+        FaultPoint::AfterDataWrite => !names(".tmp/", ".parquet").is_empty(),
+        // The outputs in place beside the inputs.
+        FaultPoint::AfterDataRename => new
+            .paths
+            .difference(&old.paths)
+            .all(|p| in_streams.contains(p)),
+        // The removal's record durable, its files still there (and for the checkpoint's
+        // points, its snapshot written, or renamed into place beside the old generation).
+        FaultPoint::AfterRecord => removed_in_place,
+        FaultPoint::AfterSnapshotWrite => removed_in_place && !names(".tmp/", ".log").is_empty(),
+        FaultPoint::AfterSnapshotRename => {
+            removed_in_place && names("manifest/", ".log").len() == 2
+        }
+        _ => true,
+    };
+    assert!(left, "{at}: the crash left\n{}", listing(&before));
+
+    // A read-only open serves one of the two sets, whole, and changes nothing.
     {
         let reader = Archive::open(&root, Config::new().read_only(true)).expect("read-only");
+        // Mid record: the torn tail is what it finds.
+        assert_eq!(
+            reader.recovery().torn_tail_at.is_some(),
+            point == FaultPoint::MidRecord,
+            "{at}: {:?}",
+            reader.recovery()
+        );
         assert_same(&served(&reader), expected, &format!("{at}, read-only"));
     }
     let untouched = tree(&root);
@@ -309,6 +349,45 @@ fn crash_case(op: Op, point: FaultPoint) {
     // The recovering open: the same set, exactly its files in place (a durable record's
     // removed files deleted once a checkpoint holds their history).
     let archive = open_writable(&root, config(&Hand::at(5 * HOUR)));
+    // What no durable state names is kept as evidence, out of the live tree (by its path
+    // under `.quarantine/open-*/`): the outputs no record names, a torn generation, a snapshot
+    // never renamed into place; once a snapshot is in place, the generation it supersedes and
+    // the files that generation's record removed (the snapshot does not name them). After the
+    // record alone, the removed files are deleted once the open's checkpoint holds their
+    // history: nothing is kept.
+    let evidence: BTreeSet<String> = archive
+        .recovery()
+        .quarantined
+        .iter()
+        .filter_map(|q| q.splitn(3, '/').nth(2).map(str::to_owned))
+        .collect();
+    let generations = names("manifest/", ".log");
+    let outputs: BTreeSet<String> = new.paths.difference(&old.paths).cloned().collect();
+    let expected_evidence: BTreeSet<String> = match point {
+        FaultPoint::AfterDataWrite => names(".tmp/", ".parquet"),
+        FaultPoint::AfterDataRename => outputs,
+        FaultPoint::MidRecord => generations.into_iter().chain(outputs).collect(),
+        FaultPoint::AfterRecord => BTreeSet::new(),
+        FaultPoint::AfterSnapshotWrite => names(".tmp/", ".log"),
+        FaultPoint::AfterSnapshotRename => generations
+            .into_iter()
+            .take(1)
+            .chain(
+                in_streams
+                    .iter()
+                    .chain(&names("streams/capture/levels/", ".parquet"))
+                    .filter(|p| !new.paths.contains(*p))
+                    .cloned(),
+            )
+            .collect(),
+        other => panic!("{at}: not a point of this suite: {other:?}"),
+    };
+    assert_eq!(
+        evidence,
+        expected_evidence,
+        "{at}: {:?}",
+        archive.recovery()
+    );
     assert_same(&served(&archive), expected, &format!("{at}: recovering"));
     assert_eq!(
         files_in_place(&root),
