@@ -38,15 +38,12 @@ use series_archive::archive::manifest::{StreamState, ROWS_FORMAT};
 use series_archive::archive::{Archive, Config, FaultPoint, Faults};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound::{Included, Unbounded};
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-const DIR_VAR: &str = "SERIES_ARCHIVE_F11_CRASH_DIR";
-const OP_VAR: &str = "SERIES_ARCHIVE_F11_CRASH_OP";
-const AT_VAR: &str = "SERIES_ARCHIVE_F11_CRASH_AT";
+/// The child's variables: `{CHILD_VARS}_DIR`, `_OP` and `_AT` (see `common::child`).
+const CHILD_VARS: &str = "SERIES_ARCHIVE_F11_CRASH";
 const CHILD: &str = "format11_crash_child";
-const SIGABRT: i32 = 6;
 const HOUR: u64 = 3_600_000_000_000;
 const RUNS: usize = 4;
 const PROBES: usize = 5;
@@ -153,11 +150,7 @@ fn run_op(archive: &mut Archive, op: Op) -> String {
 /// operation, which must crash. Returns at once in a normal run.
 #[test]
 fn format11_crash_child() {
-    let (Ok(dir), Ok(op), Ok(at)) = (
-        std::env::var(DIR_VAR),
-        std::env::var(OP_VAR),
-        std::env::var(AT_VAR),
-    ) else {
+    let Some((dir, op, at)) = common::child::told(CHILD_VARS) else {
         return;
     };
     let op = Op::parse(&op).unwrap_or_else(|| panic!("unknown operation {op:?}"));
@@ -258,29 +251,8 @@ fn reference(root: &Path, op: Op) -> (Served, Served) {
 }
 
 fn crash_at(root: &Path, op: Op, point: FaultPoint) {
-    let out = {
-        let _turn = FORK.lock().unwrap_or_else(|p| p.into_inner());
-        std::process::Command::new(std::env::current_exe().expect("exe"))
-            .args(["--exact", CHILD, "--nocapture", "--test-threads=1"])
-            .env(DIR_VAR, root)
-            .env(OP_VAR, op.name())
-            .env(AT_VAR, point.name())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("spawn the child")
-    }
-    .wait_with_output()
-    .expect("run the child");
-    assert_eq!(
-        out.status.signal(),
-        Some(SIGABRT),
-        "the child {} at {} must die of abort: {:?}\n{}",
-        op.name(),
-        point.name(),
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let told = (root.as_os_str(), op.name(), point.name());
+    common::child::crash(CHILD, CHILD_VARS, told, &FORK);
 }
 
 fn crash_case(op: Op, point: FaultPoint) {

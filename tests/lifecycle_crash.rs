@@ -28,18 +28,14 @@ use series_archive::archive::{Archive, Config, FaultPoint, Faults, ReadError};
 use series_archive::{Aggregate, BeneathWindow, Position};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound::{Included, Unbounded};
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const DIR_VAR: &str = "SERIES_ARCHIVE_LIFECYCLE_CRASH_DIR";
-const OP_VAR: &str = "SERIES_ARCHIVE_LIFECYCLE_CRASH_OP";
-const AT_VAR: &str = "SERIES_ARCHIVE_LIFECYCLE_CRASH_AT";
+/// The child's variables: `{CHILD_VARS}_DIR`, `_OP` and `_AT` (see `common::child`).
+const CHILD_VARS: &str = "SERIES_ARCHIVE_LIFECYCLE_CRASH";
 /// The test the parent re-executes; a no-op unless every variable is set.
 const CHILD: &str = "lifecycle_crash_child";
-const SIGABRT: i32 = 6;
 
 const HOUR: u64 = 3_600_000_000_000;
 /// Barriers built before the operation; barrier `b` is sealed at hour `b`.
@@ -176,11 +172,7 @@ fn run_op(archive: &mut Archive, op: Op) -> String {
 /// operation, which must crash. Returns at once in a normal run.
 #[test]
 fn lifecycle_crash_child() {
-    let (Ok(dir), Ok(op), Ok(at)) = (
-        std::env::var(DIR_VAR),
-        std::env::var(OP_VAR),
-        std::env::var(AT_VAR),
-    ) else {
+    let Some((dir, op, at)) = common::child::told(CHILD_VARS) else {
         return;
     };
     let op = Op::parse(&op).unwrap_or_else(|| panic!("unknown operation {op:?}"));
@@ -213,34 +205,8 @@ fn open_writable(root: &Path, config: Config, what: &str) -> Archive {
 
 /// Runs the child against `root` and asserts it died of SIGABRT.
 fn crash_at(root: &Path, op: Op, point: FaultPoint) {
-    let exe = std::env::current_exe().expect("current exe");
-    let child = {
-        let _turn = FORK.lock().unwrap_or_else(|p| p.into_inner());
-        Command::new(exe)
-            .args(["--exact", CHILD, "--nocapture", "--test-threads=1"])
-            .env(DIR_VAR, root)
-            .env(OP_VAR, op.name())
-            .env(AT_VAR, point.name())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn the child")
-    };
-    let out = child.wait_with_output().expect("run the child");
-    let log = format!(
-        "child {} at {}: {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        op.name(),
-        point.name(),
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(!out.status.success(), "{log}");
-    assert_eq!(
-        out.status.signal(),
-        Some(SIGABRT),
-        "the child must die of abort: {log}"
-    );
+    let told = (root.as_os_str(), op.name(), point.name());
+    common::child::crash(CHILD, CHILD_VARS, told, &FORK);
 }
 
 fn files_under(tree: &Tree, dir: &str) -> BTreeSet<String> {

@@ -6,6 +6,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use series_archive::archive::{Config, StreamSpec};
 use std::sync::Arc;
 
+pub mod child;
 pub mod delivered;
 pub mod hand;
 pub mod ops;
