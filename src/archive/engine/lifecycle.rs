@@ -1810,6 +1810,22 @@ impl Archive {
                 done.stream
             )));
         }
+        // Rows in, rows out: the files written hold exactly the live rows of the files they
+        // replace (retired ones dropped). A plan that missed an entry would otherwise lose its
+        // rows once the inputs are deleted, and no read would say so.
+        let rows_in = state.live_rows_in(&done.record.removed);
+        let rows_out: u64 = done.record.added.iter().map(SegmentFile::rows).sum();
+        if rows_in.as_ref() != Ok(&rows_out) {
+            self.delete(done.placed.iter().map(PathBuf::as_path))?;
+            return Err(ArchiveError::Internal(format!(
+                "stream {:?}: a compaction wrote {rows_out} rows in place of files holding {} live rows, so it was not recorded (its files are deleted)",
+                done.stream,
+                match rows_in {
+                    Ok(n) => n.to_string(),
+                    Err(why) => format!("an unknown number of ({why})"),
+                }
+            )));
+        }
         let mut record = done.record;
         record.next_name = record.next_name.max(self.commit.next_name());
         self.commit(Record::Compact(record))?;
@@ -2113,6 +2129,70 @@ mod tests {
     use super::*;
     use arrow::array::UInt64Array;
     use arrow::datatypes::{DataType, Field, Schema};
+
+    /// A compaction whose outputs would hold fewer (or more) rows than the live rows of the
+    /// files they replace is refused before its record, its files deleted, the archive as it
+    /// was; the same compaction whole is recorded.
+    #[test]
+    fn a_compaction_that_would_lose_rows_is_not_recorded() {
+        use crate::archive::format::spec::StreamSpec;
+        use crate::archive::Config;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("run", DataType::Utf8, false),
+            Field::new("x", DataType::UInt64, false),
+        ]));
+        let spec = StreamSpec::dynamic("s", schema.clone(), vec!["run".into()], Some("x".into()))
+            .expect("spec");
+        let mut archive = Archive::open(dir.path(), Config::new().stream(spec)).expect("open");
+        for b in 0..3u64 {
+            let runs: Vec<String> = (0..40).map(|i| format!("r{:02}", i % 4)).collect();
+            let xs: Vec<u64> = (0..40).map(|i| b * 100 + i).collect();
+            let batch = RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(StringArray::from(runs)),
+                    Arc::new(UInt64Array::from(xs)),
+                ],
+            )
+            .expect("batch");
+            let positions: Vec<u64> = (b * 40 + 1..=b * 40 + 40).collect();
+            archive.stage_batch("s", &batch, &positions).expect("stage");
+            archive.seal_all().expect("seal");
+        }
+        let before = archive.state().streams["s"].clone();
+        assert_eq!(before.live_rows_in(&[before.files[0].name]), Ok(40));
+        assert!(before.live_rows_in(&[u64::MAX]).is_err(), "a name not live");
+        let job = archive
+            .plan_compaction("s", true)
+            .expect("plan")
+            .expect("a job");
+        let mut done = job.run(|_, _| {}).expect("run");
+        let whole = done.record.added.clone();
+        let first = Arc::make_mut(&mut done.record.added[0].groups);
+        first[0].rows -= 1;
+        let refused = archive.finish_compaction(done).expect_err("refused");
+        assert!(
+            refused
+                .to_string()
+                .contains("119 rows in place of files holding 120 live rows"),
+            "{refused}"
+        );
+        assert_eq!(archive.state().streams["s"], before, "nothing recorded");
+        for f in &whole {
+            assert!(!dir.path().join(&f.path).exists(), "{} deleted", f.path);
+        }
+        let job = archive
+            .plan_compaction("s", true)
+            .expect("plan")
+            .expect("a job");
+        let done = job.run(|_, _| {}).expect("run");
+        let report = archive
+            .finish_compaction(done)
+            .expect("finish")
+            .expect("recorded");
+        assert_eq!(report.files_in, 3);
+    }
 
     /// A compaction writes an output's track columns of text from the planned track's labels,
     /// so an entry (recorded beside its rows) whose rows hold another track is refused, not

@@ -852,6 +852,64 @@ impl StreamState {
         }
     }
 
+    /// The rows of the live files `names` that the catalog counts (the entries their track's
+    /// floor has not retired): exactly what a compaction replacing them writes, which
+    /// [`crate::archive::Archive::finish_compaction`] checks before the swap is recorded. A
+    /// file's entries are walked beside the catalog (both in key order; an entry out of that
+    /// order is looked up). Refuses a name that is not live, or an entry naming no cataloged
+    /// track.
+    pub fn live_rows_in(&self, names: &[u64]) -> Result<u64, String> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let wanted: BTreeSet<u64> = names.iter().copied().collect();
+        let same = |t: &TrackState, e: &GroupEntry| {
+            Labels::ptr_eq(&t.labels, &e.track) || t.labels[..] == e.track[..]
+        };
+        let mut total = 0u64;
+        let mut found = 0;
+        for file in self.files.iter().filter(|f| wanted.contains(&f.name)) {
+            found += 1;
+            let mut walk = self.tracks.range::<TrackKey, _>(..).peekable();
+            let mut at: Option<&TrackState> = None;
+            for (g, entry) in file.groups.iter().enumerate() {
+                let track = match at.filter(|t| same(t, entry)) {
+                    Some(track) => track,
+                    None => {
+                        while walk
+                            .next_if(|(_, t)| !same(t, entry) && t.labels[..] < entry.track[..])
+                            .is_some()
+                        {}
+                        match walk.next_if(|(_, t)| same(t, entry)) {
+                            Some((_, track)) => track,
+                            None => {
+                                let key =
+                                    TrackKey::encode(&entry.track).map_err(|e| e.to_string())?;
+                                let track = self.tracks.get(&key).ok_or_else(|| {
+                                    format!(
+                                        "file {} entry {g} names track {:?}, which the catalog does not hold",
+                                        file.path, entry.track
+                                    )
+                                })?;
+                                walk = self.tracks.range((Excluded(key), Unbounded)).peekable();
+                                track
+                            }
+                        }
+                    }
+                };
+                at = Some(track);
+                if !track.retires(entry.seq[1]) {
+                    total = total.saturating_add(entry.rows);
+                }
+            }
+        }
+        if found != wanted.len() {
+            return Err(format!(
+                "{} of the files named are not live",
+                wanted.len() - found
+            ));
+        }
+        Ok(total)
+    }
+
     /// Checks, before it is recorded, that a compaction's swap keeps every track it writes in
     /// `_seq` order across the live files in order of their first `_seq` (what replaying the
     /// record checks): a swap that would not is never made durable.
