@@ -859,7 +859,6 @@ impl StreamState {
     /// order is looked up). Refuses a name that is not live, or an entry naming no cataloged
     /// track.
     pub fn live_rows_in(&self, names: &[u64]) -> Result<u64, String> {
-        use std::ops::Bound::{Excluded, Unbounded};
         let wanted: BTreeSet<u64> = names.iter().copied().collect();
         let same = |t: &TrackState, e: &GroupEntry| {
             Labels::ptr_eq(&t.labels, &e.track) || t.labels[..] == e.track[..]
@@ -868,7 +867,13 @@ impl StreamState {
         let mut found = 0;
         for file in self.files.iter().filter(|f| wanted.contains(&f.name)) {
             found += 1;
-            let mut walk = self.tracks.range::<TrackKey, _>(..).peekable();
+            // From the file's first track on: a file naming few of many tracks (a track's own
+            // file, under an axis-distance lifetime) walks its own part of the catalog only.
+            let from = match file.groups.first() {
+                Some(first) => TrackKey::encode(&first.track).map_err(|e| e.to_string())?,
+                None => continue,
+            };
+            let mut walk = self.tracks.range(from..).peekable();
             let mut at: Option<&TrackState> = None;
             for (g, entry) in file.groups.iter().enumerate() {
                 let track = match at.filter(|t| same(t, entry)) {
@@ -889,7 +894,8 @@ impl StreamState {
                                         file.path, entry.track
                                     )
                                 })?;
-                                walk = self.tracks.range((Excluded(key), Unbounded)).peekable();
+                                walk = self.tracks.range(key..).peekable();
+                                walk.next();
                                 track
                             }
                         }
