@@ -40,16 +40,7 @@ const PATH: &str = "streams/capture/rows/000000000001.parquet";
 
 /// Entry `probe` of run `run`: `rows` rows from position `first`, axis from `axis`.
 fn entry(run: &str, probe: &str, rows: u64, first: u64, axis: u64, span: Span) -> GroupEntry {
-    GroupEntry {
-        track: [run, probe].map(String::from).into(),
-        rows,
-        position: [first, first + rows - 1],
-        axis: Some([axis, axis + (rows - 1) * 10]),
-        seq: [first - 1, first + rows - 2],
-        span,
-        last_track: None,
-        slice: None,
-    }
+    golden_files::example_entry((run, probe), rows, (first, axis), span, None)
 }
 
 /// A packed file of `entries`, their slices laid out over row groups of `per_group` entries.

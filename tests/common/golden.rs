@@ -171,24 +171,35 @@ pub fn generation_records(root: &Path) -> (Vec<u8>, Vec<(String, u16)>) {
     (bytes, out)
 }
 
+/// An entry of the docs' examples (versions 9 and later): track `(run, probe)`, `rows` rows
+/// from position `first` (`_seq` one less), the axis from `axis` by 10, in `span`, a slice
+/// `(row group, first row)` of a packed file or none.
+pub fn example_entry(
+    (run, probe): (&str, &str),
+    rows: u64,
+    (first, axis): (u64, u64),
+    span: series_archive::archive::manifest::Span,
+    slice: Option<(u32, u64)>,
+) -> series_archive::archive::manifest::GroupEntry {
+    series_archive::archive::manifest::GroupEntry {
+        track: [run, probe].map(String::from).into(),
+        rows,
+        position: [first, first + rows - 1],
+        axis: Some([axis, axis + (rows - 1) * 10]),
+        seq: [first - 1, first + rows - 2],
+        span,
+        last_track: None,
+        slice: slice.map(|(group, row)| series_archive::archive::manifest::Slice { group, row }),
+    }
+}
+
 /// The docs' example packed file (versions 9 to 11): four tracks of the capture stream, three
 /// slices of row group 0 and one of row group 1, its entry of `format`.
 pub fn example_packed_file(format: u16) -> series_archive::archive::manifest::SegmentFile {
-    use series_archive::archive::manifest::{GroupEntry, SegmentFile, Slice, Span};
-    let entry =
-        |probe: &str, rows: u64, first: u64, axis: u64, span: Span, slice: (u32, u64)| GroupEntry {
-            track: ["run_0", probe].map(String::from).into(),
-            rows,
-            position: [first, first + rows - 1],
-            axis: Some([axis, axis + (rows - 1) * 10]),
-            seq: [first - 1, first + rows - 2],
-            span,
-            last_track: None,
-            slice: Some(Slice {
-                group: slice.0,
-                row: slice.1,
-            }),
-        };
+    use series_archive::archive::manifest::{SegmentFile, Span};
+    let entry = |probe: &str, rows: u64, first: u64, axis: u64, span: Span, slice: (u32, u64)| {
+        example_entry(("run_0", probe), rows, (first, axis), span, Some(slice))
+    };
     let (g0, g1) = (span(4, 700, 0x0A0B_0C0D), span(704, 300, 0x0102_0304));
     SegmentFile {
         name: 1,
